@@ -1,0 +1,53 @@
+# awa — every set-up step lives here, so a fresh machine needs only Python 3.11+ and make.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+# The venv is rebuilt when missing or older than pyproject.toml.
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+.PHONY: install
+install: $(STAMP) ## Create .venv and install awa with its dev extra
+
+.PHONY: check
+check: $(STAMP) ## Lint, format check and type check (ruff + mypy --strict)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy --strict src/awa
+
+.PHONY: fmt
+fmt: $(STAMP) ## Format and autofix
+	$(BIN)/ruff format src tests bench
+	$(BIN)/ruff check --fix src tests bench
+
+.PHONY: test
+test: $(STAMP) ## Run the whole suite on real PostgreSQL (DATABASE_URL or embedded)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+.PHONY: test-unit
+test-unit: $(STAMP) ## Run only the unit tests (no database)
+	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+
+.PHONY: demo
+demo: $(STAMP) ## Run the demo on the embedded PostgreSQL
+	$(BIN)/awa demo
+
+.PHONY: bench-insert
+bench-insert: $(STAMP) ## Measure insert and insert_many throughput
+	$(BIN)/python bench/insert.py
+
+.PHONY: clean
+clean: ## Remove the venv, caches and the embedded data directory
+	rm -rf $(VENV) .awa .pytest_cache .mypy_cache .ruff_cache build dist

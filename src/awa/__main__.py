@@ -1,0 +1,5 @@
+"""``python -m awa`` is the ``awa`` command."""
+
+from awa.cli.main import main
+
+raise SystemExit(main())

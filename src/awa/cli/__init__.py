@@ -1,0 +1,1 @@
+"""The ``awa`` command line. Uses only awa's public API."""

@@ -1,0 +1,77 @@
+"""``awa job get|list|cancel|retry|dump``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import awa
+from awa.cli.args import positive_int, with_example
+from awa.cli.output import print_json, print_table
+
+
+def register(sub: Any) -> None:
+    job = sub.add_parser("job", help="inspect and act on jobs")
+    actions = job.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for name, help_text, example in (
+        ("get", "show one job", "awa job get 42"),
+        ("cancel", "cancel a job that has not finished", "awa job cancel 42"),
+        ("retry", "make a job available again now", "awa job retry 42"),
+        ("dump", "print every field of a job as JSON", "awa job dump 42"),
+    ):
+        p = actions.add_parser(name, help=help_text, **with_example(help_text, example))
+        p.add_argument("id", type=positive_int, metavar="ID")
+        p.set_defaults(handler=run)
+    p = actions.add_parser(
+        "list",
+        help="list jobs, newest first",
+        **with_example("List jobs, newest first.", "awa job list --state failed --limit 20"),
+    )
+    p.add_argument("--state", choices=[s.value for s in awa.JobState])
+    p.add_argument("--kind")
+    p.add_argument("--queue")
+    p.add_argument("--limit", type=positive_int, default=50)
+    p.set_defaults(handler=run)
+
+
+def _show(job: awa.Job[Any], as_json: bool) -> None:
+    if as_json:
+        print_json(job)
+        return
+    rows = [
+        ("id", job.id), ("kind", job.kind), ("queue", job.queue), ("state", job.state),
+        ("priority", job.priority), ("attempt", f"{job.attempt}/{job.max_attempts}"),
+        ("run_lease", job.run_lease), ("args", job.args), ("tags", job.tags),
+        ("created_at", job.created_at), ("run_at", job.run_at),
+        ("attempted_at", job.attempted_at), ("finalized_at", job.finalized_at),
+        ("errors", len(job.errors)),
+    ]  # fmt: skip
+    print_table(("field", "value"), rows)
+    if job.errors:
+        last = job.errors[-1]
+        print(f"last error (attempt {last.get('attempt')}): {last.get('error')}")
+
+
+async def run(args: argparse.Namespace, url: str | None) -> int:
+    async with awa.AsyncClient(url) as client:
+        if args.action == "list":
+            jobs = await client.list_jobs(
+                state=args.state, kind=args.kind, queue=args.queue, limit=args.limit
+            )
+            if args.json:
+                print_json(jobs)
+            else:
+                print_table(
+                    ("id", "kind", "queue", "state", "attempt", "run_at"),
+                    ((j.id, j.kind, j.queue, j.state, f"{j.attempt}/{j.max_attempts}", j.run_at)
+                     for j in jobs),
+                )  # fmt: skip
+            return 0
+        if args.action == "cancel":
+            job = await client.cancel(args.id)
+        elif args.action == "retry":
+            job = await client.retry(args.id)
+        else:
+            job = await client.get_job(args.id)
+        _show(job, args.json or args.action == "dump")
+    return 0

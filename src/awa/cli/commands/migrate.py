@@ -1,0 +1,36 @@
+"""``awa migrate [--sql]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import awa
+from awa.cli.args import with_example
+from awa.db.migrations import render_sql
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "migrate",
+        help="apply pending schema migrations",
+        **with_example("Create or upgrade the awa schema.", "awa migrate --sql > awa.sql"),
+    )
+    p.add_argument("--sql", action="store_true", help="print the SQL instead of applying it")
+    p.set_defaults(handler=run, needs_db=lambda a: not a.sql)
+
+
+async def run(args: argparse.Namespace, url: str | None) -> int:
+    if args.sql:
+        sys.stdout.write(render_sql())
+        return 0
+    async with awa.AsyncClient(url) as client:
+        applied = await client.migrate()
+    if args.json:
+        sys.stdout.write(f'{{"applied": {applied}}}\n')
+    elif applied:
+        print(f"applied migrations: {', '.join(f'{v:04d}' for v in applied)}")
+    else:
+        print("schema is up to date")
+    return 0

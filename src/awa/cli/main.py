@@ -1,0 +1,68 @@
+"""Entry point of the ``awa`` command: global options, then one command group."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+import awa
+from awa.cli.args import Parser
+from awa.cli.commands import demo, health, job, migrate, queue, worker
+from awa.cli.database import database_url
+from awa.cli.output import fail
+
+COMMANDS = (migrate, worker, queue, job, health, demo)
+
+
+def build_parser() -> Parser:
+    """The full argument parser (also used by the docs and the tests)."""
+    parser = Parser(
+        prog="awa",
+        description="awa — a Postgres-native background job queue.",
+        epilog="Database: --database-url > AWA_DATABASE_URL > DATABASE_URL > embedded "
+        "server in ./.awa/pgdata.",
+    )
+    parser.add_argument("--database-url", metavar="URL", help="PostgreSQL URL")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--version", action="version", version=f"awa {awa.__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in COMMANDS:
+        module.register(sub)
+    _add_json_to_leaves(parser)
+    return parser
+
+
+def _add_json_to_leaves(parser: argparse.ArgumentParser) -> None:
+    """Every command accepts ``--json`` after its name too (``awa queue stats --json``)."""
+    subactions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subactions:
+        if not any("--json" in a.option_strings for a in parser._actions):
+            parser.add_argument(
+                "--json", action="store_true", default=argparse.SUPPRESS, help="JSON output"
+            )
+        return
+    for action in subactions:
+        for child in action.choices.values():
+            _add_json_to_leaves(child)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    needs_db = getattr(args, "needs_db", lambda a: True)(args)
+    try:
+        url = database_url(args.database_url) if needs_db else args.database_url
+        status: int = asyncio.run(args.handler(args, url))
+    except awa.ValidationError as exc:
+        return fail(str(exc), 2)
+    except awa.AwaError as exc:
+        return fail(str(exc), 1)
+    except KeyboardInterrupt:
+        return 130
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Producing and administering jobs: the async core client, its sync twin, transactions."""

@@ -1,0 +1,169 @@
+"""Admin operations on jobs and queues. Each takes a connection and is one statement."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
+
+from awa import validate
+from awa.client.unique import UniqueOpts
+from awa.db import sql
+from awa.db.errors import mapped
+from awa.db.rows import job_rows, queue_stat
+from awa.errors import JobNotFound, ValidationError
+from awa.kinds import derive_kind
+from awa.serialization import args_to_dict, encode_json
+from awa.types import Job, JobState, QueueStat
+
+MAX_LIST_LIMIT = 10_000
+
+
+def _state(value: JobState | str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        return JobState(value).value
+    except ValueError:
+        valid = ", ".join(s.value for s in JobState)
+        raise ValidationError("state", f"unknown state {value!r} (valid: {valid})") from None
+
+
+def _job_id(value: Any) -> int:
+    return validate.integer("id", value, low=1)
+
+
+async def _one_job(
+    conn: AsyncConnection[Any], query: Any, params: Mapping[str, Any]
+) -> Job[Any] | None:
+    with mapped():
+        cur = conn.cursor(row_factory=job_rows)
+        await cur.execute(query, params)
+        return await cur.fetchone()
+
+
+async def _many_jobs(
+    conn: AsyncConnection[Any], query: Any, params: Mapping[str, Any]
+) -> list[Job[Any]]:
+    with mapped():
+        cur = conn.cursor(row_factory=job_rows)
+        await cur.execute(query, params)
+        return await cur.fetchall()
+
+
+async def get_job(conn: AsyncConnection[Any], job_id: int) -> Job[Any]:
+    """The job with ``job_id``, or :class:`JobNotFound`."""
+    job = await _one_job(conn, sql.JOB_GET, {"id": _job_id(job_id)})
+    if job is None:
+        raise JobNotFound(job_id)
+    return job
+
+
+async def list_jobs(
+    conn: AsyncConnection[Any],
+    *,
+    state: JobState | str | None = None,
+    kind: str | None = None,
+    queue: str | None = None,
+    limit: int = 100,
+) -> list[Job[Any]]:
+    """Newest first, filtered by state, kind and queue; ``limit`` up to 10 000."""
+    params = {
+        "state": _state(state),
+        "kind": None if kind is None else validate.text("kind", kind),
+        "queue": None if queue is None else validate.text("queue", queue),
+        "limit": validate.integer("limit", limit, low=1, high=MAX_LIST_LIMIT),
+    }
+    return await _many_jobs(conn, sql.JOB_LIST, params)
+
+
+async def _changed_or_current(
+    conn: AsyncConnection[Any], query: Any, job_id: int, **extra: Any
+) -> Job[Any]:
+    job = await _one_job(conn, query, {"id": _job_id(job_id), **extra})
+    return job if job is not None else await get_job(conn, job_id)
+
+
+async def cancel(
+    conn: AsyncConnection[Any], job_id: int, reason: str = "cancelled by operator"
+) -> Job[Any]:
+    """Cancel a job that has not finished (a running one too); returns it as it now is."""
+    return await _changed_or_current(conn, sql.JOB_CANCEL, job_id, reason=reason)
+
+
+async def retry(conn: AsyncConnection[Any], job_id: int) -> Job[Any]:
+    """Make a failed, cancelled, completed or waiting job available now."""
+    return await _changed_or_current(conn, sql.JOB_RETRY, job_id)
+
+
+async def cancel_by_unique_key(
+    conn: AsyncConnection[Any],
+    args: Any,
+    *,
+    kind: str | None = None,
+    queue: str = "default",
+    unique_opts: Mapping[str, Any] | UniqueOpts | None = None,
+) -> Job[Any] | None:
+    """Cancel the unfinished job that ``insert(args, ..., unique_opts=...)`` would collide with."""
+    if kind is None:
+        if isinstance(args, Mapping):
+            raise ValidationError("kind", "is required when args is a dict")
+        kind = derive_kind(type(args))
+    opts = UniqueOpts.parse(unique_opts or {})
+    key = opts.key(
+        validate.text("kind", kind), validate.text("queue", queue), encode_json(args_to_dict(args))
+    )
+    return await _one_job(conn, sql.JOB_CANCEL_BY_UNIQUE_KEY, {"unique_key": key})
+
+
+async def retry_failed(
+    conn: AsyncConnection[Any], *, kind: str | None = None, queue: str | None = None
+) -> list[Job[Any]]:
+    """Retry every failed job of a kind and/or a queue (at least one filter is required)."""
+    if kind is None and queue is None:
+        raise ValidationError("kind", "retry_failed needs kind= or queue= (or both)")
+    params = {
+        "kind": None if kind is None else validate.text("kind", kind),
+        "queue": None if queue is None else validate.text("queue", queue),
+    }
+    return await _many_jobs(conn, sql.JOB_RETRY_FAILED, params)
+
+
+async def discard_failed(conn: AsyncConnection[Any], kind: str) -> int:
+    """Delete the failed jobs of one kind; returns how many."""
+    with mapped():
+        cur = await conn.execute(sql.JOB_DISCARD_FAILED, {"kind": validate.text("kind", kind)})
+    return cur.rowcount
+
+
+async def pause_queue(conn: AsyncConnection[Any], queue: str, paused_by: str | None = None) -> None:
+    """Stop every worker from claiming jobs of ``queue`` (running ones finish)."""
+    if paused_by is not None:
+        paused_by = validate.text("paused_by", paused_by)
+    with mapped():
+        await conn.execute(
+            sql.QUEUE_META_PAUSE, {"queue": validate.text("queue", queue), "paused_by": paused_by}
+        )
+
+
+async def resume_queue(conn: AsyncConnection[Any], queue: str) -> None:
+    """Let workers claim jobs of ``queue`` again."""
+    with mapped():
+        await conn.execute(sql.QUEUE_META_RESUME, {"queue": validate.text("queue", queue)})
+
+
+async def drain_queue(conn: AsyncConnection[Any], queue: str) -> int:
+    """Cancel every waiting job of ``queue`` (running jobs finish); returns how many."""
+    with mapped():
+        cur = await conn.execute(sql.QUEUE_DRAIN, {"queue": validate.text("queue", queue)})
+    return cur.rowcount
+
+
+async def queue_stats(conn: AsyncConnection[Any]) -> list[QueueStat]:
+    """Counts per state for every queue, with lag and pause."""
+    with mapped():
+        cur = conn.cursor(row_factory=dict_row)
+        await cur.execute(sql.QUEUE_STATS)
+        return [queue_stat(row) for row in await cur.fetchall()]

@@ -1,0 +1,340 @@
+"""The async core client: producing, administering and running jobs.
+
+Everything else (the sync :class:`~awa.client.sync_client.Client`, the CLI, the dashboard)
+goes through this class, so the behaviour lives in one place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any, TypeVar
+
+from psycopg_pool import AsyncConnectionPool
+
+from awa import validate
+from awa.client import admin
+from awa.client import insert as insert_path
+from awa.client.transaction import Transaction
+from awa.client.unique import UniqueOpts
+from awa.config import DEFAULT_QUEUE, QueueSpec, build_worker_config, resolve_database_url
+from awa.db import migrations
+from awa.db.errors import mapped
+from awa.errors import ValidationError
+from awa.types import HealthCheck, Job, JobState, QueueStat, RuntimeSnapshot
+from awa.worker.registry import TaskRegistry
+
+logger = logging.getLogger("awa")
+F = TypeVar("F", bound=Callable[..., Any])
+_UNSET: Any = object()
+
+
+class AsyncClient:
+    """Connects to PostgreSQL; inserts, inspects and runs jobs.
+
+    Use as an async context manager (or call :meth:`close`). The connection pool opens
+    on first use. ``database_url`` falls back to ``AWA_DATABASE_URL`` then ``DATABASE_URL``.
+    """
+
+    def __init__(self, database_url: str | None = None, *, max_connections: int = 10) -> None:
+        url = resolve_database_url(database_url)
+        if url is None:
+            raise ValidationError(
+                "database_url",
+                "no database URL: pass one, or set AWA_DATABASE_URL or DATABASE_URL",
+            )
+        self.database_url = url
+        self.max_connections = validate.integer("max_connections", max_connections, low=1)
+        self.registry = TaskRegistry()
+        self._pool: AsyncConnectionPool | None = None
+        self._pool_lock = asyncio.Lock()
+        self._worker: Any = None  # awa.worker.runtime.Worker once started
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def _get_pool(self) -> AsyncConnectionPool:
+        if self._pool is None:
+            async with self._pool_lock:
+                if self._pool is None:
+                    pool = AsyncConnectionPool(
+                        self.database_url,
+                        min_size=1,
+                        max_size=self.max_connections,
+                        kwargs={"autocommit": True},
+                        open=False,
+                        name="awa",
+                    )
+                    with mapped():
+                        await pool.open(wait=True, timeout=30)
+                    self._pool = pool
+        return self._pool
+
+    async def close(self) -> None:
+        """Stop the worker if running, then close the pool. Idempotent."""
+        if self._worker is not None:
+            await self.shutdown()
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    async def __aenter__(self) -> AsyncClient:
+        await self._get_pool()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- schema ----------------------------------------------------------------------
+
+    async def migrate(self) -> list[int]:
+        """Apply pending schema migrations; returns the versions applied."""
+        pool = await self._get_pool()
+        async with pool.connection() as conn:
+            with mapped():
+                return await migrations.migrate(conn)
+
+    async def check_schema(self) -> None:
+        """Raise SchemaNotMigrated/SchemaTooNew unless the schema matches this code."""
+        pool = await self._get_pool()
+        async with pool.connection() as conn:
+            with mapped():
+                await migrations.check_schema(conn)
+
+    # -- producing -------------------------------------------------------------------
+
+    def _spec(
+        self,
+        args: Any,
+        *,
+        kind: str | None = None,
+        queue: str | None = _UNSET,
+        priority: int = 2,
+        max_attempts: int = 25,
+        tags: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        run_at: datetime | None = None,
+        unique_opts: Mapping[str, Any] | UniqueOpts | None = None,
+    ) -> insert_path.InsertSpec:
+        if queue is _UNSET or queue is None:
+            queue = self.registry.queue_for(type(args)) or DEFAULT_QUEUE
+        return insert_path.build_spec(
+            args,
+            kind=kind,
+            queue=queue,
+            priority=priority,
+            max_attempts=max_attempts,
+            tags=tags,
+            metadata=metadata,
+            run_at=run_at,
+            unique_opts=unique_opts,
+        )
+
+    async def insert(
+        self,
+        args: Any,
+        *,
+        kind: str | None = None,
+        queue: str | None = None,
+        priority: int = 2,
+        max_attempts: int = 25,
+        tags: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        run_at: datetime | None = None,
+        unique_opts: Mapping[str, Any] | None = None,
+    ) -> Job[Any]:
+        """Insert one job. ``queue`` defaults to the queue its task was registered on, else
+        ``"default"``. Raises ValidationError, SerializationError or UniqueConflict."""
+        spec = self._spec(
+            args,
+            kind=kind,
+            queue=queue,
+            priority=priority,
+            max_attempts=max_attempts,
+            tags=tags,
+            metadata=metadata,
+            run_at=run_at,
+            unique_opts=unique_opts,
+        )
+        pool = await self._get_pool()
+        async with pool.connection() as conn:
+            return await insert_path.insert_one(conn, spec)
+
+    async def insert_many(
+        self,
+        args_list: Iterable[Any],
+        *,
+        kind: str | None = None,
+        queue: str | None = None,
+        priority: int = 2,
+        max_attempts: int = 25,
+        tags: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        run_at: datetime | None = None,
+        unique_opts: Mapping[str, Any] | None = None,
+    ) -> list[Job[Any]]:
+        """Insert many jobs in one transaction through COPY; all or nothing."""
+        specs = [
+            self._spec(
+                args,
+                kind=kind,
+                queue=queue,
+                priority=priority,
+                max_attempts=max_attempts,
+                tags=tags,
+                metadata=metadata,
+                run_at=run_at,
+                unique_opts=unique_opts,
+            )
+            for args in args_list
+        ]
+        pool = await self._get_pool()
+        async with pool.connection() as conn:
+            return await insert_path.insert_many(conn, specs)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Transaction]:
+        """A transaction for the application's SQL and job inserts; commits on success."""
+        pool = await self._get_pool()
+        async with pool.connection() as conn, conn.transaction():
+            yield Transaction(conn, self._spec)
+
+    # -- admin -----------------------------------------------------------------------
+
+    async def get_job(self, job_id: int) -> Job[Any]:
+        """The job with ``job_id``; JobNotFound when there is none."""
+        async with (await self._get_pool()).connection() as conn:
+            return await admin.get_job(conn, job_id)
+
+    async def list_jobs(
+        self,
+        *,
+        state: JobState | str | None = None,
+        kind: str | None = None,
+        queue: str | None = None,
+        limit: int = 100,
+    ) -> list[Job[Any]]:
+        """Jobs newest first, filtered; ``limit`` up to 10 000."""
+        async with (await self._get_pool()).connection() as conn:
+            return await admin.list_jobs(conn, state=state, kind=kind, queue=queue, limit=limit)
+
+    async def cancel(self, job_id: int) -> Job[Any]:
+        """Cancel a job that has not finished; returns it as it now is."""
+        async with (await self._get_pool()).connection() as conn:
+            return await admin.cancel(conn, job_id)
+
+    async def retry(self, job_id: int) -> Job[Any]:
+        """Make a finished or scheduled job available now; returns it as it now is."""
+        async with (await self._get_pool()).connection() as conn:
+            return await admin.retry(conn, job_id)
+
+    async def cancel_by_unique_key(
+        self,
+        args: Any,
+        *,
+        kind: str | None = None,
+        queue: str = DEFAULT_QUEUE,
+        unique_opts: Mapping[str, Any] | None = None,
+    ) -> Job[Any] | None:
+        """Cancel the unfinished job holding the unique key these arguments produce."""
+        async with (await self._get_pool()).connection() as conn:
+            return await admin.cancel_by_unique_key(
+                conn, args, kind=kind, queue=queue, unique_opts=unique_opts
+            )
+
+    async def retry_failed(
+        self, *, kind: str | None = None, queue: str | None = None
+    ) -> list[Job[Any]]:
+        """Retry every failed job of a kind and/or a queue."""
+        async with (await self._get_pool()).connection() as conn:
+            return await admin.retry_failed(conn, kind=kind, queue=queue)
+
+    async def discard_failed(self, kind: str) -> int:
+        """Delete the failed jobs of ``kind``; returns how many."""
+        async with (await self._get_pool()).connection() as conn:
+            return await admin.discard_failed(conn, kind)
+
+    async def pause_queue(self, queue: str, paused_by: str | None = None) -> None:
+        """Stop all workers claiming from ``queue``; running jobs finish."""
+        async with (await self._get_pool()).connection() as conn:
+            await admin.pause_queue(conn, queue, paused_by)
+
+    async def resume_queue(self, queue: str) -> None:
+        """Resume claiming from ``queue``."""
+        async with (await self._get_pool()).connection() as conn:
+            await admin.resume_queue(conn, queue)
+
+    async def drain_queue(self, queue: str) -> int:
+        """Cancel every waiting job of ``queue``; returns how many."""
+        async with (await self._get_pool()).connection() as conn:
+            return await admin.drain_queue(conn, queue)
+
+    async def queue_stats(self) -> list[QueueStat]:
+        """Per-queue counts, lag and pause state."""
+        async with (await self._get_pool()).connection() as conn:
+            return await admin.queue_stats(conn)
+
+    # -- running ---------------------------------------------------------------------
+
+    def task(
+        self,
+        args_type: type[Any] | None = None,
+        *,
+        queue: str = DEFAULT_QUEUE,
+        kind: str | None = None,
+    ) -> Callable[[F], F]:
+        """Decorator registering an async or plain handler for ``args_type``'s kind."""
+
+        def register(handler: F) -> F:
+            self.registry.register(args_type, handler, kind=kind, queue=queue)
+            return handler
+
+        return register
+
+    async def start(
+        self,
+        /,
+        queues: Iterable[QueueSpec] | None = None,
+        *,
+        global_max_workers: int | None = None,
+        **settings: Any,
+    ) -> None:
+        """Start a worker in this event loop; returns once it runs.
+
+        ``queues`` takes ``(name, max_workers)`` tuples, dicts or :class:`QueueConfig`s;
+        when omitted, the queues named by registered tasks run with default settings.
+        Invalid configuration raises a BuildError naming the field before anything starts.
+        """
+        from awa.worker.runtime import Worker  # the worker is loaded only by processes that run one
+
+        if self._worker is not None:
+            raise ValidationError("start", "this client already runs a worker")
+        if queues is None:
+            queues = self.registry.queues()
+        config = build_worker_config(queues, global_max_workers=global_max_workers, **settings)
+        pool = await self._get_pool()
+        worker = Worker(pool, self.database_url, self.registry, config)
+        await worker.start()
+        self._worker = worker
+
+    async def shutdown(self, timeout_ms: int = 5_000) -> None:
+        """Stop claiming, let in-flight jobs finish within ``timeout_ms``, return the rest."""
+        validate.integer("timeout_ms", timeout_ms, low=0)
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            await worker.shutdown(timeout_ms)
+
+    async def health_check(self) -> HealthCheck:
+        """Liveness of the database, the worker loops and each queue's capacity."""
+        from awa.worker.health import health_check
+
+        return await health_check(await self._get_pool(), self._worker)
+
+    def runtime_snapshot(self) -> RuntimeSnapshot:
+        """The running worker's configured, overridden and effective values per queue."""
+        if self._worker is None:
+            raise ValidationError("runtime_snapshot", "no worker is running in this client")
+        snapshot: RuntimeSnapshot = self._worker.snapshot()
+        return snapshot

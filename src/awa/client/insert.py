@@ -1,0 +1,198 @@
+"""Turning ``insert(...)`` arguments into rows: validation (I/O-free) and the two write paths.
+
+``build_spec`` checks every argument and encodes args once; ``insert_one`` writes a single
+row with ``INSERT … RETURNING``; ``insert_many`` reserves ids and streams rows with COPY.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from awa import validate
+from awa.client.unique import UniqueOpts
+from awa.db import sql
+from awa.db.errors import mapped
+from awa.db.rows import job_rows
+from awa.errors import ValidationError
+from awa.kinds import derive_kind
+from awa.serialization import args_to_dict, encode_json
+from awa.types import Job, JobState
+
+MAX_TAGS = 20
+MAX_TAG_LENGTH = 255
+
+
+@dataclass(frozen=True, slots=True)
+class InsertSpec:
+    """One validated job, ready to be written."""
+
+    kind: str
+    queue: str
+    args: dict[str, Any]
+    args_json: str
+    priority: int
+    max_attempts: int
+    tags: list[str]
+    metadata: dict[str, Any]
+    metadata_json: str
+    run_at: datetime | None
+    unique_key: bytes | None
+    unique_states: str | None
+
+    def params(self) -> dict[str, Any]:
+        """Parameters of ``job_insert.sql``."""
+        return {
+            "kind": self.kind,
+            "queue": self.queue,
+            "args": self.args_json,
+            "priority": self.priority,
+            "max_attempts": self.max_attempts,
+            "tags": self.tags,
+            "metadata": self.metadata_json,
+            "run_at": self.run_at,
+            "unique_key": self.unique_key,
+            "unique_states": self.unique_states,
+        }
+
+
+def _tags(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise ValidationError("tags", f"must be a list of strings, got {type(value).__name__}")
+    if len(value) > MAX_TAGS:
+        raise ValidationError("tags", f"at most {MAX_TAGS} tags allowed, got {len(value)}")
+    return [validate.text("tags[]", tag, max_length=MAX_TAG_LENGTH) for tag in value]
+
+
+def _metadata(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValidationError("metadata", f"must be a dict, got {type(value).__name__}")
+    return dict(value)
+
+
+def build_spec(
+    args: Any,
+    *,
+    kind: str | None = None,
+    queue: str = "default",
+    priority: int = 2,
+    max_attempts: int = 25,
+    tags: Sequence[str] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    run_at: datetime | None = None,
+    unique_opts: Mapping[str, Any] | UniqueOpts | None = None,
+) -> InsertSpec:
+    """Validate one job's arguments; every error names the field and its bound."""
+    if kind is None:
+        if isinstance(args, Mapping):
+            raise ValidationError("kind", "is required when args is a dict")
+        kind = derive_kind(type(args))
+    kind = validate.text("kind", kind)
+    queue = validate.text("queue", queue)
+    priority = validate.integer("priority", priority, low=1, high=4)
+    max_attempts = validate.integer("max_attempts", max_attempts, low=1, high=1000)
+    tag_list = _tags(tags)
+    meta = _metadata(metadata)
+    if run_at is not None:
+        run_at = validate.aware_datetime("run_at", run_at)
+    payload = args_to_dict(args)
+    args_json = encode_json(payload)
+    metadata_json = encode_json(meta, what="metadata")
+    unique_key = unique_states = None
+    if unique_opts is not None:
+        opts = UniqueOpts.parse(unique_opts)
+        unique_key = opts.key(kind, queue, args_json)
+        unique_states = opts.states_mask()
+    return InsertSpec(
+        kind=kind,
+        queue=queue,
+        args=payload,
+        args_json=args_json,
+        priority=priority,
+        max_attempts=max_attempts,
+        tags=tag_list,
+        metadata=meta,
+        metadata_json=metadata_json,
+        run_at=run_at,
+        unique_key=unique_key,
+        unique_states=unique_states,
+    )
+
+
+async def insert_one(conn: AsyncConnection[Any], spec: InsertSpec) -> Job[Any]:
+    """Write one job; one round trip."""
+    with mapped():
+        cur = conn.cursor(row_factory=job_rows)
+        await cur.execute(sql.JOB_INSERT, spec.params())
+        job = await cur.fetchone()
+    assert job is not None  # INSERT … RETURNING always yields the row
+    return job
+
+
+async def insert_many(conn: AsyncConnection[Any], specs: Sequence[InsertSpec]) -> list[Job[Any]]:
+    """Write many jobs atomically: reserve ids, then COPY. Two round trips in all."""
+    if not specs:
+        return []
+    with mapped():
+        async with conn.transaction():
+            cur = await conn.execute(sql.JOB_RESERVE_IDS, {"n": len(specs)})
+            reserved = await cur.fetchall()
+            now = reserved[0][1]
+            jobs = []
+            async with conn.cursor().copy(sql.JOB_COPY_IN) as copy:
+                for spec, (job_id, _) in zip(specs, reserved, strict=True):
+                    scheduled = spec.run_at is not None and spec.run_at > now
+                    state = JobState.SCHEDULED if scheduled else JobState.AVAILABLE
+                    run_at = spec.run_at or now
+                    await copy.write_row(
+                        (
+                            job_id,
+                            spec.kind,
+                            spec.queue,
+                            spec.args_json,
+                            state.value,
+                            spec.priority,
+                            spec.priority,
+                            spec.max_attempts,
+                            spec.tags,
+                            spec.metadata_json,
+                            run_at,
+                            spec.unique_key,
+                            spec.unique_states,
+                        )
+                    )
+                    jobs.append(_new_job(job_id, spec, state, now, run_at))
+    return jobs
+
+
+def _new_job(
+    job_id: int, spec: InsertSpec, state: JobState, now: datetime, run_at: datetime
+) -> Job[Any]:
+    return Job(
+        id=job_id,
+        kind=spec.kind,
+        queue=spec.queue,
+        args=spec.args,
+        state=state,
+        priority=spec.priority,
+        attempt=0,
+        max_attempts=spec.max_attempts,
+        run_lease=0,
+        tags=spec.tags,
+        metadata=spec.metadata,
+        progress=None,
+        errors=[],
+        created_at=now,
+        run_at=run_at,
+        attempted_at=None,
+        deadline_at=None,
+        finalized_at=None,
+    )

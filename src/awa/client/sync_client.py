@@ -1,0 +1,141 @@
+"""The blocking twin of :class:`AsyncClient`: same method names, no logic of its own.
+
+Each method is the async one made blocking by the :class:`_blocking` descriptor, which
+runs the coroutine on a private event loop (:mod:`awa.client.portal`). A worker started
+from here runs on that loop too, so ``start()`` returns at once and jobs run in the
+background until ``shutdown()``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, overload
+
+from awa.client.async_client import AsyncClient
+from awa.client.portal import Portal
+from awa.client.transaction import Transaction
+from awa.types import RuntimeSnapshot
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class _Bridged(Protocol):
+    _portal: Portal
+    _core: Any
+
+
+class _blocking(Generic[P, R]):
+    """Descriptor turning an async method of the core object into a blocking one."""
+
+    def __init__(self, method: Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]) -> None:
+        self._method = method
+        self.__doc__ = method.__doc__
+
+    @overload
+    def __get__(self, owner: None, cls: type | None = None) -> _blocking[P, R]: ...
+    @overload
+    def __get__(self, owner: _Bridged, cls: type | None = None) -> Callable[P, R]: ...
+    def __get__(
+        self, owner: _Bridged | None, cls: type | None = None
+    ) -> _blocking[P, R] | Callable[P, R]:
+        if owner is None:
+            return self
+        method, core, portal = self._method, owner._core, owner._portal
+
+        @functools.wraps(method)
+        def call(*args: P.args, **kwargs: P.kwargs) -> R:
+            return portal.call(method(core, *args, **kwargs))
+
+        return call
+
+
+class SyncTransaction:
+    """Blocking face of :class:`~awa.client.transaction.Transaction`."""
+
+    def __init__(self, core: Transaction, portal: Portal) -> None:
+        self._core = core
+        self._portal = portal
+        self.connection = core.connection
+
+    execute = _blocking(Transaction.execute)
+    fetch_one = _blocking(Transaction.fetch_one)
+    fetch_optional = _blocking(Transaction.fetch_optional)
+    fetch_all = _blocking(Transaction.fetch_all)
+    insert = _blocking(Transaction.insert)
+    insert_many = _blocking(Transaction.insert_many)
+
+
+class Client:
+    """Blocking client: every method of :class:`AsyncClient`, called without ``await``."""
+
+    def __init__(self, database_url: str | None = None, *, max_connections: int = 10) -> None:
+        self._core = AsyncClient(database_url, max_connections=max_connections)
+        self._portal = Portal()
+        self.registry = self._core.registry
+        self.database_url = self._core.database_url
+
+    migrate = _blocking(AsyncClient.migrate)
+    check_schema = _blocking(AsyncClient.check_schema)
+    insert = _blocking(AsyncClient.insert)
+    insert_many = _blocking(AsyncClient.insert_many)
+    get_job = _blocking(AsyncClient.get_job)
+    list_jobs = _blocking(AsyncClient.list_jobs)
+    cancel = _blocking(AsyncClient.cancel)
+    retry = _blocking(AsyncClient.retry)
+    cancel_by_unique_key = _blocking(AsyncClient.cancel_by_unique_key)
+    retry_failed = _blocking(AsyncClient.retry_failed)
+    discard_failed = _blocking(AsyncClient.discard_failed)
+    pause_queue = _blocking(AsyncClient.pause_queue)
+    resume_queue = _blocking(AsyncClient.resume_queue)
+    drain_queue = _blocking(AsyncClient.drain_queue)
+    queue_stats = _blocking(AsyncClient.queue_stats)
+    start = _blocking(AsyncClient.start)
+    shutdown = _blocking(AsyncClient.shutdown)
+    health_check = _blocking(AsyncClient.health_check)
+
+    def task(
+        self, args_type: type[Any] | None = None, *, queue: str = "default", kind: str | None = None
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorator registering a handler; see :meth:`AsyncClient.task`."""
+        return self._core.task(args_type, queue=queue, kind=kind)
+
+    @property
+    def async_client(self) -> AsyncClient:
+        """The async core this client drives (for code that runs its own event loop)."""
+        return self._core
+
+    def runtime_snapshot(self) -> RuntimeSnapshot:
+        """See :meth:`AsyncClient.runtime_snapshot`."""
+        return self._core.runtime_snapshot()
+
+    @contextmanager
+    def transaction(self) -> Iterator[SyncTransaction]:
+        """A transaction for the application's SQL and job inserts; commits on success."""
+        manager = self._core.transaction()
+        tx = self._portal.call(manager.__aenter__())
+        try:
+            yield SyncTransaction(tx, self._portal)
+        except BaseException as exc:
+            if not self._portal.call(manager.__aexit__(type(exc), exc, exc.__traceback__)):
+                raise
+        else:
+            self._portal.call(manager.__aexit__(None, None, None))
+
+    def close(self) -> None:
+        """Stop the worker if running, close the pool and the private loop. Idempotent."""
+        with contextlib.suppress(RuntimeError):  # already closed
+            self._portal.call(self._core.close())
+        self._portal.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["Client", "SyncTransaction"]

@@ -1,0 +1,90 @@
+"""Unique jobs: the key that identifies "the same job" and the states it is guarded in."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from awa import validate
+from awa.errors import ValidationError
+from awa.types import JobState
+
+DEFAULT_UNIQUE_STATES = (
+    JobState.SCHEDULED,
+    JobState.AVAILABLE,
+    JobState.RUNNING,
+    JobState.RETRYABLE,
+    JobState.COMPLETED,
+)
+_STATE_ORDER = list(JobState)  # bit i of the mask is the i-th state of the SQL enum
+_KEYS = {"by_args", "by_queue", "by_period", "states"}
+
+
+@dataclass(frozen=True, slots=True)
+class UniqueOpts:
+    """Which parts of a job make it unique, and in which states the guard holds."""
+
+    by_args: bool = True
+    by_queue: bool = False
+    by_period: float | None = None
+    states: tuple[JobState, ...] = DEFAULT_UNIQUE_STATES
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any] | UniqueOpts) -> UniqueOpts:
+        """Validate the ``unique_opts`` dict of the public API."""
+        if isinstance(raw, UniqueOpts):
+            return raw
+        if not isinstance(raw, Mapping):
+            raise ValidationError("unique_opts", f"must be a dict, got {type(raw).__name__}")
+        unknown = set(raw) - _KEYS
+        if unknown:
+            raise ValidationError("unique_opts", f"unknown key(s): {', '.join(sorted(unknown))}")
+        by_args = raw.get("by_args", True)
+        by_queue = raw.get("by_queue", False)
+        for name, flag in (("by_args", by_args), ("by_queue", by_queue)):
+            if not isinstance(flag, bool):
+                raise ValidationError(f"unique_opts.{name}", f"must be a bool, got {flag!r}")
+        period = raw.get("by_period")
+        if period is not None:
+            period = validate.number("unique_opts.by_period", period, above=0)
+        states = cls._parse_states(raw.get("states", DEFAULT_UNIQUE_STATES))
+        return cls(by_args=by_args, by_queue=by_queue, by_period=period, states=states)
+
+    @staticmethod
+    def _parse_states(raw: Any) -> tuple[JobState, ...]:
+        if isinstance(raw, str) or not hasattr(raw, "__iter__"):
+            raise ValidationError("unique_opts.states", f"must be a list of states, got {raw!r}")
+        states = []
+        for value in raw:
+            try:
+                states.append(JobState(value))
+            except ValueError:
+                valid = ", ".join(s.value for s in JobState)
+                raise ValidationError(
+                    "unique_opts.states", f"unknown state {value!r} (valid: {valid})"
+                ) from None
+        if not states:
+            raise ValidationError("unique_opts.states", "must name at least one state")
+        return tuple(states)
+
+    def states_mask(self) -> str:
+        """The bit(8) literal for ``awa.job_state_in_bitmask``."""
+        return "".join("1" if state in self.states else "0" for state in _STATE_ORDER)
+
+    def key(self, kind: str, queue: str, args_json: str, now: float | None = None) -> bytes:
+        """SHA-256 over the parts that identify this job (args compared canonically)."""
+        parts = [f"kind={kind}"]
+        if self.by_queue:
+            parts.append(f"queue={queue}")
+        if self.by_args:
+            parts.append(
+                "args=" + json.dumps(json.loads(args_json), sort_keys=True, separators=(",", ":"))
+            )
+        if self.by_period is not None:
+            instant = time.time() if now is None else now
+            parts.append(f"period={int(instant // self.by_period)}")
+        return hashlib.sha256("\x1f".join(parts).encode()).digest()

@@ -1,0 +1,236 @@
+"""Worker configuration: queue configs, start-time settings, validated in one place.
+
+Everything here is I/O-free. ``build_worker_config`` turns whatever ``start()`` was given
+into frozen dataclasses or raises a :class:`~awa.errors.BuildError` naming the field.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from awa import validate
+from awa.errors import (
+    BuildError,
+    DuplicateQueue,
+    InvalidClaimBatchSize,
+    InvalidRateLimit,
+    InvalidSetting,
+    InvalidWeight,
+    InvalidWorkers,
+    MinWorkersExceedGlobal,
+    NoQueuesConfigured,
+    ValidationError,
+)
+
+DEFAULT_QUEUE = "default"
+logger = logging.getLogger("awa")
+
+
+def resolve_database_url(explicit: str | None = None) -> str | None:
+    """Explicit argument > ``AWA_DATABASE_URL`` > ``DATABASE_URL`` (None when none is set)."""
+    for candidate in (explicit, os.environ.get("AWA_DATABASE_URL"), os.environ.get("DATABASE_URL")):
+        if candidate:
+            return candidate
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueConfig:
+    """How one queue runs in this worker. Defaults follow the public contract."""
+
+    name: str
+    max_workers: int = 50
+    min_workers: int = 0
+    weight: int = 1
+    rate_limit: tuple[float, int] | None = None
+    poll_interval_ms: int = 200
+    claim_batch_size: int = 512
+    deadline_ms: int = 300_000
+    priority_aging_interval_ms: int = 60_000
+
+    @property
+    def rate(self) -> float | None:
+        """Jobs per second allowed, or None when unlimited."""
+        return self.rate_limit[0] if self.rate_limit else None
+
+    @property
+    def burst(self) -> int | None:
+        """Token bucket size (a configured burst of 0 means ceil(rate))."""
+        if self.rate_limit is None:
+            return None
+        rate, burst = self.rate_limit
+        return burst if burst > 0 else math.ceil(rate)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerConfig:
+    """Validated settings for one worker process."""
+
+    queues: tuple[QueueConfig, ...]
+    global_max_workers: int | None = None
+    poll_interval_ms: int = 200
+    heartbeat_interval_ms: int = 30_000
+    heartbeat_staleness_ms: int = 90_000
+    heartbeat_rescue_interval_ms: int = 30_000
+    deadline_rescue_interval_ms: int = 30_000
+    promote_interval_ms: int = 250
+    leader_election_interval_ms: int = 5_000
+    runtime_snapshot_interval_ms: int = 10_000
+    completed_retention_ms: int = 24 * 3_600_000
+    failed_retention_ms: int = 7 * 24 * 3_600_000
+    override_refresh_ms: int = 10_000
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def weighted(self) -> bool:
+        """True when queues share one global pool (design record 011)."""
+        return self.global_max_workers is not None
+
+    @property
+    def total_permits(self) -> int:
+        """The most handlers this process may run at once."""
+        if self.global_max_workers is not None:
+            return self.global_max_workers
+        return sum(q.max_workers for q in self.queues)
+
+
+_QUEUE_FIELDS = {f.name for f in fields(QueueConfig)}
+
+QueueSpec = str | tuple[str, int] | Mapping[str, Any] | QueueConfig
+
+
+def _queue_from_spec(spec: QueueSpec, poll_interval_ms: int) -> QueueConfig:
+    if isinstance(spec, QueueConfig):
+        return spec
+    if isinstance(spec, str):
+        return QueueConfig(spec, poll_interval_ms=poll_interval_ms)
+    if isinstance(spec, tuple):
+        if len(spec) != 2:
+            raise InvalidSetting("queues", f"tuple form is (name, max_workers), got {spec!r}")
+        return QueueConfig(spec[0], max_workers=spec[1], poll_interval_ms=poll_interval_ms)
+    if isinstance(spec, Mapping):
+        unknown = set(spec) - _QUEUE_FIELDS
+        if unknown:
+            raise InvalidSetting(
+                "queues", f"unknown queue setting(s): {', '.join(sorted(unknown))}"
+            )
+        if "name" not in spec:
+            raise InvalidSetting("queues", f"dict form needs a 'name', got {dict(spec)!r}")
+        values = {"poll_interval_ms": poll_interval_ms, **spec}
+        if isinstance(values.get("rate_limit"), list):
+            values["rate_limit"] = tuple(values["rate_limit"])
+        return QueueConfig(**values)
+    raise InvalidSetting("queues", f"unsupported queue specification {spec!r}")
+
+
+def _check_queue(q: QueueConfig) -> None:
+    try:
+        validate.text("name", q.name)
+    except ValidationError as exc:
+        raise InvalidSetting(f"queues[{q.name!r}].name", exc.reason) from None
+    where = f"queues[{q.name!r}]"
+    validate.integer(f"{where}.max_workers", q.max_workers, low=1, error=InvalidWorkers)
+    validate.integer(f"{where}.min_workers", q.min_workers, low=0, error=InvalidWorkers)
+    if isinstance(q.weight, bool) or not isinstance(q.weight, int) or q.weight < 1:
+        raise InvalidWeight(q.name, q.weight)
+    if isinstance(q.claim_batch_size, bool) or not isinstance(q.claim_batch_size, int):
+        raise InvalidClaimBatchSize(q.name, q.claim_batch_size)
+    if q.claim_batch_size < 1:
+        raise InvalidClaimBatchSize(q.name, q.claim_batch_size)
+    validate.integer(f"{where}.poll_interval_ms", q.poll_interval_ms, low=1, error=InvalidSetting)
+    validate.integer(f"{where}.deadline_ms", q.deadline_ms, low=0, error=InvalidSetting)
+    validate.integer(
+        f"{where}.priority_aging_interval_ms",
+        q.priority_aging_interval_ms,
+        low=0,
+        error=InvalidSetting,
+    )
+    if q.rate_limit is not None:
+        _check_rate_limit(q)
+
+
+def _check_rate_limit(q: QueueConfig) -> None:
+    rl = q.rate_limit
+    if not isinstance(rl, tuple) or len(rl) != 2:
+        raise InvalidRateLimit(q.name, f"must be (max_rate, burst), got {rl!r}")
+    rate, burst = rl
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not math.isfinite(rate):
+        raise InvalidRateLimit(q.name, f"max_rate must be a finite number, got {rate!r}")
+    if rate <= 0:
+        raise InvalidRateLimit(q.name, f"max_rate must be > 0, got {rate!r}")
+    if isinstance(burst, bool) or not isinstance(burst, int) or burst < 0:
+        raise InvalidRateLimit(q.name, f"burst must be an integer >= 0, got {burst!r}")
+
+
+def parse_override_refresh_ms(raw: str | None, default: int = 10_000) -> tuple[int, str | None]:
+    """``AWA_OVERRIDE_REFRESH_MS`` → (milliseconds, warning or None); floored at 50."""
+    if raw is None or raw.strip() == "":
+        return default, None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        return default, f"AWA_OVERRIDE_REFRESH_MS={raw!r} is not an integer; using {default}"
+    if value < 50:
+        return 50, None
+    return value, None
+
+
+def build_worker_config(
+    queues: Iterable[QueueSpec] | None,
+    *,
+    global_max_workers: int | None = None,
+    **settings: Any,
+) -> WorkerConfig:
+    """Validate everything ``start()`` was given; raise a BuildError naming the field."""
+    poll_interval_ms = settings.get("poll_interval_ms", 200)
+    validate.integer("poll_interval_ms", poll_interval_ms, low=1, error=InvalidSetting)
+    specs = list(queues or ())
+    if not specs:
+        raise NoQueuesConfigured()
+    configs = tuple(_queue_from_spec(spec, poll_interval_ms) for spec in specs)
+    seen: set[str] = set()
+    for q in configs:
+        _check_queue(q)
+        if q.name in seen:
+            raise DuplicateQueue(q.name)
+        seen.add(q.name)
+    if global_max_workers is not None:
+        validate.integer("global_max_workers", global_max_workers, low=1, error=InvalidWorkers)
+        total_min = sum(q.min_workers for q in configs)
+        if total_min > global_max_workers:
+            raise MinWorkersExceedGlobal(total_min, global_max_workers)
+    known = {f.name for f in fields(WorkerConfig)} - {"queues", "global_max_workers", "extra"}
+    unknown = set(settings) - known
+    if unknown:
+        raise InvalidSetting("start", f"unknown setting(s): {', '.join(sorted(unknown))}")
+    for name, value in settings.items():
+        validate.integer(name, value, low=1, error=InvalidSetting)
+    if "override_refresh_ms" not in settings:
+        refresh, warning = parse_override_refresh_ms(os.environ.get("AWA_OVERRIDE_REFRESH_MS"))
+        if warning:
+            logger.warning(warning)
+        settings["override_refresh_ms"] = refresh
+    config = WorkerConfig(queues=configs, global_max_workers=global_max_workers, **settings)
+    if config.heartbeat_staleness_ms <= config.heartbeat_interval_ms:
+        raise InvalidSetting(
+            "heartbeat_staleness_ms",
+            f"must exceed heartbeat_interval_ms ({config.heartbeat_interval_ms}), "
+            f"got {config.heartbeat_staleness_ms}",
+        )
+    return config
+
+
+__all__ = [
+    "DEFAULT_QUEUE",
+    "BuildError",
+    "QueueConfig",
+    "WorkerConfig",
+    "build_worker_config",
+    "parse_override_refresh_ms",
+    "resolve_database_url",
+]

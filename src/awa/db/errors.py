@@ -1,0 +1,45 @@
+"""The one place where driver errors become awa errors.
+
+Every database call of the client and the worker runs inside :func:`mapped`, so callers
+only ever see the :mod:`awa.errors` tree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+from psycopg import errors as pg
+
+from awa.errors import DatabaseError, SchemaNotMigrated, UniqueConflict, ValidationError
+
+_MIGRATE_HINT = "the awa schema is missing or out of date: run `awa migrate` (or client.migrate())"
+
+
+def translate(exc: psycopg.Error) -> Exception:
+    """The awa error that stands for ``exc``."""
+    if isinstance(exc, pg.UndefinedTable | pg.InvalidSchemaName | pg.UndefinedObject):
+        return SchemaNotMigrated(f"{_MIGRATE_HINT} ({exc.diag.message_primary})")
+    if isinstance(exc, pg.UndefinedColumn | pg.UndefinedFunction):
+        return SchemaNotMigrated(f"{_MIGRATE_HINT} ({exc.diag.message_primary})")
+    if isinstance(exc, pg.UniqueViolation) and exc.diag.constraint_name == "jobs_unique_idx":
+        return UniqueConflict(
+            "a job with the same unique key already exists in a guarded state "
+            f"({exc.diag.message_detail or 'duplicate unique_key'})"
+        )
+    if isinstance(exc, pg.CheckViolation):
+        constraint = exc.diag.constraint_name or "check"
+        return ValidationError(constraint, exc.diag.message_primary or str(exc))
+    if isinstance(exc, pg.ProgramLimitExceeded | pg.StringDataRightTruncation):
+        return ValidationError("value", exc.diag.message_primary or str(exc))
+    return DatabaseError(f"{type(exc).__name__}: {exc}".strip())
+
+
+@contextmanager
+def mapped() -> Iterator[None]:
+    """Re-raise driver errors as awa errors (works around sync and async code alike)."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise translate(exc) from exc

@@ -1,0 +1,122 @@
+"""Numbered, forward-only schema migrations shipped as ``awa/sql/migrations/NNNN_name.sql``.
+
+``migrate`` applies what is pending in one transaction under an advisory lock, so two
+processes migrating at once are safe: the second waits, then finds nothing to do.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any, LiteralString
+
+from psycopg import AsyncConnection, sql
+
+from awa.errors import SchemaNotMigrated, SchemaTooNew
+
+_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+# Arbitrary but fixed: the advisory lock key every awa migrate() takes.
+MIGRATION_LOCK_KEY = 0x61776100_6D696772
+
+_VERSION_TABLE: LiteralString = """
+CREATE SCHEMA IF NOT EXISTS awa;
+CREATE TABLE IF NOT EXISTS awa.schema_version (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One migration file."""
+
+    version: int
+    name: str
+    sql: str
+
+
+@cache
+def migrations() -> tuple[Migration, ...]:
+    """Every migration shipped with this version of awa, in order."""
+    found = []
+    for entry in resources.files("awa.sql.migrations").iterdir():
+        match = _FILE.match(entry.name)
+        if match:
+            found.append(Migration(int(match.group(1)), match.group(2), entry.read_text("utf-8")))
+    found.sort(key=lambda m: m.version)
+    for expected, migration in enumerate(found, start=1):
+        if migration.version != expected:
+            raise RuntimeError(f"migration numbering has a gap before {migration.version:04d}")
+    return tuple(found)
+
+
+def latest_version() -> int:
+    """The schema version this code expects."""
+    return migrations()[-1].version
+
+
+def render_sql(from_version: int = 0) -> str:
+    """The SQL script ``awa migrate --sql`` prints: what migrate() would run."""
+    parts = [_VERSION_TABLE.strip() + ";"]
+    for m in migrations():
+        if m.version > from_version:
+            parts.append(f"-- {m.version:04d}_{m.name}\n{m.sql.strip()}")
+            parts.append(
+                f"INSERT INTO awa.schema_version (version, name) VALUES ({m.version}, '{m.name}');"
+            )
+    return "\n\n".join(parts) + "\n"
+
+
+async def current_version(conn: AsyncConnection[Any]) -> int:
+    """The highest applied version, 0 when the schema was never migrated."""
+    cur = await conn.execute("SELECT to_regclass('awa.schema_version') IS NOT NULL")
+    row = await cur.fetchone()
+    if row is None or not row[0]:
+        return 0
+    cur = await conn.execute("SELECT coalesce(max(version), 0) FROM awa.schema_version")
+    row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+async def migrate(conn: AsyncConnection[Any]) -> list[int]:
+    """Apply pending migrations; returns the versions applied (empty when up to date)."""
+    applied: list[int] = []
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
+        await conn.execute(_VERSION_TABLE)
+        version = await current_version(conn)
+        if version > latest_version():
+            raise SchemaTooNew(
+                f"database schema is at version {version}, this awa knows up to "
+                f"{latest_version()}: upgrade awa"
+            )
+        for m in migrations():
+            if m.version <= version:
+                continue
+            # Migration files are package data, never user input.
+            await conn.execute(sql.SQL(m.sql))
+            await conn.execute(
+                "INSERT INTO awa.schema_version (version, name) VALUES (%s, %s)",
+                (m.version, m.name),
+            )
+            applied.append(m.version)
+    return applied
+
+
+async def check_schema(conn: AsyncConnection[Any]) -> None:
+    """Raise unless the schema is exactly at this code's version."""
+    version = await current_version(conn)
+    latest = latest_version()
+    if version < latest:
+        raise SchemaNotMigrated(
+            f"the awa schema is at version {version}, this code needs {latest}: "
+            "run `awa migrate` (or client.migrate())"
+        )
+    if version > latest:
+        raise SchemaTooNew(
+            f"database schema is at version {version}, this awa knows up to {latest}: upgrade awa"
+        )

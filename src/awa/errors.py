@@ -1,0 +1,146 @@
+"""Every error awa raises, rooted at :class:`AwaError`.
+
+The tree::
+
+    AwaError
+    ├── ValidationError          a value is out of range or of the wrong type (names the field)
+    ├── SerializationError       job args cannot be encoded as JSON
+    ├── UniqueConflict           a unique job already exists in one of the guarded states
+    ├── JobNotFound              no job has that id
+    ├── SchemaNotMigrated        the ``awa`` schema is missing or older than this code
+    ├── SchemaTooNew             the database was migrated by a newer awa
+    ├── DatabaseError            any other driver error, mapped in ``awa.db.errors``
+    ├── BuildError               invalid worker configuration, raised by ``start()``
+    │   ├── NoQueuesConfigured
+    │   ├── DuplicateQueue
+    │   ├── MinWorkersExceedGlobal
+    │   ├── InvalidWeight
+    │   ├── InvalidRateLimit
+    │   ├── InvalidClaimBatchSize
+    │   ├── InvalidWorkers
+    │   └── InvalidSetting       any other out-of-range worker setting
+    └── TerminalError            raised by a handler: fail the job now, no retry
+
+Handler outcomes that are not failures (``RetryAfter``, ``Snooze``, ``Cancel``) are
+values returned from the handler, not exceptions; see :mod:`awa.outcomes`.
+"""
+
+from __future__ import annotations
+
+
+class AwaError(Exception):
+    """Root of every error raised by awa."""
+
+
+class ValidationError(AwaError, ValueError):
+    """A value given to awa is invalid. ``field`` names it; the message says the bound."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.reason = message
+
+
+class SerializationError(AwaError, TypeError):
+    """Job args could not be encoded as JSON (or decoded into the registered type)."""
+
+
+class UniqueConflict(AwaError):
+    """A job with the same unique key already exists in one of the guarded states."""
+
+    def __init__(self, message: str, *, existing_id: int | None = None) -> None:
+        super().__init__(message)
+        self.existing_id = existing_id
+
+
+class JobNotFound(AwaError, LookupError):
+    """No job has the given id."""
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__(f"job {job_id} not found")
+        self.job_id = job_id
+
+
+class SchemaNotMigrated(AwaError):
+    """The ``awa`` schema is missing or behind this code: run ``awa migrate``."""
+
+
+class SchemaTooNew(AwaError):
+    """The database schema was migrated by a newer version of awa than this one."""
+
+
+class DatabaseError(AwaError):
+    """A database error that has no more specific meaning to awa."""
+
+
+class BuildError(AwaError, ValueError):
+    """Invalid worker configuration, detected by ``start()`` before anything runs."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class NoQueuesConfigured(BuildError):
+    """``start()`` was given no queues and no task names one."""
+
+    def __init__(self) -> None:
+        super().__init__("queues", "no queues configured; pass at least one queue to start()")
+
+
+class DuplicateQueue(BuildError):
+    """The same queue name appears twice in the configuration."""
+
+    def __init__(self, queue: str) -> None:
+        super().__init__(f"queues[{queue!r}]", "configured more than once")
+        self.queue = queue
+
+
+class MinWorkersExceedGlobal(BuildError):
+    """Σ min_workers is larger than global_max_workers."""
+
+    def __init__(self, total_min: int, global_max: int) -> None:
+        super().__init__(
+            "min_workers",
+            f"sum of min_workers ({total_min}) exceeds global_max_workers ({global_max})",
+        )
+        self.total_min = total_min
+        self.global_max = global_max
+
+
+class InvalidWeight(BuildError):
+    """A queue's weight is below 1."""
+
+    def __init__(self, queue: str, weight: object) -> None:
+        super().__init__(f"queues[{queue!r}].weight", f"must be an integer >= 1, got {weight!r}")
+        self.queue = queue
+
+
+class InvalidRateLimit(BuildError):
+    """A queue's rate limit has max_rate <= 0 or a negative burst."""
+
+    def __init__(self, queue: str, message: str) -> None:
+        super().__init__(f"queues[{queue!r}].rate_limit", message)
+        self.queue = queue
+
+
+class InvalidClaimBatchSize(BuildError):
+    """A queue's claim_batch_size is below 1."""
+
+    def __init__(self, queue: str, value: object) -> None:
+        super().__init__(
+            f"queues[{queue!r}].claim_batch_size", f"must be an integer >= 1, got {value!r}"
+        )
+        self.queue = queue
+
+
+class InvalidWorkers(BuildError):
+    """A worker count is negative, or zero where a positive one is needed."""
+
+
+class InvalidSetting(BuildError):
+    """Any other worker setting out of its range."""
+
+
+class TerminalError(AwaError):
+    """Raise from a handler to fail the job at once, without further attempts."""

@@ -1,0 +1,1 @@
+"""Fleet maintenance run by one elected worker: promotion, rescue, pruning."""

@@ -1,0 +1,35 @@
+"""Retention: finished jobs and silent runtime instances are deleted in batches."""
+
+from __future__ import annotations
+
+from psycopg_pool import AsyncConnectionPool
+
+from awa.db import sql
+
+BATCH = 5_000
+INSTANCE_EXPIRY_MS = 5 * 60_000
+
+
+async def prune_finalized(
+    pool: AsyncConnectionPool, completed_retention_ms: int, failed_retention_ms: int
+) -> int:
+    """Delete finished jobs past their retention; returns how many."""
+    total = 0
+    params = {
+        "completed_retention_ms": completed_retention_ms,
+        "failed_retention_ms": failed_retention_ms,
+        "limit": BATCH,
+    }
+    while True:
+        async with pool.connection() as conn:
+            cur = await conn.execute(sql.JOB_PRUNE_FINALIZED, params)
+        total += cur.rowcount
+        if cur.rowcount < BATCH:
+            return total
+
+
+async def prune_runtime_instances(pool: AsyncConnectionPool) -> int:
+    """Forget workers that stopped reporting (crashed without deregistering)."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(sql.RUNTIME_INSTANCE_PRUNE, {"older_than_ms": INSTANCE_EXPIRY_MS})
+    return cur.rowcount

@@ -1,0 +1,43 @@
+"""Rescue of running jobs whose worker went silent or whose deadline passed."""
+
+from __future__ import annotations
+
+import logging
+from typing import LiteralString
+
+from psycopg_pool import AsyncConnectionPool
+
+from awa.db import sql
+
+logger = logging.getLogger("awa")
+BATCH = 1_000
+
+
+async def _rescue(
+    pool: AsyncConnectionPool, query: LiteralString, params: dict[str, int], why: str
+) -> int:
+    total = 0
+    while True:
+        async with pool.connection() as conn:
+            cur = await conn.execute(query, {**params, "limit": BATCH})
+            rows = await cur.fetchall()
+        for job_id, queue, kind, state in rows:
+            logger.info(
+                "rescued job %s (%s on %s) → %s: %s", job_id, kind, queue, state, why,
+                extra={"job_id": job_id, "queue": queue, "kind": kind},
+            )  # fmt: skip
+        total += len(rows)
+        if len(rows) < BATCH:
+            return total
+
+
+async def rescue_stale_heartbeats(pool: AsyncConnectionPool, staleness_ms: int) -> int:
+    """Running jobs with no heartbeat for ``staleness_ms`` go back to retryable (or failed)."""
+    return await _rescue(
+        pool, sql.JOB_RESCUE_STALE_HEARTBEAT, {"staleness_ms": staleness_ms}, "stale heartbeat"
+    )
+
+
+async def rescue_past_deadline(pool: AsyncConnectionPool, grace_ms: int) -> int:
+    """Running jobs more than ``grace_ms`` past their deadline go back to retryable (or failed)."""
+    return await _rescue(pool, sql.JOB_RESCUE_PAST_DEADLINE, {"grace_ms": grace_ms}, "deadline")

@@ -1,0 +1,31 @@
+-- job_claim_available: claim up to %(limit)s available jobs of one queue, in one statement.
+-- The dispatcher holds one permit per row it may receive (permit before claim).
+-- FOR UPDATE SKIP LOCKED lets dispatchers in other processes take disjoint rows; the
+-- NOT EXISTS on queue_meta makes a pause effective on the very next claim of every worker.
+-- Each claim starts a new attempt: attempt and run_lease go up by one, and every later
+-- write of this attempt must match (id, run_lease, state = 'running').
+-- Expects jobs_claim_idx (queue, priority, run_at, id) WHERE state = 'available'.
+WITH picked AS (
+    SELECT id
+    FROM awa.jobs
+    WHERE state = 'available' AND queue = %(queue)s
+      AND NOT EXISTS (
+          SELECT 1 FROM awa.queue_meta AS m WHERE m.queue = %(queue)s AND m.paused
+      )
+    ORDER BY priority, run_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE awa.jobs AS j
+SET state = 'running',
+    attempt = j.attempt + 1,
+    run_lease = j.run_lease + 1,
+    attempted_at = now(),
+    heartbeat_at = now(),
+    deadline_at = CASE WHEN %(deadline_ms)s::bigint > 0
+        THEN now() + %(deadline_ms)s::bigint * interval '1 millisecond' END
+FROM picked
+WHERE j.id = picked.id
+RETURNING j.id, j.kind, j.queue, j.args, j.state, j.priority, j.attempt, j.max_attempts,
+    j.run_lease, j.tags, j.metadata, j.progress, j.errors, j.created_at, j.run_at,
+    j.attempted_at, j.deadline_at, j.finalized_at

@@ -1,0 +1,16 @@
+-- job_insert: insert one job and return it.
+-- The database clock decides scheduled vs available, so producers with skewed clocks
+-- cannot make a future job claimable early. A duplicate unique key violates
+-- jobs_unique_idx and is mapped to UniqueConflict.
+INSERT INTO awa.jobs (
+    kind, queue, args, state, priority, original_priority, max_attempts,
+    tags, metadata, run_at, unique_key, unique_states
+)
+VALUES (
+    %(kind)s, %(queue)s, %(args)s::jsonb,
+    CASE WHEN %(run_at)s::timestamptz > now() THEN 'scheduled' ELSE 'available' END::awa.job_state,
+    %(priority)s, %(priority)s, %(max_attempts)s,
+    %(tags)s::text[], %(metadata)s::jsonb, coalesce(%(run_at)s::timestamptz, now()),
+    %(unique_key)s::bytea, %(unique_states)s::bit(8)
+)
+RETURNING *

@@ -1,0 +1,17 @@
+-- job_promote_due: make scheduled and retryable jobs whose run_at has come available,
+-- and wake each affected queue once. Run by the maintenance leader.
+-- Expects jobs_due_idx (run_at) WHERE state IN ('scheduled', 'retryable').
+WITH due AS (
+    SELECT id FROM awa.jobs
+    WHERE state IN ('scheduled', 'retryable') AND run_at <= now()
+    ORDER BY run_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), promoted AS (
+    UPDATE awa.jobs AS j SET state = 'available'
+    FROM due WHERE j.id = due.id
+    RETURNING j.queue
+)
+SELECT queue, count(*) AS promoted, pg_notify('awa_available', queue) AS notified
+FROM promoted
+GROUP BY queue

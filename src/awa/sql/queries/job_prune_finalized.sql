@@ -1,0 +1,13 @@
+-- job_prune_finalized: delete a batch of finished jobs older than their retention.
+-- Batched so a large backlog never holds long locks; the leader loops until done.
+-- Expects jobs_finalized_idx (finalized_at) WHERE finalized_at IS NOT NULL.
+DELETE FROM awa.jobs
+WHERE id IN (
+    SELECT id FROM awa.jobs
+    WHERE finalized_at IS NOT NULL
+      AND ((state = 'completed'
+            AND finalized_at < now() - %(completed_retention_ms)s::bigint * interval '1 millisecond')
+        OR (state IN ('failed', 'cancelled')
+            AND finalized_at < now() - %(failed_retention_ms)s::bigint * interval '1 millisecond'))
+    LIMIT %(limit)s
+)

@@ -1,0 +1,23 @@
+-- job_rescue_past_deadline: running jobs past deadline_at (plus a grace period, so the
+-- worker that runs them can stop them first) go back to retryable, or failed on their
+-- last attempt. run_lease is bumped to fence the overdue attempt.
+-- Expects jobs_running_deadline_idx (deadline_at) WHERE state = 'running' AND deadline_at IS NOT NULL.
+WITH overdue AS (
+    SELECT id FROM awa.jobs
+    WHERE state = 'running' AND deadline_at IS NOT NULL
+      AND deadline_at < now() - %(grace_ms)s::bigint * interval '1 millisecond'
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE awa.jobs AS j
+SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'failed' ELSE 'retryable' END::awa.job_state,
+    finalized_at = CASE WHEN j.attempt >= j.max_attempts THEN now() END,
+    run_at = now(),
+    run_lease = j.run_lease + 1,
+    heartbeat_at = NULL,
+    errors = j.errors || jsonb_build_array(jsonb_build_object(
+        'error', 'rescued: deadline passed at ' || j.deadline_at::text,
+        'attempt', j.attempt, 'at', now(), 'type', 'DeadlineExceeded'))
+FROM overdue
+WHERE j.id = overdue.id
+RETURNING j.id, j.queue, j.kind, j.state

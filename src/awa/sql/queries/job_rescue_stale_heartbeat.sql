@@ -1,0 +1,24 @@
+-- job_rescue_stale_heartbeat: running jobs whose worker stopped heartbeating (crashed,
+-- killed, partitioned) go back to retryable, or to failed on their last attempt so a job
+-- that kills its worker every time cannot loop forever. run_lease is bumped so the lost
+-- attempt can never complete if its worker comes back.
+-- Expects jobs_running_heartbeat_idx (heartbeat_at) WHERE state = 'running'.
+WITH stale AS (
+    SELECT id FROM awa.jobs
+    WHERE state = 'running'
+      AND heartbeat_at < now() - %(staleness_ms)s::bigint * interval '1 millisecond'
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE awa.jobs AS j
+SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'failed' ELSE 'retryable' END::awa.job_state,
+    finalized_at = CASE WHEN j.attempt >= j.max_attempts THEN now() END,
+    run_at = now(),
+    run_lease = j.run_lease + 1,
+    heartbeat_at = NULL,
+    errors = j.errors || jsonb_build_array(jsonb_build_object(
+        'error', 'rescued: no heartbeat since ' || j.heartbeat_at::text,
+        'attempt', j.attempt, 'at', now(), 'type', 'HeartbeatStale'))
+FROM stale
+WHERE j.id = stale.id
+RETURNING j.id, j.queue, j.kind, j.state

@@ -1,0 +1,69 @@
+"""Small checks shared by every public entry point; each error names the field and bound."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from awa.errors import ValidationError
+
+ErrorFactory = Callable[[str, str], Exception]
+
+
+def integer(
+    field: str,
+    value: Any,
+    *,
+    low: int | None = None,
+    high: int | None = None,
+    error: ErrorFactory = ValidationError,
+) -> int:
+    """``value`` as an int within [low, high] (bools are not integers here)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise error(field, f"must be an integer, got {value!r}")
+    if low is not None and value < low:
+        raise error(field, f"must be >= {low}, got {value}")
+    if high is not None and value > high:
+        raise error(field, f"must be <= {high}, got {value}")
+    return value
+
+
+def number(
+    field: str,
+    value: Any,
+    *,
+    above: float | None = None,
+    error: ErrorFactory = ValidationError,
+) -> float:
+    """``value`` as a finite float strictly above ``above``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise error(field, f"must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise error(field, f"must be finite, got {value!r}")
+    if above is not None and value <= above:
+        raise error(field, f"must be > {above:g}, got {value!r}")
+    return float(value)
+
+
+def text(field: str, value: Any, *, max_length: int = 200) -> str:
+    """A non-empty string of at most ``max_length`` characters."""
+    if not isinstance(value, str):
+        raise ValidationError(field, f"must be a string, got {type(value).__name__}")
+    if not value:
+        raise ValidationError(field, "must not be empty")
+    if len(value) > max_length:
+        raise ValidationError(field, f"must be at most {max_length} characters, got {len(value)}")
+    if "\x00" in value:
+        raise ValidationError(field, "must not contain NUL characters")
+    return value
+
+
+def aware_datetime(field: str, value: Any) -> datetime:
+    """A timezone-aware datetime; naive ones are ambiguous and rejected."""
+    if not isinstance(value, datetime):
+        raise ValidationError(field, f"must be a datetime, got {type(value).__name__}")
+    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+        raise ValidationError(field, "must be timezone-aware (naive datetimes are ambiguous)")
+    return value

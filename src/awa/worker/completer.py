@@ -1,0 +1,157 @@
+"""Batched, lease-guarded recording of handler outcomes.
+
+Executors ``submit`` finalizations; one flusher task writes everything that accumulated
+while the previous statement ran, as ONE ``job_finalize_many`` statement with array
+parameters. The backlog is bounded: ``submit`` waits when it is full, which holds the
+handler's permit and so slows claiming — backpressure instead of unbounded memory.
+A failed flush keeps its batch and retries with backoff; nothing is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+from awa.db import sql
+from awa.worker.results import Finalization
+
+logger = logging.getLogger("awa")
+
+AppliedCallback = Callable[[list[Finalization]], None]
+
+
+class Completer:
+    """Collects finalizations and flushes them in batches."""
+
+    def __init__(
+        self,
+        pool: AsyncConnectionPool,
+        *,
+        max_batch: int = 2_000,
+        max_backlog: int = 10_000,
+        on_applied: AppliedCallback | None = None,
+    ) -> None:
+        self._pool = pool
+        self._max_batch = max_batch
+        self._max_backlog = max_backlog
+        self._pending: list[Finalization] = []
+        self._flushing: list[Finalization] = []
+        self._wakeup = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._task: asyncio.Task[None] | None = None
+        self._on_applied = on_applied
+        self.applied = 0
+        self.stale = 0
+        self.flushes = 0
+        self.healthy = True
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the flusher task. Idempotent."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="awa-completer")
+
+    async def stop(self) -> None:
+        """Flush everything pending, then stop the flusher. Idempotent."""
+        await self.drain()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def drain(self) -> None:
+        """Wait until every submitted finalization has been written."""
+        while self._pending or self._flushing:
+            self._idle.clear()
+            self._wakeup.set()
+            await self._idle.wait()
+
+    # -- producing side --------------------------------------------------------------
+
+    async def submit(self, item: Finalization) -> None:
+        """Queue one outcome; waits while the backlog is full."""
+        while len(self._pending) >= self._max_backlog:
+            self._room.clear()
+            await self._room.wait()
+        self._pending.append(item)
+        self._wakeup.set()
+
+    def attempts(self) -> Iterator[tuple[int, int]]:
+        """(id, run_lease) of outcomes not yet written: their jobs still need heartbeats."""
+        for item in self._flushing:
+            yield item.job_id, item.run_lease
+        for item in self._pending:
+            yield item.job_id, item.run_lease
+
+    @property
+    def backlog(self) -> int:
+        """Outcomes waiting to be written."""
+        return len(self._pending) + len(self._flushing)
+
+    # -- flushing --------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            while self._pending:
+                batch = self._pending[: self._max_batch]
+                del self._pending[: self._max_batch]
+                self._room.set()
+                self._flushing = batch
+                await self._flush_until_written(batch)
+                self._flushing = []
+            self._idle.set()
+
+    async def _flush_until_written(self, batch: list[Finalization]) -> None:
+        delay = 0.05
+        while True:
+            try:
+                applied = await self._flush(batch)
+            except Exception as exc:  # connection loss, restart: keep the batch and retry
+                self.healthy = False
+                logger.warning(
+                    "completer: flush of %d outcomes failed (%s); retrying", len(batch), exc
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            self.healthy = True
+            self._account(batch, applied)
+            return
+
+    async def _flush(self, batch: list[Finalization]) -> set[int]:
+        params: dict[str, Any] = {
+            "ids": [f.job_id for f in batch],
+            "run_leases": [f.run_lease for f in batch],
+            "states": [f.state.value for f in batch],
+            "delays_ms": [f.delay_ms for f in batch],
+            "refunds": [f.refund for f in batch],
+            "errors": [f.error for f in batch],
+        }
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(sql.JOB_FINALIZE_MANY, params)
+            rows = await cur.fetchall()
+        return {row[0] for row in rows}
+
+    def _account(self, batch: list[Finalization], applied_ids: set[int]) -> None:
+        self.flushes += 1
+        applied = [f for f in batch if f.job_id in applied_ids]
+        stale = len(batch) - len(applied)
+        self.applied += len(applied)
+        if stale:
+            self.stale += stale
+            logger.debug("completer: %d stale outcome(s) not applied (lease lost)", stale)
+        if self._on_applied is not None and applied:
+            try:
+                self._on_applied(applied)
+            except Exception:
+                logger.exception("completer: on_applied callback failed")

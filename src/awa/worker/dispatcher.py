@@ -1,0 +1,180 @@
+"""One dispatcher per queue: permits → rate tokens → claim → launch (design record 011).
+
+A dispatcher sleeps until it is woken — by a ``LISTEN`` notice for its queue, by a permit
+coming back, by a control notice — or until its poll interval passes (never longer than
+the override refresh cadence). Each poll then:
+
+1. reserves permits without waiting (local first, then overflow);
+2. takes rate-limit tokens for at most that many jobs;
+3. claims at most that many jobs (and at most ``claim_batch_size``) in ONE statement;
+4. releases the permits and refunds the tokens the claim did not use;
+5. clears its overflow demand when the claim found nothing;
+6. launches each job with exactly one permit.
+
+It polls again at once while claims come back full, so a backlog drains at the speed
+of the handlers, and goes back to sleep when the queue is empty or permits run out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from awa.db import sql
+from awa.db.rows import job_rows
+from awa.types import Job
+from awa.worker.control import QueueControl
+from awa.worker.executor import Executor
+from awa.worker.permits import QueuePermits
+
+logger = logging.getLogger("awa")
+
+_MAX_ERROR_BACKOFF_S = 5.0
+
+
+class Dispatcher:
+    """Claims and launches the jobs of one queue."""
+
+    def __init__(
+        self,
+        queue: str,
+        pool: AsyncConnectionPool,
+        permits: QueuePermits,
+        control: QueueControl,
+        executor: Executor,
+    ) -> None:
+        self.queue = queue
+        self._pool = pool
+        self.permits = permits
+        self.control = control
+        self._executor = executor
+        self._wakeup = asyncio.Event()
+        self._stopping = False
+        self._task: asyncio.Task[None] | None = None
+        self.claimed = 0
+        self.polls = 0
+        self.rate_limited_polls = 0
+        self.last_loop_ok = True
+        permits.subscribe(self.wake)
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the dispatch loop. Idempotent."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop(), name=f"awa-dispatch-{self.queue}")
+
+    async def stop(self) -> None:
+        """Stop claiming (jobs already launched keep running). Idempotent."""
+        self._stopping = True
+        self._wakeup.set()
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    @property
+    def alive(self) -> bool:
+        """True while the loop runs."""
+        return self._task is not None and not self._task.done()
+
+    def wake(self) -> None:
+        """Poll as soon as possible (jobs or permits may be available)."""
+        self._wakeup.set()
+
+    # -- loop ------------------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        error_backoff = 0.05
+        while not self._stopping:
+            try:
+                if self.control.refresh_due():
+                    await self._refresh_control()
+                await self._drain()
+                self.last_loop_ok = True
+                error_backoff = 0.05
+            except Exception as exc:  # database trouble: back off, then try again
+                self.last_loop_ok = False
+                logger.warning(
+                    "dispatcher %s: %s; retrying in %.2fs", self.queue, exc, error_backoff
+                )
+                await asyncio.sleep(error_backoff)
+                error_backoff = min(error_backoff * 2, _MAX_ERROR_BACKOFF_S)
+                continue
+            await self._sleep()
+
+    async def _sleep(self) -> None:
+        timeout = min(self.control.poll_interval_ms / 1000, self.control.seconds_to_refresh())
+        bucket = self.control.bucket
+        if bucket is not None and self.control.rate_limit is not None:
+            wait_tokens = bucket.seconds_until(1)
+            if wait_tokens > 0:
+                timeout = max(timeout, min(wait_tokens, self.control.seconds_to_refresh()))
+        if self._wakeup.is_set():
+            self._wakeup.clear()
+            return
+        try:
+            async with asyncio.timeout(timeout):
+                await self._wakeup.wait()
+        except TimeoutError:
+            pass
+        self._wakeup.clear()
+
+    async def _refresh_control(self) -> None:
+        async with self._pool.connection() as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(sql.QUEUE_META_GET, {"queue": self.queue})
+            row = await cur.fetchone()
+        self.control.apply(row)
+
+    async def _drain(self) -> None:
+        while not self._stopping:
+            full = await self.poll_once()
+            if not full:
+                return
+
+    async def poll_once(self) -> bool:
+        """One permit → token → claim → launch cycle; True when the claim came back full."""
+        self.polls += 1
+        control = self.control
+        wanted = control.claim_batch_size
+        grant = self.permits.try_acquire(wanted)
+        if grant.total == 0:
+            return False
+        allowed = grant.total
+        bucket = control.bucket if control.rate_limit is not None else None
+        if bucket is not None:
+            allowed = bucket.take(allowed)
+            if allowed == 0:
+                self.rate_limited_polls += 1
+                self.permits.release(grant, wake_self=False)
+                return False
+        try:
+            jobs = await self._claim(allowed, control.deadline_ms)
+        except BaseException:
+            self.permits.release(grant, wake_self=False)
+            if bucket is not None:
+                bucket.refund(allowed)
+            raise
+        if bucket is not None:
+            bucket.refund(allowed - len(jobs))
+        permits = self.permits.split(grant, len(jobs))
+        if not jobs:
+            self.permits.clear_demand()
+            return False
+        self.claimed += len(jobs)
+        for job, permit in zip(jobs, permits, strict=True):
+            self._executor.launch(job, permit, control.deadline_ms)
+        return len(jobs) == allowed and allowed == wanted
+
+    async def _claim(self, limit: int, deadline_ms: int) -> list[Job[Any]]:
+        async with self._pool.connection() as conn:
+            cur = conn.cursor(row_factory=job_rows)
+            await cur.execute(
+                sql.JOB_CLAIM_AVAILABLE,
+                {"queue": self.queue, "limit": limit, "deadline_ms": deadline_ms},
+            )
+            return await cur.fetchall()

@@ -1,0 +1,189 @@
+"""Running handlers: one task per claimed job, holding that job's permit throughout.
+
+Async handlers run on the event loop under the attempt's deadline; plain functions run
+in a thread pool bounded by the same permits. Whatever the handler does — return, raise,
+get cancelled, crash its thread — the outcome is classified, handed to the completer and
+the permit is released exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from awa.errors import SerializationError
+from awa.serialization import decode_args
+from awa.types import Job
+from awa.worker import results
+from awa.worker.completer import Completer
+from awa.worker.permits import Permit
+from awa.worker.registry import Task, TaskRegistry
+
+logger = logging.getLogger("awa")
+
+
+class Attempt:
+    """One running attempt of one job; also the job's :class:`~awa.types.JobContext`."""
+
+    __slots__ = ("cancel_reason", "deadline_ms", "job", "permit", "started", "task")
+
+    def __init__(self, job: Job[Any], permit: Permit, deadline_ms: int) -> None:
+        self.job = job
+        self.permit = permit
+        self.deadline_ms = deadline_ms
+        self.started = time.monotonic()
+        self.cancel_reason: str | None = None
+        self.task: asyncio.Task[None] | None = None
+
+    def is_cancelled(self) -> bool:
+        """True once the worker asked this attempt to stop."""
+        return self.cancel_reason is not None
+
+    @property
+    def run_lease(self) -> int:
+        """The lease every write of this attempt must match."""
+        return self.job.run_lease
+
+
+class Executor:
+    """Starts handlers for claimed jobs and tracks the attempts in flight."""
+
+    def __init__(self, registry: TaskRegistry, completer: Completer, threads: int) -> None:
+        self._registry = registry
+        self._completer = completer
+        self._threads = ThreadPoolExecutor(
+            max_workers=max(threads, 1), thread_name_prefix="awa-job"
+        )
+        self.attempts: dict[int, Attempt] = {}
+        self.started = 0
+        self.finished = 0
+
+    def launch(self, job: Job[Any], permit: Permit, deadline_ms: int) -> None:
+        """Run ``job``'s handler in a new task that owns ``permit``."""
+        attempt = Attempt(job, permit, deadline_ms)
+        job._context = attempt
+        self.attempts[job.id] = attempt
+        self.started += 1
+        attempt.task = asyncio.create_task(self._run(attempt), name=f"awa-job-{job.id}")
+
+    async def _run(self, attempt: Attempt) -> None:
+        try:
+            outcome = await self._execute(attempt)
+            if outcome is not None:
+                await self._completer.submit(outcome)
+        except asyncio.CancelledError:
+            pass  # the worker gave up on this attempt (shutdown): its job was fenced
+        except Exception:  # a bug in awa itself: the heartbeat rescuer will retry the job
+            logger.exception("awa: unexpected error running job %s", attempt.job.id)
+        finally:
+            self.attempts.pop(attempt.job.id, None)
+            self.finished += 1
+            attempt.permit.release()
+
+    async def _execute(self, attempt: Attempt) -> results.Finalization | None:
+        job = attempt.job
+        task = self._registry.get(job.kind)
+        if task is None:
+            return results.failure(
+                job, f"unknown job kind: {job.kind}", "UnknownJobKind", terminal=True
+            )
+        try:
+            job.args = decode_args(task.args_type, job.args)
+        except SerializationError as exc:
+            return results.failure(job, str(exc), "SerializationError", terminal=True)
+        try:
+            if task.is_async:
+                value = await self._run_async(task, attempt)
+            else:
+                value = await self._run_sync(task, attempt)
+        except _DeadlineExceeded:
+            message = f"deadline of {attempt.deadline_ms} ms exceeded"
+            return results.failure(job, message, "DeadlineExceeded", terminal=False)
+        except asyncio.CancelledError:
+            if attempt.cancel_reason is None:
+                raise  # not ours: the worker task itself is being cancelled
+            return None  # cancelled by an operator or a lost lease: the row moved on already
+        except Exception as exc:
+            return results.from_exception(job, exc)
+        if attempt.cancel_reason is not None and attempt.cancel_reason != "deadline":
+            return None
+        return results.from_return(job, value)
+
+    def _remaining(self, attempt: Attempt) -> float | None:
+        if attempt.deadline_ms <= 0:
+            return None
+        return max(0.0, attempt.deadline_ms / 1000 - (time.monotonic() - attempt.started))
+
+    async def _run_async(self, task: Task, attempt: Attempt) -> Any:
+        remaining = self._remaining(attempt)
+        if remaining is None:
+            return await task.handler(attempt.job)
+        try:
+            async with asyncio.timeout(remaining) as scope:
+                return await task.handler(attempt.job)
+        except TimeoutError:
+            if scope.expired():
+                attempt.cancel_reason = "deadline"
+                raise _DeadlineExceeded() from None
+            raise
+
+    async def _run_sync(self, task: Task, attempt: Attempt) -> Any:
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(self._threads, task.handler, attempt.job)
+        remaining = self._remaining(attempt)
+        done, _ = await asyncio.wait({future}, timeout=remaining)
+        if not done:
+            # A thread cannot be interrupted: flag the attempt and wait for the handler to
+            # notice (job.is_cancelled()); its slot stays taken until the thread is free.
+            attempt.cancel_reason = "deadline"
+            await asyncio.shield(future)
+            raise _DeadlineExceeded()
+        return future.result()
+
+    # -- control ---------------------------------------------------------------------
+
+    def cancel(self, job_id: int, reason: str, run_lease: int | None = None) -> bool:
+        """Ask a running attempt to stop; async handlers are cancelled at their next await."""
+        attempt = self.attempts.get(job_id)
+        if attempt is None or (run_lease is not None and attempt.run_lease != run_lease):
+            return False
+        if attempt.cancel_reason is None:
+            attempt.cancel_reason = reason
+            task = self._registry.get(attempt.job.kind)
+            if task is not None and task.is_async and attempt.task is not None:
+                attempt.task.cancel()
+        return True
+
+    def in_flight(self) -> list[tuple[int, int]]:
+        """(id, run_lease) of every attempt whose handler is still running."""
+        return [(job_id, a.run_lease) for job_id, a in self.attempts.items()]
+
+    async def wait_idle(self, timeout: float | None) -> bool:
+        """Wait until no handler runs (True) or the timeout passes (False)."""
+        tasks = [a.task for a in self.attempts.values() if a.task is not None]
+        if not tasks:
+            return True
+        _, pending = await asyncio.wait(tasks, timeout=timeout)
+        return not pending
+
+    async def abandon(self) -> None:
+        """Cancel every remaining async attempt and wait for their tasks to end."""
+        tasks = []
+        for attempt in list(self.attempts.values()):
+            attempt.cancel_reason = attempt.cancel_reason or "shutdown"
+            if attempt.task is not None:
+                attempt.task.cancel()
+                tasks.append(attempt.task)
+        if tasks:
+            await asyncio.wait(tasks, timeout=1.0)
+
+    def close(self) -> None:
+        """Release the thread pool without waiting for abandoned sync handlers."""
+        self._threads.shutdown(wait=False, cancel_futures=True)
+
+
+class _DeadlineExceeded(Exception):
+    """Internal: the attempt ran past its deadline."""

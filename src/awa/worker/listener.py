@@ -1,0 +1,91 @@
+"""LISTEN for wake-ups and control notices on one dedicated connection.
+
+``awa_available`` carries a queue name: wake that queue's dispatcher. ``awa_control``
+carries JSON: a job to cancel, or a queue whose control row changed. After every
+(re)connect all dispatchers are woken, since notices sent while disconnected are lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from psycopg import AsyncConnection
+
+logger = logging.getLogger("awa")
+
+AVAILABLE_CHANNEL = "awa_available"
+CONTROL_CHANNEL = "awa_control"
+
+
+class Listener:
+    """Keeps a LISTEN connection open, reconnecting with backoff."""
+
+    def __init__(
+        self,
+        url: str,
+        on_available: Callable[[str], None],
+        on_control: Callable[[dict[str, Any]], None],
+        on_connect: Callable[[], None],
+    ) -> None:
+        self._url = url
+        self._on_available = on_available
+        self._on_control = on_control
+        self._on_connect = on_connect
+        self._task: asyncio.Task[None] | None = None
+        self.connected = False
+        self.connections = 0
+
+    def start(self) -> None:
+        """Start listening. Idempotent."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="awa-listener")
+
+    async def stop(self) -> None:
+        """Stop listening and close the connection. Idempotent."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        self.connected = False
+
+    @property
+    def alive(self) -> bool:
+        """True while the listen loop runs."""
+        return self._task is not None and not self._task.done()
+
+    async def _run(self) -> None:
+        backoff = 0.05
+        while True:
+            try:
+                async with await AsyncConnection.connect(self._url, autocommit=True) as conn:
+                    await conn.execute(f"LISTEN {AVAILABLE_CHANNEL}")
+                    await conn.execute(f"LISTEN {CONTROL_CHANNEL}")
+                    self.connected = True
+                    self.connections += 1
+                    backoff = 0.05
+                    self._on_connect()
+                    async for notice in conn.notifies():
+                        self._dispatch(notice.channel, notice.payload)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.warning("listener: %s; reconnecting in %.2fs", exc, backoff)
+            self.connected = False
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 5.0)
+
+    def _dispatch(self, channel: str, payload: str) -> None:
+        if channel == AVAILABLE_CHANNEL:
+            self._on_available(payload)
+            return
+        try:
+            message = json.loads(payload)
+        except ValueError:
+            logger.debug("listener: ignoring malformed control payload %r", payload)
+            return
+        if isinstance(message, dict):
+            self._on_control(message)

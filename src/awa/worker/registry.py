@@ -1,0 +1,82 @@
+"""Task registration: which handler runs which job kind."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from awa import validate
+from awa.errors import ValidationError
+from awa.kinds import derive_kind
+
+Handler = Callable[[Any], Any]
+
+
+def _is_async(handler: Handler) -> bool:
+    if inspect.iscoroutinefunction(handler):
+        return True
+    call = getattr(handler, "__call__", None)  # noqa: B004 - callable objects with async __call__
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One registered handler."""
+
+    kind: str
+    args_type: type[Any] | None
+    handler: Handler
+    is_async: bool
+    queue: str
+
+
+class TaskRegistry:
+    """Kinds → tasks. Registration happens before ``start()``; lookups are lock-free."""
+
+    def __init__(self) -> None:
+        self._by_kind: dict[str, Task] = {}
+        self._queue_by_type: dict[type[Any], str] = {}
+
+    def register(
+        self,
+        args_type: type[Any] | None,
+        handler: Handler,
+        *,
+        kind: str | None = None,
+        queue: str = "default",
+    ) -> Task:
+        """Register ``handler`` for ``kind`` (derived from ``args_type`` when omitted)."""
+        if not callable(handler):
+            raise ValidationError("handler", f"must be callable, got {type(handler).__name__}")
+        if inspect.isasyncgenfunction(handler) or inspect.isgeneratorfunction(handler):
+            raise ValidationError("handler", "must be a plain or async function, not a generator")
+        if kind is None:
+            if args_type is None or args_type is dict:
+                raise ValidationError("kind", "is required when the args type is dict or None")
+            kind = derive_kind(args_type)
+        kind = validate.text("kind", kind)
+        queue = validate.text("queue", queue)
+        if kind in self._by_kind:
+            raise ValidationError("kind", f"a handler for {kind!r} is already registered")
+        task = Task(kind, args_type, handler, _is_async(handler), queue)
+        self._by_kind[kind] = task
+        if args_type is not None and args_type is not dict:
+            self._queue_by_type[args_type] = queue
+        return task
+
+    def get(self, kind: str) -> Task | None:
+        """The task for ``kind``, or None when no handler is registered."""
+        return self._by_kind.get(kind)
+
+    def queue_for(self, args_type: type[Any]) -> str | None:
+        """The queue the args type was registered on, if any."""
+        return self._queue_by_type.get(args_type)
+
+    def queues(self) -> list[str]:
+        """Queues named by registered tasks, in registration order, without repeats."""
+        return list(dict.fromkeys(task.queue for task in self._by_kind.values()))
+
+    def __len__(self) -> int:
+        return len(self._by_kind)

@@ -1,0 +1,242 @@
+"""The worker process runtime: builds and runs every piece for one ``start()``.
+
+Start order: schema check → completer → listener → dispatchers → heartbeat → leader →
+runtime registry. Shutdown reverses it, and guarantees no job this process claimed is
+left ``running``: finished outcomes are flushed, unfinished attempts are fenced back to
+retryable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+from awa.config import WorkerConfig
+from awa.db import migrations, sql
+from awa.db.errors import mapped
+from awa.maintenance import promoter, pruner, rescuer
+from awa.maintenance.leader import Leader
+from awa.maintenance.periodic import Periodic
+from awa.types import RuntimeSnapshot
+from awa.worker import heartbeat
+from awa.worker.completer import Completer
+from awa.worker.control import QueueControl
+from awa.worker.dispatcher import Dispatcher
+from awa.worker.executor import Executor
+from awa.worker.listener import Listener
+from awa.worker.permits import build_permits
+from awa.worker.rate_limit import TokenBucket
+from awa.worker.registry import TaskRegistry
+from awa.worker.snapshot import snapshot_json
+
+logger = logging.getLogger("awa")
+
+PRUNE_INTERVAL_S = 60.0
+
+
+class Worker:
+    """All the moving parts of one running worker."""
+
+    def __init__(
+        self, pool: AsyncConnectionPool, url: str, registry: TaskRegistry, config: WorkerConfig
+    ) -> None:
+        self.pool = pool
+        self.url = url
+        self.config = config
+        self.instance_id = str(uuid.uuid4())
+        self.hostname = socket.gethostname()
+        self.pid = os.getpid()
+        self.started_at = datetime.now(UTC)
+        self.shutting_down = False
+        self.completer = Completer(pool, max_backlog=max(4 * config.total_permits, 1_000))
+        self.executor = Executor(registry, self.completer, config.total_permits)
+        permits = build_permits(
+            [(q.name, q.max_workers, q.min_workers, q.weight) for q in config.queues],
+            config.global_max_workers,
+        )
+        self.dispatchers: dict[str, Dispatcher] = {}
+        for q in config.queues:
+            bucket = TokenBucket(q.rate_limit[0], q.rate_limit[1]) if q.rate_limit else None
+            control = QueueControl(q, bucket, config.override_refresh_ms)
+            self.dispatchers[q.name] = Dispatcher(
+                q.name, pool, permits[q.name], control, self.executor
+            )
+        self.listener = Listener(url, self._on_available, self._on_control, self._wake_all)
+        self.heartbeat = Periodic("heartbeat", config.heartbeat_interval_ms / 1000, self._beat)
+        self.publisher = Periodic(
+            "runtime-snapshot", config.runtime_snapshot_interval_ms / 1000, self._publish
+        )
+        self.leader = Leader(
+            url, self._maintenance_services(), config.leader_election_interval_ms / 1000
+        )
+
+    def _maintenance_services(self) -> list[Periodic]:
+        c = self.config
+        grace_ms = c.heartbeat_interval_ms
+        return [
+            Periodic(
+                "promote",
+                c.promote_interval_ms / 1000,
+                lambda: self._run(promoter.promote_due(self.pool)),
+            ),
+            Periodic(
+                "rescue-heartbeat",
+                c.heartbeat_rescue_interval_ms / 1000,
+                lambda: self._run(
+                    rescuer.rescue_stale_heartbeats(self.pool, c.heartbeat_staleness_ms)
+                ),
+            ),
+            Periodic(
+                "rescue-deadline",
+                c.deadline_rescue_interval_ms / 1000,
+                lambda: self._run(rescuer.rescue_past_deadline(self.pool, grace_ms)),
+            ),
+            Periodic("prune", PRUNE_INTERVAL_S, self._prune),
+        ]
+
+    @staticmethod
+    async def _run(work: Any) -> None:
+        await work
+
+    async def _prune(self) -> None:
+        c = self.config
+        await pruner.prune_finalized(self.pool, c.completed_retention_ms, c.failed_retention_ms)
+        await pruner.prune_runtime_instances(self.pool)
+
+    # -- notifications ---------------------------------------------------------------
+
+    def _on_available(self, queue: str) -> None:
+        dispatcher = self.dispatchers.get(queue)
+        if dispatcher is not None:
+            dispatcher.wake()
+
+    def _on_control(self, message: dict[str, Any]) -> None:
+        if "cancel" in message:
+            job_id, lease = message.get("cancel"), message.get("run_lease")
+            if isinstance(job_id, int):
+                self.executor.cancel(job_id, "cancelled", lease if isinstance(lease, int) else None)
+        queue = message.get("queue_meta")
+        if isinstance(queue, str) and queue in self.dispatchers:
+            self.dispatchers[queue].control.request_refresh()
+            self.dispatchers[queue].wake()
+
+    def _wake_all(self) -> None:
+        for dispatcher in self.dispatchers.values():
+            dispatcher.wake()
+
+    # -- periodic work ---------------------------------------------------------------
+
+    async def _beat(self) -> None:
+        await heartbeat.beat(self.pool, self.executor, self.completer)
+
+    async def _publish(self) -> None:
+        snap = self.snapshot()
+        async with self.pool.connection() as conn:
+            await conn.execute(
+                sql.RUNTIME_INSTANCE_UPSERT,
+                {
+                    "instance_id": self.instance_id,
+                    "hostname": self.hostname,
+                    "pid": self.pid,
+                    "started_at": self.started_at,
+                    "is_leader": self.leader.is_leader,
+                    "snapshot": json.dumps(snapshot_json(snap)),
+                },
+            )
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Check the schema, then start every service."""
+        async with self.pool.connection() as conn:
+            with mapped():
+                await migrations.check_schema(conn)
+        self.completer.start()
+        self.listener.start()
+        for dispatcher in self.dispatchers.values():
+            dispatcher.start()
+        self.heartbeat.start()
+        self.leader.start()
+        self.publisher.start()
+        logger.info(
+            "worker %s started: %s mode, queues %s",
+            self.instance_id,
+            "weighted" if self.config.weighted else "hard-reserved",
+            ", ".join(self.dispatchers),
+        )
+
+    async def shutdown(self, timeout_ms: int) -> None:
+        """Stop claiming, give handlers ``timeout_ms`` to finish, fence the rest."""
+        if self.shutting_down:
+            return
+        self.shutting_down = True
+        deadline = time.monotonic() + timeout_ms / 1000
+        await asyncio.gather(*(d.stop() for d in self.dispatchers.values()))
+        await self.executor.wait_idle(max(0.0, deadline - time.monotonic()))
+        await self.completer.drain()
+        await self._fence_unfinished()
+        await self.executor.abandon()
+        await self.completer.stop()
+        await self.heartbeat.stop()
+        await self.publisher.stop()
+        await self.leader.stop()
+        await self.listener.stop()
+        await self._deregister()
+        self.executor.close()
+        logger.info("worker %s stopped", self.instance_id)
+
+    async def _fence_unfinished(self) -> None:
+        unfinished = self.executor.in_flight()
+        if not unfinished:
+            return
+        for job_id, _ in unfinished:
+            attempt = self.executor.attempts.get(job_id)
+            if attempt is not None:
+                attempt.cancel_reason = attempt.cancel_reason or "shutdown"
+        params = {
+            "ids": [job_id for job_id, _ in unfinished],
+            "run_leases": [lease for _, lease in unfinished],
+            "reason": "worker shut down before the handler finished",
+        }
+        try:
+            async with self.pool.connection() as conn:
+                await conn.execute(sql.JOB_FENCE_ATTEMPTS, params)
+        except Exception as exc:  # the rescuer will return them once heartbeats stop
+            logger.warning(
+                "shutdown: could not return %d unfinished job(s): %s", len(unfinished), exc
+            )
+
+    async def _deregister(self) -> None:
+        try:
+            async with self.pool.connection() as conn:
+                await conn.execute(sql.RUNTIME_INSTANCE_DELETE, {"instance_id": self.instance_id})
+        except Exception as exc:
+            logger.debug("shutdown: could not remove runtime instance row: %s", exc)
+
+    # -- reporting -------------------------------------------------------------------
+
+    def snapshot(self) -> RuntimeSnapshot:
+        """Configured, stored-override and effective values per queue, with capacity."""
+        queues = {
+            name: d.control.runtime(d.permits.capacity(), d.permits.in_flight)
+            for name, d in self.dispatchers.items()
+        }
+        return RuntimeSnapshot(
+            instance_id=self.instance_id,
+            hostname=self.hostname,
+            pid=self.pid,
+            started_at=self.started_at,
+            leader=self.leader.is_leader,
+            mode="weighted" if self.config.weighted else "hard_reserved",
+            global_max_workers=self.config.global_max_workers,
+            queues=queues,
+        )

@@ -1,0 +1,37 @@
+"""Helpers shared by tests: polling with a timeout instead of sleeping."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+
+async def wait_for(
+    predicate: Callable[[], Awaitable[Any]], *, timeout: float = 15.0, interval: float = 0.02
+) -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        value = await predicate()
+        if value:
+            return value
+        if loop.time() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s (last value {value!r})")
+        await asyncio.sleep(interval)
+
+
+def wait_until(
+    predicate: Callable[[], Any], *, timeout: float = 15.0, interval: float = 0.02
+) -> Any:
+    """Blocking twin of :func:`wait_for` for synchronous tests."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s (last value {value!r})")
+        time.sleep(interval)

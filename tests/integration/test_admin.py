@@ -1,0 +1,112 @@
+"""Admin operations: listing, cancel, retry, bulk retry/discard, pause/resume, drain, stats."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+import awa
+
+
+async def _fail(db: psycopg.Connection[Any], job_id: int) -> None:
+    db.execute(
+        "UPDATE awa.jobs SET state = 'failed', attempt = max_attempts, finalized_at = now() "
+        "WHERE id = %s",
+        (job_id,),
+    )
+
+
+async def test_get_job_missing_raises_job_not_found(client: awa.AsyncClient) -> None:
+    with pytest.raises(awa.JobNotFound):
+        await client.get_job(999_999)
+    with pytest.raises(awa.ValidationError, match="id"):
+        await client.get_job(0)
+
+
+async def test_list_jobs_is_newest_first_and_filtered(client: awa.AsyncClient) -> None:
+    a = await client.insert({"n": 1}, kind="a", queue="q1")
+    b = await client.insert({"n": 2}, kind="b", queue="q2")
+    c = await client.insert({"n": 3}, kind="a", queue="q2")
+    assert [j.id for j in await client.list_jobs()] == [c.id, b.id, a.id]
+    assert [j.id for j in await client.list_jobs(kind="a")] == [c.id, a.id]
+    assert [j.id for j in await client.list_jobs(queue="q2", kind="a")] == [c.id]
+    assert [j.id for j in await client.list_jobs(state="available", limit=1)] == [c.id]
+    assert await client.list_jobs(state=awa.JobState.FAILED) == []
+
+
+async def test_list_jobs_honours_large_limits(client: awa.AsyncClient) -> None:
+    await client.insert_many([{"i": i} for i in range(1_200)], kind="k")
+    assert len(await client.list_jobs(limit=10_000)) == 1_200
+    with pytest.raises(awa.ValidationError, match="limit"):
+        await client.list_jobs(limit=10_001)
+    with pytest.raises(awa.ValidationError, match="state"):
+        await client.list_jobs(state="bogus")
+
+
+async def test_cancel_and_retry_round_trip(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    job = await client.insert({"x": 1}, kind="k", max_attempts=1)
+    cancelled = await client.cancel(job.id)
+    assert cancelled.state is awa.JobState.CANCELLED and cancelled.finalized_at is not None
+    assert cancelled.errors[-1]["error"] == "cancelled by operator"
+    assert (await client.cancel(job.id)).state is awa.JobState.CANCELLED  # idempotent
+    await _fail(db, job.id)
+    retried = await client.retry(job.id)
+    assert retried.state is awa.JobState.AVAILABLE and retried.finalized_at is None
+    assert retried.max_attempts == 2  # exhausted budget widened so the retry can run
+    with pytest.raises(awa.JobNotFound):
+        await client.cancel(123_456)
+
+
+async def test_retry_failed_and_discard_failed(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    jobs = [await client.insert({"i": i}, kind="k" if i < 3 else "other") for i in range(5)]
+    for job in jobs:
+        await _fail(db, job.id)
+    with pytest.raises(awa.ValidationError):
+        await client.retry_failed()
+    retried = await client.retry_failed(kind="k")
+    assert sorted(j.id for j in retried) == [j.id for j in jobs[:3]]
+    assert all(j.state is awa.JobState.AVAILABLE for j in retried)
+    assert await client.discard_failed("other") == 2
+    assert db.execute("SELECT count(*) FROM awa.jobs").fetchone() == (3,)
+
+
+async def test_pause_resume_drain_and_stats(client: awa.AsyncClient) -> None:
+    await client.insert_many([{"i": i} for i in range(4)], kind="k", queue="q")
+    await client.insert({"x": 1}, kind="k", queue="other")
+    await client.pause_queue("q", paused_by="ops")
+    stats = {s.queue: s for s in await client.queue_stats()}
+    assert stats["q"].paused and stats["q"].available == 4 and not stats["other"].paused
+    assert stats["q"].lag_seconds is not None and stats["q"].lag_seconds >= 0
+    await client.resume_queue("q")
+    assert not {s.queue: s for s in await client.queue_stats()}["q"].paused
+    assert await client.drain_queue("q") == 4
+    q = {s.queue: s for s in await client.queue_stats()}["q"]
+    assert (q.available, q.cancelled, q.completed, q.lag_seconds) == (0, 4, 0, None)
+
+
+async def test_paused_queue_without_jobs_still_appears(client: awa.AsyncClient) -> None:
+    await client.pause_queue("empty")
+    stats = await client.queue_stats()
+    assert [(s.queue, s.paused, s.available) for s in stats] == [("empty", True, 0)]
+
+
+async def test_sync_client_shares_the_behaviour(sync_client: awa.Client) -> None:
+    job = sync_client.insert({"x": 1}, kind="k")
+    assert sync_client.get_job(job.id) == job
+    many = sync_client.insert_many([{"i": 1}, {"i": 2}], kind="k")
+    assert len(many) == 2
+    with sync_client.transaction() as tx:
+        tx.insert({"y": 1}, kind="k")
+        assert tx.fetch_one("SELECT count(*) AS n FROM awa.jobs")["n"] == 4
+    with pytest.raises(ZeroDivisionError), sync_client.transaction() as tx:
+        tx.insert({"z": 1}, kind="k")
+        raise ZeroDivisionError
+    assert len(sync_client.list_jobs()) == 4
+    with pytest.raises(awa.ValidationError):
+        sync_client.insert({"x": 1}, kind="k", priority=0)

@@ -1,0 +1,178 @@
+"""Producing jobs on a real PostgreSQL: insert, insert_many, transactions, unique jobs."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+import awa
+
+
+@dataclasses.dataclass
+class SendEmail:
+    to: str
+    subject: str = "hi"
+
+
+def count_jobs(db: psycopg.Connection[Any]) -> int:
+    row = db.execute("SELECT count(*) FROM awa.jobs").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_insert_returns_the_stored_job(client: awa.AsyncClient) -> None:
+    job = await client.insert(SendEmail("a@example.com"), tags=["t"], metadata={"m": 1})
+    assert job.id > 0
+    assert job.kind == "send_email" and job.queue == "default"
+    assert job.args == {"to": "a@example.com", "subject": "hi"}
+    assert job.state is awa.JobState.AVAILABLE
+    assert (job.priority, job.attempt, job.max_attempts, job.run_lease) == (2, 0, 25, 0)
+    assert job.tags == ["t"] and job.metadata == {"m": 1} and job.errors == []
+    assert job.created_at.tzinfo is not None and job.attempted_at is None
+    fetched = await client.get_job(job.id)
+    assert fetched == job
+
+
+async def test_future_run_at_is_scheduled(client: awa.AsyncClient) -> None:
+    later = datetime.now(UTC) + timedelta(hours=1)
+    job = await client.insert(SendEmail("x"), run_at=later)
+    assert job.state is awa.JobState.SCHEDULED
+    assert abs((job.run_at - later).total_seconds()) < 0.001
+
+
+async def test_dict_args_and_pydantic_style_models(client: awa.AsyncClient) -> None:
+    class Model:  # duck-typed like a pydantic model
+        def model_dump(self, mode: str = "python") -> dict[str, Any]:
+            return {"x": 1}
+
+    job = await client.insert({"a": [1, 2]}, kind="raw")
+    assert job.kind == "raw" and job.args == {"a": [1, 2]}
+    model_job = await client.insert(Model())
+    assert model_job.kind == "model" and model_job.args == {"x": 1}
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"priority": 9}, awa.ValidationError),
+        ({"max_attempts": 0}, awa.ValidationError),
+        ({"tags": ["t"] * 21}, awa.ValidationError),
+        ({"queue": "q" * 201}, awa.ValidationError),
+        ({"kind": "k" * 201}, awa.ValidationError),
+        ({"run_at": datetime(2030, 1, 1)}, awa.ValidationError),
+        ({"metadata": {"bad": object()}}, awa.SerializationError),
+    ],
+)
+async def test_bad_values_are_rejected_and_nothing_is_written(
+    client: awa.AsyncClient,
+    db: psycopg.Connection[Any],
+    options: dict[str, Any],
+    error: type[Exception],
+) -> None:
+    with pytest.raises(error):
+        await client.insert(SendEmail("x"), **options)
+    with pytest.raises(error):
+        await client.insert_many([SendEmail("ok"), SendEmail("x")], **options)
+    assert count_jobs(db) == 0
+
+
+async def test_unserialisable_args_write_nothing(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    with pytest.raises(awa.SerializationError):
+        await client.insert({"x": {1, 2}}, kind="k")
+    with pytest.raises(awa.SerializationError):
+        await client.insert_many([{"ok": 1}, {"x": object()}], kind="k")
+    assert count_jobs(db) == 0
+
+
+async def test_insert_many_uses_copy_and_returns_every_job(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    later = datetime.now(UTC) + timedelta(minutes=5)
+    jobs = await client.insert_many([SendEmail(f"{i}@x") for i in range(500)], queue="bulk")
+    scheduled = await client.insert_many([SendEmail("s")], run_at=later, priority=1)
+    assert len(jobs) == 500 and len({j.id for j in jobs}) == 500
+    assert [j.args["to"] for j in jobs[:3]] == ["0@x", "1@x", "2@x"]
+    for job in jobs[:5]:
+        assert await client.get_job(job.id) == job
+    assert scheduled[0].state is awa.JobState.SCHEDULED
+    row = db.execute(
+        "SELECT count(*) FILTER (WHERE queue = 'bulk' AND state = 'available'), count(*) "
+        "FROM awa.jobs"
+    ).fetchone()
+    assert row == (500, 501)
+    assert await client.insert_many([]) == []
+
+
+async def test_transaction_commits_jobs_with_application_rows(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    db.execute("CREATE TABLE orders (id int PRIMARY KEY)")
+    async with client.transaction() as tx:
+        assert await tx.execute("INSERT INTO orders VALUES (%s)", (1,)) == 1
+        job = await tx.insert(SendEmail("a"))
+        await tx.insert_many([SendEmail("b"), SendEmail("c")])
+        assert (await tx.fetch_one("SELECT count(*) AS n FROM awa.jobs"))["n"] == 3
+    assert (await client.get_job(job.id)).args["to"] == "a"
+    assert count_jobs(db) == 3
+
+
+async def test_transaction_rollback_drops_jobs(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    db.execute("CREATE TABLE orders (id int PRIMARY KEY)")
+    with pytest.raises(RuntimeError, match="boom"):
+        async with client.transaction() as tx:
+            await tx.execute("INSERT INTO orders VALUES (1)")
+            await tx.insert(SendEmail("a"))
+            raise RuntimeError("boom")
+    assert count_jobs(db) == 0
+    assert db.execute("SELECT count(*) FROM orders").fetchone() == (0,)
+
+
+async def test_unique_jobs_conflict_while_guarded(client: awa.AsyncClient) -> None:
+    opts = {"by_args": True}
+    first = await client.insert(SendEmail("u"), unique_opts=opts)
+    with pytest.raises(awa.UniqueConflict):
+        await client.insert(SendEmail("u"), unique_opts=opts)
+    other = await client.insert(SendEmail("v"), unique_opts=opts)
+    assert other.id != first.id
+    cancelled = await client.cancel(first.id)
+    assert cancelled.state is awa.JobState.CANCELLED
+    again = await client.insert(SendEmail("u"), unique_opts=opts)  # cancelled is not guarded
+    assert again.id != first.id
+
+
+async def test_unique_conflict_inside_insert_many_writes_nothing(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    await client.insert(SendEmail("dup"), unique_opts={})
+    with pytest.raises(awa.UniqueConflict):
+        await client.insert_many([SendEmail("new"), SendEmail("dup")], unique_opts={})
+    assert count_jobs(db) == 1
+
+
+async def test_unique_by_period_and_custom_states(client: awa.AsyncClient) -> None:
+    opts = {"by_args": False, "by_period": 3600, "states": ["available"]}
+    await client.insert(SendEmail("a"), unique_opts=opts)
+    with pytest.raises(awa.UniqueConflict):
+        await client.insert(SendEmail("b"), unique_opts=opts)
+    cancelled = await client.cancel_by_unique_key(SendEmail("zzz"), unique_opts=opts)
+    assert cancelled is not None and cancelled.state is awa.JobState.CANCELLED
+    await client.insert(SendEmail("c"), unique_opts=opts)
+    assert await client.cancel_by_unique_key(SendEmail("x"), kind="nope", unique_opts=opts) is None
+
+
+async def test_registered_task_queue_is_the_insert_default(client: awa.AsyncClient) -> None:
+    @client.task(SendEmail, queue="email")
+    async def send(job: awa.Job[SendEmail]) -> None:
+        return None
+
+    assert (await client.insert(SendEmail("a"))).queue == "email"
+    assert (await client.insert(SendEmail("a"), queue="other")).queue == "other"
+    assert (await client.insert({"x": 1}, kind="k")).queue == "default"

@@ -1,0 +1,108 @@
+"""Start-time validation: every bad setting raises its BuildError naming the field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import awa
+from awa.config import build_worker_config, parse_override_refresh_ms, resolve_database_url
+
+
+def test_tuple_dict_and_dataclass_forms_agree() -> None:
+    config = build_worker_config(
+        [("a", 5), {"name": "b", "max_workers": 7, "rate_limit": [2.5, 0]}, awa.QueueConfig("c")]
+    )
+    a, b, c = config.queues
+    assert (a.name, a.max_workers) == ("a", 5)
+    assert (b.max_workers, b.rate, b.burst) == (7, 2.5, 3)
+    assert c == awa.QueueConfig("c")
+    assert c.max_workers == 50 and c.claim_batch_size == 512 and c.deadline_ms == 300_000
+    assert config.total_permits == 62 and not config.weighted
+
+
+@pytest.mark.parametrize(
+    ("queues", "options", "error", "field"),
+    [
+        ([], {}, awa.NoQueuesConfigured, "queues"),
+        ([("a", 1), ("a", 2)], {}, awa.DuplicateQueue, "queues['a']"),
+        ([awa.QueueConfig("a", min_workers=3), awa.QueueConfig("b", min_workers=3)],
+         {"global_max_workers": 5}, awa.MinWorkersExceedGlobal, "min_workers"),
+        ([awa.QueueConfig("a", weight=0)], {"global_max_workers": 5}, awa.InvalidWeight,
+         "queues['a'].weight"),
+        ([awa.QueueConfig("a", rate_limit=(0, 1))], {}, awa.InvalidRateLimit,
+         "queues['a'].rate_limit"),
+        ([awa.QueueConfig("a", rate_limit=(-1.0, 0))], {}, awa.InvalidRateLimit,
+         "queues['a'].rate_limit"),
+        ([awa.QueueConfig("a", claim_batch_size=0)], {}, awa.InvalidClaimBatchSize,
+         "queues['a'].claim_batch_size"),
+        ([("a", 0)], {}, awa.InvalidWorkers, "queues['a'].max_workers"),
+        ([("a", -1)], {}, awa.InvalidWorkers, "queues['a'].max_workers"),
+        ([awa.QueueConfig("a", min_workers=-1)], {}, awa.InvalidWorkers,
+         "queues['a'].min_workers"),
+        ([("a", 1)], {"global_max_workers": 0}, awa.InvalidWorkers, "global_max_workers"),
+        ([("a", 1)], {"poll_interval_ms": 0}, awa.InvalidSetting, "poll_interval_ms"),
+        ([("a", 1)], {"heartbeat_interval_ms": 0}, awa.InvalidSetting, "heartbeat_interval_ms"),
+        ([("a", 1)], {"bogus": 1}, awa.InvalidSetting, "start"),
+        ([{"max_workers": 1}], {}, awa.InvalidSetting, "queues"),
+        ([{"name": "a", "nope": 1}], {}, awa.InvalidSetting, "queues"),
+        ([awa.QueueConfig("a", deadline_ms=-1)], {}, awa.InvalidSetting, "queues['a'].deadline_ms"),
+        ([("a", 1)], {"heartbeat_interval_ms": 1000, "heartbeat_staleness_ms": 1000},
+         awa.InvalidSetting, "heartbeat_staleness_ms"),
+    ],
+)  # fmt: skip
+def test_invalid_configuration_names_the_field(
+    queues: list[Any], options: dict[str, Any], error: type[awa.BuildError], field: str
+) -> None:
+    with pytest.raises(error) as info:
+        build_worker_config(queues, **options)
+    assert info.value.field == field
+    assert isinstance(info.value, awa.BuildError)
+
+
+def test_min_workers_exceed_global_carries_its_numbers() -> None:
+    with pytest.raises(awa.MinWorkersExceedGlobal) as info:
+        build_worker_config(
+            [awa.QueueConfig("a", min_workers=4), awa.QueueConfig("b", min_workers=4)],
+            global_max_workers=6,
+        )
+    assert (info.value.total_min, info.value.global_max) == (8, 6)
+
+
+def test_weighted_mode_total_is_the_global_cap() -> None:
+    config = build_worker_config(
+        [awa.QueueConfig("a", min_workers=2), awa.QueueConfig("b")], global_max_workers=10
+    )
+    assert config.weighted and config.total_permits == 10
+
+
+@pytest.mark.parametrize(
+    ("raw", "value", "warns"),
+    [(None, 10_000, False), ("", 10_000, False), ("250", 250, False), ("10", 50, False),
+     ("abc", 10_000, True), ("1.5", 10_000, True)],
+)  # fmt: skip
+def test_override_refresh_env_is_floored_and_validated(
+    raw: str | None, value: int, warns: bool
+) -> None:
+    parsed, warning = parse_override_refresh_ms(raw)
+    assert parsed == value
+    assert (warning is not None) == warns
+
+
+def test_database_url_resolution_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AWA_DATABASE_URL", raising=False)
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    assert resolve_database_url(None) is None
+    monkeypatch.setenv("DATABASE_URL", "postgresql://d")
+    assert resolve_database_url(None) == "postgresql://d"
+    monkeypatch.setenv("AWA_DATABASE_URL", "postgresql://a")
+    assert resolve_database_url(None) == "postgresql://a"
+    assert resolve_database_url("postgresql://x") == "postgresql://x"
+
+
+def test_client_without_any_url_is_a_validation_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AWA_DATABASE_URL", raising=False)
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    with pytest.raises(awa.ValidationError, match="database_url"):
+        awa.AsyncClient()
