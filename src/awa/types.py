@@ -165,3 +165,16 @@ class RuntimeSnapshot:
     mode: str
     global_max_workers: int | None
     queues: dict[str, QueueRuntime]
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeInstance:
+    """A live worker process as published in ``awa.runtime_instances``."""
+
+    instance_id: str
+    hostname: str
+    pid: int
+    started_at: datetime
+    last_seen_at: datetime
+    is_leader: bool
+    snapshot: RuntimeSnapshot | None

@@ -12,11 +12,12 @@ from awa import validate
 from awa.client.unique import UniqueOpts
 from awa.db import sql
 from awa.db.errors import mapped
-from awa.db.rows import job_rows, queue_stat
+from awa.db.rows import job_rows, queue_stat, runtime_overrides
 from awa.errors import JobNotFound, ValidationError
 from awa.kinds import derive_kind
 from awa.serialization import args_to_dict, encode_json
-from awa.types import Job, JobState, QueueStat
+from awa.types import Job, JobState, QueueStat, RuntimeInstance, RuntimeOverrides
+from awa.worker.snapshot import snapshot_from_json
 
 MAX_LIST_LIMIT = 10_000
 
@@ -167,3 +168,82 @@ async def queue_stats(conn: AsyncConnection[Any]) -> list[QueueStat]:
         cur = conn.cursor(row_factory=dict_row)
         await cur.execute(sql.QUEUE_STATS)
         return [queue_stat(row) for row in await cur.fetchall()]
+
+
+def _override_params(
+    queue: str,
+    poll_interval_ms: int | None,
+    claim_batch_size: int | None,
+    rate_limit: float | None,
+    deadline_ms: int | None,
+) -> dict[str, Any]:
+    """Validate every override before anything is written."""
+    return {
+        "queue": validate.text("queue", queue),
+        "poll_interval_ms": None
+        if poll_interval_ms is None
+        else validate.integer("poll_interval_ms", poll_interval_ms, low=1),
+        "claim_batch_size": None
+        if claim_batch_size is None
+        else validate.integer("claim_batch_size", claim_batch_size, low=1),
+        "rate_limit": None
+        if rate_limit is None
+        else validate.number("rate_limit", rate_limit, above=0),
+        "deadline_ms": None
+        if deadline_ms is None
+        else validate.integer("deadline_ms", deadline_ms, low=0),
+    }
+
+
+async def set_runtime_overrides(
+    conn: AsyncConnection[Any],
+    queue: str,
+    *,
+    poll_interval_ms: int | None = None,
+    claim_batch_size: int | None = None,
+    rate_limit: float | None = None,
+    deadline_ms: int | None = None,
+) -> RuntimeOverrides:
+    """Replace all of ``queue``'s overrides (None reverts a setting to its start value)."""
+    params = _override_params(queue, poll_interval_ms, claim_batch_size, rate_limit, deadline_ms)
+    with mapped():
+        cur = conn.cursor(row_factory=dict_row)
+        await cur.execute(sql.QUEUE_META_SET_OVERRIDES, params)
+        row = await cur.fetchone()
+    overrides = runtime_overrides(row)
+    assert overrides is not None  # the upsert always returns its row
+    return overrides
+
+
+async def queue_runtime_overrides(
+    conn: AsyncConnection[Any], queue: str
+) -> RuntimeOverrides | None:
+    """The stored overrides of ``queue`` (None when the queue has no control row)."""
+    with mapped():
+        cur = conn.cursor(row_factory=dict_row)
+        await cur.execute(sql.QUEUE_META_GET, {"queue": validate.text("queue", queue)})
+        return runtime_overrides(await cur.fetchone())
+
+
+async def list_runtime_instances(
+    conn: AsyncConnection[Any], *, fresh_ms: int = 60_000
+) -> list[RuntimeInstance]:
+    """Workers that published a snapshot within ``fresh_ms``, most recent first."""
+    with mapped():
+        cur = conn.cursor(row_factory=dict_row)
+        await cur.execute(
+            sql.RUNTIME_INSTANCE_LIST, {"fresh_ms": validate.integer("fresh_ms", fresh_ms, low=1)}
+        )
+        rows = await cur.fetchall()
+    return [
+        RuntimeInstance(
+            instance_id=str(row["instance_id"]),
+            hostname=row["hostname"],
+            pid=row["pid"],
+            started_at=row["started_at"],
+            last_seen_at=row["last_seen_at"],
+            is_leader=row["is_leader"],
+            snapshot=snapshot_from_json(row["snapshot"]) if row["snapshot"] else None,
+        )
+        for row in rows
+    ]

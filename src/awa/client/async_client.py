@@ -24,7 +24,15 @@ from awa.config import DEFAULT_QUEUE, QueueSpec, build_worker_config, resolve_da
 from awa.db import migrations
 from awa.db.errors import mapped
 from awa.errors import ValidationError
-from awa.types import HealthCheck, Job, JobState, QueueStat, RuntimeSnapshot
+from awa.types import (
+    HealthCheck,
+    Job,
+    JobState,
+    QueueStat,
+    RuntimeInstance,
+    RuntimeOverrides,
+    RuntimeSnapshot,
+)
 from awa.worker.registry import TaskRegistry
 
 logger = logging.getLogger("awa")
@@ -275,6 +283,46 @@ class AsyncClient:
         """Per-queue counts, lag and pause state."""
         async with (await self._get_pool()).connection() as conn:
             return await admin.queue_stats(conn)
+
+    # -- control plane (design record 038) and the fleet ------------------------------
+
+    async def set_runtime_overrides(
+        self,
+        queue: str,
+        *,
+        poll_interval_ms: int | None = None,
+        claim_batch_size: int | None = None,
+        rate_limit: float | None = None,
+        deadline_ms: int | None = None,
+    ) -> RuntimeOverrides:
+        """Replace ``queue``'s runtime overrides (whole state: None reverts that setting).
+
+        Live workers apply them within one refresh cadence (at once when the notice
+        reaches them). Invalid values raise ValidationError and write nothing.
+        """
+        async with (await self._get_pool()).connection() as conn:
+            return await admin.set_runtime_overrides(
+                conn,
+                queue,
+                poll_interval_ms=poll_interval_ms,
+                claim_batch_size=claim_batch_size,
+                rate_limit=rate_limit,
+                deadline_ms=deadline_ms,
+            )
+
+    async def clear_runtime_overrides(self, queue: str) -> RuntimeOverrides:
+        """Remove every override of ``queue``: workers go back to their start values."""
+        return await self.set_runtime_overrides(queue)
+
+    async def queue_runtime_overrides(self, queue: str) -> RuntimeOverrides | None:
+        """The overrides stored for ``queue`` (None when it has no control row)."""
+        async with (await self._get_pool()).connection() as conn:
+            return await admin.queue_runtime_overrides(conn, queue)
+
+    async def list_runtime_instances(self, *, fresh_ms: int = 60_000) -> list[RuntimeInstance]:
+        """Live workers (seen within ``fresh_ms``) and their published snapshots."""
+        async with (await self._get_pool()).connection() as conn:
+            return await admin.list_runtime_instances(conn, fresh_ms=fresh_ms)
 
     # -- running ---------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ QUEUE_STATS = load("queue_stats")
 QUEUE_META_PAUSE = load("queue_meta_pause")
 QUEUE_META_RESUME = load("queue_meta_resume")
 QUEUE_META_GET = load("queue_meta_get")
+QUEUE_META_SET_OVERRIDES = load("queue_meta_set_overrides")
 
 # Worker hot path
 JOB_CLAIM_AVAILABLE = load("job_claim_available")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from datetime import datetime
 from typing import Any
 
 from awa.types import HardReserved, QueueRuntime, RuntimeSnapshot, Weighted
@@ -56,4 +57,18 @@ def queue_runtime_from_json(data: dict[str, Any]) -> QueueRuntime:
         capacity=capacity_from_json(data["capacity"]),
         in_flight=data["in_flight"],
         paused=data["paused"],
+    )
+
+
+def snapshot_from_json(data: dict[str, Any]) -> RuntimeSnapshot:
+    """Inverse of :func:`snapshot_json`."""
+    return RuntimeSnapshot(
+        instance_id=data["instance_id"],
+        hostname=data["hostname"],
+        pid=data["pid"],
+        started_at=datetime.fromisoformat(data["started_at"]),
+        leader=data["leader"],
+        mode=data["mode"],
+        global_max_workers=data["global_max_workers"],
+        queues={name: queue_runtime_from_json(q) for name, q in data["queues"].items()},
     )

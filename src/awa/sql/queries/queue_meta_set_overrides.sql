@@ -1,0 +1,23 @@
+-- queue_meta_set_overrides: whole-state write of a queue's runtime overrides (design
+-- record 038): every override column is replaced, so a NULL reverts that setting to the
+-- start-time value. Stamps overrides_updated_at for audit and wakes live workers on
+-- awa_control so they refresh before their next cadence tick.
+WITH written AS (
+    INSERT INTO awa.queue_meta (
+        queue, override_poll_interval_ms, override_claim_batch_size, override_rate_limit,
+        override_deadline_ms, overrides_updated_at
+    )
+    VALUES (
+        %(queue)s, %(poll_interval_ms)s, %(claim_batch_size)s, %(rate_limit)s,
+        %(deadline_ms)s, now()
+    )
+    ON CONFLICT (queue) DO UPDATE
+    SET override_poll_interval_ms = EXCLUDED.override_poll_interval_ms,
+        override_claim_batch_size = EXCLUDED.override_claim_batch_size,
+        override_rate_limit = EXCLUDED.override_rate_limit,
+        override_deadline_ms = EXCLUDED.override_deadline_ms,
+        overrides_updated_at = now()
+    RETURNING *
+)
+SELECT w.*, pg_notify('awa_control', json_build_object('queue_meta', w.queue)::text) AS notified
+FROM written AS w
