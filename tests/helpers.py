@@ -35,3 +35,15 @@ def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s (last value {value!r})")
         time.sleep(interval)
+
+
+FAST_WORKER = {
+    "poll_interval_ms": 50,
+    "promote_interval_ms": 50,
+    "heartbeat_interval_ms": 200,
+    "heartbeat_staleness_ms": 1_500,
+    "heartbeat_rescue_interval_ms": 200,
+    "deadline_rescue_interval_ms": 200,
+    "leader_election_interval_ms": 100,
+}
+"""Worker settings that make promotion, heartbeats and rescue fast enough for tests."""

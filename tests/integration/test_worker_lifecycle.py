@@ -1,0 +1,328 @@
+"""Worker lifecycle: pause, shutdown, deadlines, cancellation, heartbeats, stale attempts."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import psycopg
+import pytest
+
+import awa
+from tests.helpers import FAST_WORKER, wait_for
+
+
+async def _state(client: awa.AsyncClient, job_id: int, state: awa.JobState) -> awa.Job[Any] | None:
+    job = await client.get_job(job_id)
+    return job if job.state is state else None
+
+
+async def _await_state(client: awa.AsyncClient, job_id: int, state: awa.JobState) -> awa.Job[Any]:
+    job: awa.Job[Any] = await wait_for(lambda: _state(client, job_id, state))
+    return job
+
+
+def _worker(client: awa.AsyncClient) -> Any:
+    return client._worker  # internal handle, for counters the tests observe
+
+
+async def test_paused_queue_claims_nothing_until_resumed(client: awa.AsyncClient) -> None:
+    ran: list[int] = []
+
+    @client.task(None, kind="k", queue="q")
+    async def handler(job: awa.Job[Any]) -> None:
+        ran.append(job.id)
+
+    await client.pause_queue("q", paused_by="test")
+    job = await client.insert({"x": 1}, kind="k", queue="q")
+    await client.start([("q", 2)], **FAST_WORKER)
+    try:
+        dispatcher = _worker(client).dispatchers["q"]
+        polls = dispatcher.polls
+        await wait_for(lambda: _at_least(lambda: dispatcher.polls, polls + 5))
+        assert ran == [] and (await client.get_job(job.id)).state is awa.JobState.AVAILABLE
+        health = await client.health_check()
+        assert health.queues["q"].paused
+        await client.resume_queue("q")
+        await _await_state(client, job.id, awa.JobState.COMPLETED)
+    finally:
+        await client.shutdown()
+    assert ran == [job.id]
+
+
+async def _at_least(read: Any, n: int) -> bool:
+    return bool(read() >= n)
+
+
+async def test_shutdown_returns_unfinished_jobs_and_leaves_nothing_running(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    started = asyncio.Event()
+    release_sync = threading.Event()
+
+    @client.task(None, kind="hang_async", queue="q")
+    async def hang(job: awa.Job[Any]) -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    @client.task(None, kind="hang_sync", queue="q")
+    def hang_sync(job: awa.Job[Any]) -> None:
+        release_sync.wait(30)
+
+    @client.task(None, kind="quick", queue="q")
+    async def quick(job: awa.Job[Any]) -> None:
+        return None
+
+    a = await client.insert({}, kind="hang_async", queue="q")
+    s = await client.insert({}, kind="hang_sync", queue="q")
+    q = await client.insert({}, kind="quick", queue="q")
+    await client.start([("q", 4)], **FAST_WORKER)
+    await asyncio.wait_for(started.wait(), 15)
+    await _await_state(client, q.id, awa.JobState.COMPLETED)
+    await wait_for(lambda: _running_count(db, 2))
+    await client.shutdown(timeout_ms=200)
+    release_sync.set()
+    assert db.execute("SELECT count(*) FROM awa.jobs WHERE state = 'running'").fetchone() == (0,)
+    for job_id in (a.id, s.id):
+        job = await client.get_job(job_id)
+        assert job.state is awa.JobState.RETRYABLE
+        assert job.run_lease == 2  # claimed (1), then fenced (2)
+        assert "shut down" in job.errors[-1]["error"]
+
+
+async def _running_count(db: psycopg.Connection[Any], n: int) -> bool:
+    row = db.execute("SELECT count(*) FROM awa.jobs WHERE state = 'running'").fetchone()
+    return row is not None and row[0] == n
+
+
+async def test_graceful_shutdown_lets_running_handlers_finish(client: awa.AsyncClient) -> None:
+    gate = asyncio.Event()
+    started = asyncio.Event()
+
+    @client.task(None, kind="k", queue="q")
+    async def handler(job: awa.Job[Any]) -> None:
+        started.set()
+        await gate.wait()
+
+    job = await client.insert({}, kind="k", queue="q")
+    await client.start([("q", 1)], **FAST_WORKER)
+    await asyncio.wait_for(started.wait(), 15)
+    shutdown = asyncio.create_task(client.shutdown(timeout_ms=10_000))
+    await asyncio.sleep(0)  # let shutdown begin: it must wait for the handler
+    assert not shutdown.done()
+    gate.set()
+    await shutdown
+    assert (await client.get_job(job.id)).state is awa.JobState.COMPLETED
+
+
+async def test_deadline_cancels_async_handler_and_records_the_window(
+    client: awa.AsyncClient,
+) -> None:
+    @client.task(None, kind="slow", queue="q")
+    async def slow(job: awa.Job[Any]) -> None:
+        await asyncio.Event().wait()
+
+    job = await client.insert({}, kind="slow", queue="q", max_attempts=1)
+    await client.start([awa.QueueConfig("q", max_workers=1, deadline_ms=300)], **FAST_WORKER)
+    try:
+        failed = await _await_state(client, job.id, awa.JobState.FAILED)
+    finally:
+        await client.shutdown()
+    assert failed.errors[-1]["type"] == "DeadlineExceeded"
+    assert failed.deadline_at is not None and failed.attempted_at is not None
+    assert (failed.deadline_at - failed.attempted_at).total_seconds() == pytest.approx(0.3)
+
+
+async def test_deadline_flags_sync_handler_which_stops_cooperatively(
+    client: awa.AsyncClient,
+) -> None:
+    noticed = threading.Event()
+
+    @client.task(None, kind="slow_sync", queue="q")
+    def slow(job: awa.Job[Any]) -> None:
+        while not job.is_cancelled():
+            noticed.wait(0.01)
+        noticed.set()
+
+    job = await client.insert({}, kind="slow_sync", queue="q")
+    await client.start([awa.QueueConfig("q", max_workers=1, deadline_ms=200)], **FAST_WORKER)
+    try:
+        retried = await _await_state(client, job.id, awa.JobState.RETRYABLE)
+    finally:
+        await client.shutdown()
+    assert noticed.is_set() and retried.errors[-1]["type"] == "DeadlineExceeded"
+
+
+async def test_zero_deadline_means_no_deadline(client: awa.AsyncClient) -> None:
+    @client.task(None, kind="k", queue="q")
+    async def handler(job: awa.Job[Any]) -> None:
+        return None
+
+    job = await client.insert({}, kind="k", queue="q")
+    await client.start([awa.QueueConfig("q", deadline_ms=0)], **FAST_WORKER)
+    try:
+        done = await _await_state(client, job.id, awa.JobState.COMPLETED)
+    finally:
+        await client.shutdown()
+    assert done.deadline_at is None
+
+
+async def test_cancel_of_a_running_job_stops_its_handler(client: awa.AsyncClient) -> None:
+    started = asyncio.Event()
+    cancelled = asyncio.Event()
+    sync_started = threading.Event()
+    sync_saw_cancel = threading.Event()
+
+    @client.task(None, kind="long", queue="q")
+    async def long(job: awa.Job[Any]) -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    @client.task(None, kind="long_sync", queue="q")
+    def long_sync(job: awa.Job[Any]) -> None:
+        sync_started.set()
+        while not job.is_cancelled():
+            sync_saw_cancel.wait(0.01)
+        sync_saw_cancel.set()
+
+    job = await client.insert({}, kind="long", queue="q")
+    sync_job = await client.insert({}, kind="long_sync", queue="q")
+    await client.start([("q", 2)], **FAST_WORKER)
+    try:
+        await asyncio.wait_for(started.wait(), 15)
+        assert await asyncio.to_thread(sync_started.wait, 15)
+        assert (await client.cancel(job.id)).state is awa.JobState.CANCELLED
+        assert (await client.cancel(sync_job.id)).state is awa.JobState.CANCELLED
+        await asyncio.wait_for(cancelled.wait(), 15)
+        assert await asyncio.to_thread(sync_saw_cancel.wait, 15)
+        permits = _worker(client).dispatchers["q"].permits
+
+        async def permits_back() -> bool:
+            return bool(permits.in_flight == 0)
+
+        await wait_for(permits_back)
+    finally:
+        await client.shutdown()
+    for job_id in (job.id, sync_job.id):
+        assert (await client.get_job(job_id)).state is awa.JobState.CANCELLED
+
+
+async def test_stale_attempt_finishing_late_is_not_applied(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    started = asyncio.Event()
+    gate = asyncio.Event()
+
+    @client.task(None, kind="k", queue="q")
+    async def handler(job: awa.Job[Any]) -> None:
+        started.set()
+        await gate.wait()
+
+    job = await client.insert({}, kind="k", queue="q")
+    await client.start([("q", 1)], **{**FAST_WORKER, "heartbeat_interval_ms": 60_000,
+                                       "heartbeat_staleness_ms": 120_000})  # fmt: skip
+    try:
+        await asyncio.wait_for(started.wait(), 15)
+        # Another process rescued the attempt and a new one took the lease.
+        db.execute(
+            "UPDATE awa.jobs SET run_lease = run_lease + 1, state = 'running' WHERE id = %s",
+            (job.id,),
+        )
+        completer = _worker(client).completer
+        gate.set()
+        await wait_for(lambda: _at_least(lambda: completer.stale, 1))
+        row = db.execute(
+            "SELECT state, run_lease FROM awa.jobs WHERE id = %s", (job.id,)
+        ).fetchone()
+        assert row == ("running", 2)  # the late completion of lease 1 changed nothing
+    finally:
+        db.execute("UPDATE awa.jobs SET state = 'cancelled' WHERE id = %s", (job.id,))
+        await client.shutdown()
+
+
+async def test_heartbeats_refresh_and_silent_jobs_are_rescued(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    gate = asyncio.Event()
+
+    @client.task(None, kind="k", queue="q")
+    async def handler(job: awa.Job[Any]) -> None:
+        await gate.wait()
+
+    job = await client.insert({}, kind="k", queue="q")
+    # A job "claimed" by a process that died: running, with an old heartbeat, last attempt.
+    ghost = await client.insert({}, kind="ghost", queue="elsewhere", max_attempts=1)
+    orphan = await client.insert({}, kind="ghost", queue="elsewhere", max_attempts=5)
+    db.execute(
+        "UPDATE awa.jobs SET state = 'running', attempt = 1, run_lease = 1, "
+        "heartbeat_at = now() - interval '1 hour', attempted_at = now() - interval '1 hour' "
+        "WHERE id = ANY(%s)",
+        ([ghost.id, orphan.id],),
+    )
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+        claimed = await _await_state(client, job.id, awa.JobState.RUNNING)
+        initial = db.execute(
+            "SELECT heartbeat_at FROM awa.jobs WHERE id = %s", (job.id,)
+        ).fetchone()
+        assert claimed.attempted_at is not None and initial is not None
+
+        async def beaten() -> bool:
+            row = db.execute(
+                "SELECT heartbeat_at FROM awa.jobs WHERE id = %s", (job.id,)
+            ).fetchone()
+            return row is not None and row[0] > initial[0]
+
+        await wait_for(beaten)
+        failed = await _await_state(client, ghost.id, awa.JobState.FAILED)
+        assert failed.errors[-1]["type"] == "HeartbeatStale" and failed.run_lease == 2
+        retried = await _await_state(client, orphan.id, awa.JobState.AVAILABLE)
+        assert retried.errors[-1]["type"] == "HeartbeatStale"
+        assert (await client.get_job(job.id)).state is awa.JobState.RUNNING  # alive: not rescued
+        gate.set()
+        await _await_state(client, job.id, awa.JobState.COMPLETED)
+    finally:
+        await client.shutdown()
+
+
+async def test_health_and_runtime_registry(client: awa.AsyncClient) -> None:
+    idle = await client.health_check()
+    assert idle.postgres_connected and not idle.poll_loop_alive and idle.queues == {}
+    await client.start([("a", 3), ("b", 2)], **FAST_WORKER)
+    try:
+        health = await client.health_check()
+        assert health.healthy and health.poll_loop_alive and health.heartbeat_alive
+        assert health.queues["a"].capacity == awa.HardReserved(3)
+        assert health.queues["b"].in_flight == 0 and health.queues["b"].available == 2
+        instances = await wait_for(client.list_runtime_instances)
+        (instance,) = instances
+        snap = client.runtime_snapshot()
+        assert instance.instance_id == snap.instance_id and instance.snapshot is not None
+        assert set(instance.snapshot.queues) == {"a", "b"}
+        assert instance.snapshot.queues["a"].capacity == awa.HardReserved(3)
+        await wait_for(lambda: _leader(client))
+    finally:
+        await client.shutdown()
+    assert await client.list_runtime_instances() == []  # a clean exit deregisters
+
+
+async def _leader(client: awa.AsyncClient) -> bool:
+    return (await client.health_check()).leader
+
+
+async def test_start_validates_before_anything_runs(client: awa.AsyncClient) -> None:
+    with pytest.raises(awa.DuplicateQueue):
+        await client.start([("a", 1), ("a", 2)])
+    with pytest.raises(awa.NoQueuesConfigured):
+        await client.start()
+    await client.start([("a", 1)], **FAST_WORKER)
+    try:
+        with pytest.raises(awa.ValidationError, match="already runs"):
+            await client.start([("b", 1)])
+    finally:
+        await client.shutdown()
