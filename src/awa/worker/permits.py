@@ -28,19 +28,31 @@ class OverflowPool:
     (cleared when its poll finds nothing), ``weights`` are fixed at start.
     ``fair_share = ceil(total × weight / contending_weight)`` over queues with demand or
     holdings; a request gets ``min(wanted, available, fair_share − held)``.
+
+    Wake-ups (**beyond** the record, which wakes only the releasing queue): whenever a
+    change can let another queue take permits — permits released, or a contender
+    leaving so the others' shares grow — every *other* queue with demand that is below
+    its fair share is woken at once. So a queue that becomes active converges as soon as
+    the incumbents' handlers finish, not at its next poll. A dispatcher handing back
+    permits it did not use never wakes itself.
     """
 
     def __init__(self, total: int, weights: dict[str, int]) -> None:
         if total < 0:
             raise ValueError("overflow total must be >= 0")
+        if any(weight < 1 for weight in weights.values()):
+            raise ValueError("weights must be >= 1")
         self.total = total
         self._weights = dict(weights)
         self._held = dict.fromkeys(weights, 0)
         self._demand = dict.fromkeys(weights, 0)
         self._wakers: dict[str, Wake] = {}
+        # Private switch for bench/fairness.py: False restores the record's behaviour
+        # (only the releasing queue is woken) so the two can be measured side by side.
+        self._wake_others = True
 
     def subscribe(self, queue: str, wake: Wake) -> None:
-        """Call ``wake`` when permits free up and ``queue`` has unmet demand."""
+        """Call ``wake`` when ``queue`` may be granted permits it asked for."""
         self._wakers[queue] = wake
 
     @property
@@ -56,25 +68,38 @@ class OverflowPool:
         """What ``queue`` last asked for."""
         return self._demand[queue]
 
+    def contending(self, queue: str) -> bool:
+        """True when ``queue`` has demand or holdings, so its weight counts."""
+        return self._demand[queue] > 0 or self._held[queue] > 0
+
     def contending_weight(self) -> int:
         """Σ weight of queues with demand or holdings."""
-        return sum(
-            weight
-            for queue, weight in self._weights.items()
-            if self._demand[queue] > 0 or self._held[queue] > 0
-        )
+        return sum(weight for queue, weight in self._weights.items() if self.contending(queue))
 
     def fair_share(self, queue: str) -> int:
         """``queue``'s share of the pool among the current contenders."""
-        contending = self.contending_weight()
-        if contending == 0:
+        return self._share(queue, self.contending_weight())
+
+    def _share(self, queue: str, contending_weight: int) -> int:
+        if contending_weight == 0:
             return self.total
-        return math.ceil(self.total * self._weights[queue] / contending)
+        return math.ceil(self.total * self._weights[queue] / contending_weight)
+
+    def grantable(self, queue: str) -> int:
+        """What a request from ``queue`` could be granted now (counting it as a contender)."""
+        contending_weight = self.contending_weight()
+        if not self.contending(queue):
+            contending_weight += self._weights[queue]
+        room = self._share(queue, contending_weight) - self._held[queue]
+        return max(0, min(self.available, room))
 
     def try_acquire(self, queue: str, wanted: int) -> int:
         """Record ``wanted`` as ``queue``'s demand and grant what fairness allows now."""
+        was_contending = self.contending(queue)
         self._demand[queue] = max(wanted, 0)
         if wanted <= 0:
+            if was_contending and not self.contending(queue):
+                self._wake_waiting(exclude=queue)  # the others' shares just grew
             return 0
         granted = min(wanted, self.available, self.fair_share(queue) - self._held[queue])
         if granted <= 0:
@@ -83,23 +108,47 @@ class OverflowPool:
         return granted
 
     def release(self, queue: str, count: int = 1, *, wake_self: bool = True) -> None:
-        """Return ``count`` permits and wake every queue whose demand is unmet."""
-        if count <= 0:
+        """Return ``count`` permits; wake the queues that can now be granted some.
+
+        ``wake_self`` is False when the dispatcher of ``queue`` itself hands back what
+        its claim did not use: it has just polled and must not wake itself again.
+        """
+        if count < 0:
+            raise ValueError(f"cannot release a negative number of permits ({count})")
+        if count == 0:
             return
         if count > self._held[queue]:
             raise RuntimeError(
                 f"overflow release of {count} exceeds {self._held[queue]} held by {queue!r}"
             )
         self._held[queue] -= count
-        # Beyond the record: wake other queues too, so a newcomer converges at once
-        # instead of at its next poll.
-        for other, wake in self._wakers.items():
-            if (other == queue and wake_self) or (other != queue and self._demand[other] > 0):
+        # Others first: a queue below its share then polls before the releaser, whose
+        # own request is capped by its share anyway.
+        self._wake_waiting(exclude=queue)
+        if wake_self:
+            wake = self._wakers.get(queue)
+            if wake is not None:
                 wake()
 
     def clear_demand(self, queue: str) -> None:
         """``queue`` found nothing to do: stop counting it as a contender."""
+        was_contending = self.contending(queue)
         self._demand[queue] = 0
+        if was_contending and not self.contending(queue):
+            self._wake_waiting(exclude=queue)  # the others' shares just grew
+
+    def _wake_waiting(self, exclude: str) -> None:
+        """Wake every other queue with demand that could be granted a permit now."""
+        if not self._wake_others or self.available <= 0:
+            return
+        contending_weight = self.contending_weight()
+        for queue, wake in self._wakers.items():
+            if (
+                queue != exclude
+                and self._demand[queue] > 0
+                and self._held[queue] < self._share(queue, contending_weight)
+            ):
+                wake()
 
 
 @dataclass(slots=True)
@@ -166,9 +215,9 @@ class QueuePermits:
 
     @property
     def available(self) -> int:
-        """Local permits free now plus what the pool has unheld (its fair share not applied)."""
+        """Permits a poll could reserve now: free local ones plus what the pool would grant."""
         free_local = self.local_capacity - self._local_used
-        return free_local + (self._pool.available if self._pool else 0)
+        return free_local + (self._pool.grantable(self.queue) if self._pool else 0)
 
     def capacity(self) -> Capacity:
         """How this queue's capacity is shaped, with live overflow holdings."""
@@ -181,7 +230,12 @@ class QueuePermits:
         )
 
     def try_acquire(self, wanted: int) -> Grant:
-        """Reserve up to ``wanted`` permits without waiting: local first, then overflow."""
+        """Reserve up to ``wanted`` permits without waiting: local first, then overflow.
+
+        In weighted mode the part local permits cannot cover becomes this queue's
+        overflow demand (zero when they cover it all).
+        """
+        wanted = max(wanted, 0)
         local = min(wanted, self.local_capacity - self._local_used)
         self._local_used += local
         overflow = 0
@@ -204,11 +258,19 @@ class QueuePermits:
         ]
 
     def release(self, grant: Grant, *, wake_self: bool = True) -> None:
-        """Return the permits of ``grant`` and wake whoever waits for them."""
-        if grant.local:
-            if grant.local > self._local_used:
-                raise RuntimeError(f"local release exceeds permits held by {self.queue!r}")
-            self._local_used -= grant.local
+        """Return the permits of ``grant`` and wake whoever waits for them.
+
+        Raises (changing nothing) when ``grant`` holds more than this queue has out.
+        """
+        if grant.local < 0 or grant.overflow < 0:
+            raise ValueError(f"cannot release a negative grant {grant!r}")
+        if grant.local > self._local_used:
+            raise RuntimeError(
+                f"local release of {grant.local} exceeds {self._local_used} held by {self.queue!r}"
+            )
+        if grant.overflow and (self._pool is None or grant.overflow > self._pool.held(self.queue)):
+            raise RuntimeError(f"overflow release exceeds permits held by {self.queue!r}")
+        self._local_used -= grant.local
         if grant.overflow and self._pool is not None:
             self._pool.release(self.queue, grant.overflow, wake_self=wake_self)
         elif grant.local and wake_self and self._wake is not None:

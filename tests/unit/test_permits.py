@@ -1,0 +1,354 @@
+"""Permits without a database: the overflow pool's fair share, demand and wake-ups, and
+the per-queue permits built on it (design record 011, CONTRACT §4)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+import awa
+from awa.worker.permits import Grant, OverflowPool, QueuePermits, build_permits
+
+
+class Wakes:
+    """Records which queues were woken, in order."""
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+
+    def of(self, queue: str) -> Callable[[], None]:
+        return lambda: self.log.append(queue)
+
+    def take(self) -> list[str]:
+        log, self.log = self.log, []
+        return log
+
+
+def _pool(total: int, **weights: int) -> tuple[OverflowPool, Wakes]:
+    pool = OverflowPool(total, weights)
+    wakes = Wakes()
+    for queue in weights:
+        pool.subscribe(queue, wakes.of(queue))
+    return pool, wakes
+
+
+# -- fair share math -------------------------------------------------------------------
+
+
+def test_fair_share_is_ceil_of_weighted_split_among_contenders() -> None:
+    pool, _ = _pool(10, a=3, b=1, c=1)
+    assert pool.contending_weight() == 0 and pool.fair_share("a") == 10
+    pool.try_acquire("a", 1)
+    pool.try_acquire("b", 1)
+    assert pool.contending_weight() == 4
+    assert pool.fair_share("a") == 8  # ceil(10 * 3 / 4) = ceil(7.5)
+    assert pool.fair_share("b") == 3  # ceil(2.5)
+    pool.try_acquire("c", 1)
+    assert pool.contending_weight() == 5
+    assert (pool.fair_share("a"), pool.fair_share("b"), pool.fair_share("c")) == (6, 2, 2)
+
+
+def test_grant_is_min_of_wanted_available_and_room_below_share() -> None:
+    pool, _ = _pool(12, a=1, b=1)
+    pool.try_acquire("b", 1)  # b contends: a's share is 6
+    assert pool.try_acquire("a", 4) == 4  # wanted
+    assert pool.try_acquire("a", 100) == 2  # share 6 - held 4
+    assert pool.try_acquire("a", 100) == 0  # at its share
+    assert pool.try_acquire("b", 100) == 5  # share 6 - held 1, available 6 → 5
+    assert pool.available == 0 and pool.held("a") == 6 and pool.held("b") == 6
+
+
+def test_holdings_alone_keep_a_queue_contending() -> None:
+    pool, _ = _pool(10, a=1, b=1)
+    assert pool.try_acquire("a", 3) == 3
+    pool.clear_demand("a")
+    assert pool.demand("a") == 0 and pool.contending("a")
+    assert pool.grantable("b") == 5
+    pool.release("a", 3)
+    assert not pool.contending("a") and pool.grantable("b") == 10
+
+
+def test_zero_total_grants_nothing() -> None:
+    pool, _ = _pool(0, a=1)
+    assert pool.try_acquire("a", 5) == 0
+    assert pool.fair_share("a") == 0 and pool.available == 0
+
+
+def test_constructor_rejects_negative_total_and_zero_weight() -> None:
+    with pytest.raises(ValueError, match="total"):
+        OverflowPool(-1, {"a": 1})
+    with pytest.raises(ValueError, match="weight"):
+        OverflowPool(1, {"a": 0})
+
+
+# -- demand ------------------------------------------------------------------------------
+
+
+def test_demand_is_the_last_request_and_clear_demand_resets_it() -> None:
+    pool, _ = _pool(4, a=1, b=1)
+    pool.try_acquire("a", 7)
+    assert pool.demand("a") == 7
+    pool.try_acquire("a", 2)
+    assert pool.demand("a") == 2
+    pool.clear_demand("a")
+    assert pool.demand("a") == 0
+    pool.try_acquire("a", -3)
+    assert pool.demand("a") == 0
+
+
+def test_unmet_demand_shrinks_others_share_until_cleared() -> None:
+    pool, _ = _pool(8, a=1, b=1)
+    assert pool.try_acquire("a", 8) == 8
+    assert pool.try_acquire("b", 8) == 0  # no permit free, but b's demand is recorded
+    assert pool.fair_share("a") == 4
+    pool.release("a", 8)
+    assert pool.try_acquire("a", 8) == 4  # b still contends
+    pool.clear_demand("b")
+    assert pool.try_acquire("a", 8) == 4  # b gone: a may take the rest
+
+
+def test_lone_contender_takes_the_whole_pool() -> None:
+    pool, _ = _pool(9, a=1, b=5, c=100)
+    assert pool.try_acquire("a", 100) == 9
+    assert pool.available == 0 and pool.fair_share("a") == 9
+
+
+def test_grantable_counts_the_asker_as_a_contender() -> None:
+    pool, _ = _pool(10, a=1, b=1)
+    assert pool.grantable("a") == 10
+    pool.try_acquire("b", 3)
+    assert pool.grantable("a") == 5  # would split with b
+    assert pool.grantable("b") == 7  # alone: share 10, holds 3
+
+
+# -- release -----------------------------------------------------------------------------
+
+
+def test_over_release_raises_and_changes_nothing() -> None:
+    pool, _ = _pool(5, a=1)
+    pool.try_acquire("a", 2)
+    with pytest.raises(RuntimeError, match="exceeds 2 held"):
+        pool.release("a", 3)
+    with pytest.raises(ValueError, match="negative"):
+        pool.release("a", -1)
+    assert pool.held("a") == 2
+    pool.release("a", 0)
+    assert pool.held("a") == 2
+
+
+# -- wake-ups (beyond the record) -------------------------------------------------------
+
+
+def test_release_wakes_other_queues_with_unmet_demand_and_self() -> None:
+    pool, wakes = _pool(4, a=1, b=1, c=1)
+    assert pool.try_acquire("a", 4) == 4
+    assert pool.try_acquire("b", 2) == 0  # b waits with demand; c never asked
+    wakes.take()
+    pool.release("a", 1)
+    assert wakes.take() == ["b", "a"]  # others first, then the releasing queue; never c
+
+
+def test_release_does_not_wake_queues_without_demand() -> None:
+    pool, wakes = _pool(4, a=1, b=1)
+    pool.try_acquire("a", 4)
+    pool.try_acquire("b", 1)
+    pool.clear_demand("b")
+    wakes.take()
+    pool.release("a", 2)
+    assert wakes.take() == ["a"]
+
+
+def test_release_does_not_wake_a_queue_already_at_its_share() -> None:
+    pool, wakes = _pool(4, a=1, b=1)
+    assert pool.try_acquire("a", 4) == 4
+    assert pool.try_acquire("b", 4) == 0
+    pool.release("a", 2)
+    assert pool.try_acquire("b", 4) == 2  # b at its share of 2
+    pool.release("a", 1)  # a at 1, b at 2 = its share
+    wakes.take()
+    pool.release("a", 1)
+    assert wakes.take() == ["a"]
+
+
+def test_returning_unused_permits_does_not_wake_the_returner() -> None:
+    pool, wakes = _pool(4, a=1, b=1)
+    pool.try_acquire("b", 4)  # b takes everything
+    pool.try_acquire("a", 2)  # a waits
+    wakes.take()
+    pool.release("b", 3, wake_self=False)
+    assert wakes.take() == ["a"]
+
+
+def test_clearing_demand_wakes_queues_whose_share_grew() -> None:
+    pool, wakes = _pool(4, a=1, b=1)
+    assert pool.try_acquire("a", 4) == 4
+    assert pool.try_acquire("b", 4) == 0
+    pool.release("a", 2)  # a at 2 = share with b contending
+    assert pool.try_acquire("a", 4) == 0
+    wakes.take()
+    pool.clear_demand("b")  # b found nothing: a's share is the whole pool again
+    assert wakes.take() == ["a"]
+    pool.clear_demand("b")  # no change, no wake
+    assert wakes.take() == []
+
+
+def test_wake_switch_off_restores_the_record_behaviour() -> None:
+    pool, wakes = _pool(4, a=1, b=1)
+    pool._wake_others = False
+    pool.try_acquire("a", 4)
+    pool.try_acquire("b", 4)
+    wakes.take()
+    pool.release("a", 1)
+    assert wakes.take() == ["a"]
+    pool.release("a", 1, wake_self=False)
+    assert wakes.take() == []
+
+
+def test_nothing_is_woken_when_nothing_is_free() -> None:
+    pool, wakes = _pool(2, a=1, b=1)
+    pool.try_acquire("a", 2)
+    pool.try_acquire("b", 2)
+    wakes.take()
+    pool.clear_demand("a")  # a still holds everything: no share can be used
+    assert wakes.take() == []
+
+
+# -- QueuePermits ------------------------------------------------------------------------
+
+
+def _weighted(
+    total: int, **queues: tuple[int, int]
+) -> tuple[dict[str, QueuePermits], OverflowPool, Wakes]:
+    pool = OverflowPool(total, {name: weight for name, (_, weight) in queues.items()})
+    wakes = Wakes()
+    permits = {}
+    for name, (local, weight) in queues.items():
+        permits[name] = QueuePermits(name, local, pool, weight)
+        permits[name].subscribe(wakes.of(name))
+    return permits, pool, wakes
+
+
+def test_local_permits_are_taken_first() -> None:
+    permits, pool, _ = _weighted(5, a=(2, 1))
+    a = permits["a"]
+    assert a.try_acquire(1) == Grant(local=1)
+    assert pool.demand("a") == 0  # local covered it: no overflow demand
+    assert a.try_acquire(4) == Grant(local=1, overflow=3)
+    assert pool.demand("a") == 3
+    assert a.in_flight == 5 and a.available == 2
+
+
+def test_min_workers_are_available_while_another_queue_holds_the_pool() -> None:
+    permits, pool, _ = _weighted(6, a=(0, 1), b=(3, 1))
+    assert permits["a"].try_acquire(100) == Grant(overflow=6)
+    assert pool.available == 0
+    assert permits["b"].try_acquire(100) == Grant(local=3)
+
+
+def test_one_loaded_queue_reaches_its_min_plus_the_whole_overflow() -> None:
+    permits = build_permits([("a", 50, 2, 1), ("b", 50, 3, 4)], global_max_workers=10)
+    grant = permits["a"].try_acquire(100)
+    assert grant.total == 2 + 5 and permits["a"].in_flight == 7
+
+
+def test_split_keeps_local_first_and_releases_the_unused() -> None:
+    permits, pool, wakes = _weighted(3, a=(2, 1), b=(0, 1))
+    a = permits["a"]
+    grant = a.try_acquire(5)
+    assert grant == Grant(local=2, overflow=3)
+    assert permits["b"].try_acquire(3) == Grant()  # b waits for overflow
+    wakes.take()
+    kept = a.split(grant, 3)
+    assert [p._overflow for p in kept] == [False, False, True]
+    assert a.in_flight == 3 and pool.held("a") == 1
+    assert wakes.take() == ["b"]  # the returned overflow wakes b, not a
+
+
+def test_split_of_a_local_only_grant_wakes_nobody() -> None:
+    permits, _, wakes = _weighted(0, a=(3, 1))
+    grant = permits["a"].try_acquire(3)
+    assert permits["a"].split(grant, 0) == []
+    assert permits["a"].in_flight == 0 and wakes.take() == []
+
+
+def test_permit_release_is_idempotent_and_wakes_its_queue() -> None:
+    permits, pool, wakes = _weighted(2, a=(1, 1))
+    a = permits["a"]
+    local, overflow = a.split(a.try_acquire(2), 2)
+    wakes.take()
+    local.release()
+    local.release()
+    assert a.in_flight == 1 and wakes.take() == ["a"]
+    overflow.release()
+    overflow.release()
+    assert a.in_flight == 0 and pool.held("a") == 0 and wakes.take() == ["a"]
+
+
+def test_releasing_an_overflow_permit_wakes_other_waiting_queues() -> None:
+    permits, _, wakes = _weighted(2, a=(0, 1), b=(0, 1), c=(0, 1))
+    (p1, p2) = permits["a"].split(permits["a"].try_acquire(2), 2)
+    assert permits["b"].try_acquire(4) == Grant()
+    wakes.take()
+    p1.release()
+    assert wakes.take() == ["b", "a"]
+    assert permits["b"].try_acquire(4) == Grant(overflow=1)
+    p2.release()  # b at its share of 1 now; c has no demand
+    assert wakes.take() == ["a"]
+
+
+def test_queue_permits_over_release_raises_and_changes_nothing() -> None:
+    permits, pool, _ = _weighted(2, a=(1, 1))
+    a = permits["a"]
+    a.try_acquire(2)
+    with pytest.raises(RuntimeError, match="local release"):
+        a.release(Grant(local=2))
+    with pytest.raises(RuntimeError, match="overflow release"):
+        a.release(Grant(local=1, overflow=2))
+    with pytest.raises(ValueError, match="negative"):
+        a.release(Grant(local=-1))
+    assert a.in_flight == 2 and pool.held("a") == 1
+
+
+def test_try_acquire_of_nothing_reserves_nothing() -> None:
+    permits, _, _ = _weighted(2, a=(1, 1))
+    assert permits["a"].try_acquire(0) == Grant()
+    assert permits["a"].try_acquire(-4) == Grant()
+    assert permits["a"].in_flight == 0
+
+
+def test_clear_demand_stops_contending() -> None:
+    permits, pool, _ = _weighted(4, a=(0, 1), b=(0, 1))
+    b = permits["b"]
+    grant = b.try_acquire(1)
+    assert grant == Grant(overflow=1) and pool.grantable("a") == 2
+    b.split(grant, 0)  # the claim found nothing: b still has demand until it clears it
+    assert pool.grantable("a") == 2
+    b.clear_demand()
+    assert pool.grantable("a") == 4 and not pool.contending("b")
+
+
+def test_hard_reserved_permits_are_max_workers_each() -> None:
+    permits = build_permits([("a", 3, 0, 1), ("b", 2, 0, 1)], global_max_workers=None)
+    a, b = permits["a"], permits["b"]
+    wakes = Wakes()
+    a.subscribe(wakes.of("a"))
+    b.subscribe(wakes.of("b"))
+    assert not a.weighted and a.capacity() == awa.HardReserved(3)
+    kept = a.split(a.try_acquire(10), 10)
+    assert len(kept) == 3 and a.try_acquire(1) == Grant() and a.available == 0
+    assert b.try_acquire(10).total == 2
+    a.clear_demand()  # no pool: nothing to clear
+    kept[0].release()
+    assert wakes.take() == ["a"] and a.available == 1
+
+
+def test_weighted_capacity_shows_live_overflow_held() -> None:
+    permits = build_permits([("a", 50, 1, 3), ("b", 50, 1, 1)], global_max_workers=6)
+    a = permits["a"]
+    assert a.weighted and a.capacity() == awa.Weighted(1, 3, 0)
+    kept = a.split(a.try_acquire(3), 3)
+    assert a.capacity() == awa.Weighted(min_workers=1, weight=3, overflow_held=2)
+    for permit in kept:
+        permit.release()
+    assert a.capacity() == awa.Weighted(1, 3, 0)
