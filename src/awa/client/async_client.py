@@ -33,6 +33,7 @@ from awa.types import (
     RuntimeOverrides,
     RuntimeSnapshot,
 )
+from awa.worker.observe import Observer
 from awa.worker.registry import TaskRegistry
 
 logger = logging.getLogger("awa")
@@ -60,6 +61,7 @@ class AsyncClient:
         self._pool: AsyncConnectionPool | None = None
         self._pool_lock = asyncio.Lock()
         self._worker: Any = None  # awa.worker.runtime.Worker once started
+        self._observers: list[Observer] = []
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -363,9 +365,13 @@ class AsyncClient:
             queues = self.registry.queues()
         config = build_worker_config(queues, global_max_workers=global_max_workers, **settings)
         pool = await self._get_pool()
-        worker = Worker(pool, self.database_url, self.registry, config)
+        worker = Worker(pool, self.database_url, self.registry, config, self._observers)
         await worker.start()
         self._worker = worker
+
+    def add_observer(self, observer: Observer) -> None:
+        """Subscribe an observer (metrics, hooks) to the worker this client starts next."""
+        self._observers.append(observer)
 
     async def shutdown(self, timeout_ms: int = 5_000) -> None:
         """Stop claiming, let in-flight jobs finish within ``timeout_ms``, return the rest."""

@@ -13,10 +13,13 @@ logger = logging.getLogger("awa")
 BATCH = 1_000
 
 
+Rescued = list[tuple[int, str, str, str]]
+
+
 async def _rescue(
     pool: AsyncConnectionPool, query: LiteralString, params: dict[str, int], why: str
-) -> int:
-    total = 0
+) -> Rescued:
+    rescued: Rescued = []
     while True:
         async with pool.connection() as conn:
             cur = await conn.execute(query, {**params, "limit": BATCH})
@@ -26,18 +29,18 @@ async def _rescue(
                 "rescued job %s (%s on %s) → %s: %s", job_id, kind, queue, state, why,
                 extra={"job_id": job_id, "queue": queue, "kind": kind},
             )  # fmt: skip
-        total += len(rows)
+        rescued.extend(rows)
         if len(rows) < BATCH:
-            return total
+            return rescued
 
 
-async def rescue_stale_heartbeats(pool: AsyncConnectionPool, staleness_ms: int) -> int:
-    """Running jobs with no heartbeat for ``staleness_ms`` go back to retryable (or failed)."""
+async def rescue_stale_heartbeats(pool: AsyncConnectionPool, staleness_ms: int) -> Rescued:
+    """Running jobs silent for ``staleness_ms`` go back to retryable (or failed); returns them."""
     return await _rescue(
         pool, sql.JOB_RESCUE_STALE_HEARTBEAT, {"staleness_ms": staleness_ms}, "stale heartbeat"
     )
 
 
-async def rescue_past_deadline(pool: AsyncConnectionPool, grace_ms: int) -> int:
+async def rescue_past_deadline(pool: AsyncConnectionPool, grace_ms: int) -> Rescued:
     """Running jobs more than ``grace_ms`` past their deadline go back to retryable (or failed)."""
     return await _rescue(pool, sql.JOB_RESCUE_PAST_DEADLINE, {"grace_ms": grace_ms}, "deadline")

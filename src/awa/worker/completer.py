@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
 from awa.db import sql
+from awa.worker.observe import Observer
 from awa.worker.results import Finalization
 
 logger = logging.getLogger("awa")
-
-AppliedCallback = Callable[[list[Finalization]], None]
 
 
 class Completer:
@@ -33,7 +32,7 @@ class Completer:
         *,
         max_batch: int = 2_000,
         max_backlog: int = 10_000,
-        on_applied: AppliedCallback | None = None,
+        observer: Observer | None = None,
     ) -> None:
         self._pool = pool
         self._max_batch = max_batch
@@ -46,7 +45,7 @@ class Completer:
         self._idle = asyncio.Event()
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
-        self._on_applied = on_applied
+        self._observer = observer or Observer()
         self.applied = 0
         self.stale = 0
         self.flushes = 0
@@ -145,13 +144,11 @@ class Completer:
     def _account(self, batch: list[Finalization], applied_ids: set[int]) -> None:
         self.flushes += 1
         applied = [f for f in batch if f.job_id in applied_ids]
-        stale = len(batch) - len(applied)
         self.applied += len(applied)
-        if stale:
-            self.stale += stale
-            logger.debug("completer: %d stale outcome(s) not applied (lease lost)", stale)
-        if self._on_applied is not None and applied:
-            try:
-                self._on_applied(applied)
-            except Exception:
-                logger.exception("completer: on_applied callback failed")
+        if len(applied) < len(batch):
+            stale = [f for f in batch if f.job_id not in applied_ids]
+            self.stale += len(stale)
+            logger.debug("completer: %d stale outcome(s) not applied (lease lost)", len(stale))
+            self._observer.outcomes_stale(stale)
+        if applied:
+            self._observer.outcomes_applied(applied)

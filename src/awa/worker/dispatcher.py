@@ -29,6 +29,7 @@ from awa.db.rows import job_rows
 from awa.types import Job
 from awa.worker.control import QueueControl
 from awa.worker.executor import Executor
+from awa.worker.observe import Observer
 from awa.worker.permits import QueuePermits
 
 logger = logging.getLogger("awa")
@@ -46,12 +47,14 @@ class Dispatcher:
         permits: QueuePermits,
         control: QueueControl,
         executor: Executor,
+        observer: Observer | None = None,
     ) -> None:
         self.queue = queue
         self._pool = pool
         self.permits = permits
         self.control = control
         self._executor = executor
+        self._observer = observer or Observer()
         self._wakeup = asyncio.Event()
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
@@ -128,7 +131,11 @@ class Dispatcher:
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(sql.QUEUE_META_GET, {"queue": self.queue})
             row = await cur.fetchone()
+        before = (self.control.effective_values(), dict(self.control.ignored))
         self.control.apply(row)
+        after = (self.control.effective_values(), self.control.ignored)
+        if after != before:
+            self._observer.override_changed(self.queue, after[0], dict(after[1]))
 
     async def _drain(self) -> None:
         while not self._stopping:
@@ -151,6 +158,7 @@ class Dispatcher:
             if allowed == 0:
                 self.rate_limited_polls += 1
                 self.permits.release(grant, wake_self=False)
+                self._observer.polled(self.queue, 0, True)
                 return False
         try:
             jobs = await self._claim(allowed, control.deadline_ms)
@@ -162,6 +170,7 @@ class Dispatcher:
         if bucket is not None:
             bucket.refund(allowed - len(jobs))
         permits = self.permits.split(grant, len(jobs))
+        self._observer.polled(self.queue, len(jobs), allowed < grant.total)
         if not jobs:
             self.permits.clear_demand()
             return False

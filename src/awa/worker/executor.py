@@ -19,6 +19,7 @@ from awa.serialization import decode_args
 from awa.types import Job
 from awa.worker import results
 from awa.worker.completer import Completer
+from awa.worker.observe import Observer
 from awa.worker.permits import Permit
 from awa.worker.registry import Task, TaskRegistry
 
@@ -51,9 +52,16 @@ class Attempt:
 class Executor:
     """Starts handlers for claimed jobs and tracks the attempts in flight."""
 
-    def __init__(self, registry: TaskRegistry, completer: Completer, threads: int) -> None:
+    def __init__(
+        self,
+        registry: TaskRegistry,
+        completer: Completer,
+        threads: int,
+        observer: Observer | None = None,
+    ) -> None:
         self._registry = registry
         self._completer = completer
+        self._observer = observer or Observer()
         self._threads = ThreadPoolExecutor(
             max_workers=max(threads, 1), thread_name_prefix="awa-job"
         )
@@ -70,8 +78,12 @@ class Executor:
         attempt.task = asyncio.create_task(self._run(attempt), name=f"awa-job-{job.id}")
 
     async def _run(self, attempt: Attempt) -> None:
+        job = attempt.job
         try:
+            if job.attempted_at is not None:
+                self._observer.job_started(job, (job.attempted_at - job.run_at).total_seconds())
             outcome = await self._execute(attempt)
+            self._observer.job_finished(job, outcome, time.monotonic() - attempt.started)
             if outcome is not None:
                 await self._completer.submit(outcome)
         except asyncio.CancelledError:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import random
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from awa.errors import TerminalError
@@ -38,6 +38,7 @@ class Finalization:
     delay_ms: float | None = None
     refund: bool = False
     error: str | None = None  # JSON object text, appended to errors
+    job: Job[Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def is_final(self) -> bool:
@@ -54,26 +55,28 @@ def _error_entry(job: Job[Any], message: str, kind: str, tb: str | None = None) 
 
 def _retry_or_fail(job: Job[Any], delay_s: float, error: str) -> Finalization:
     if job.attempt >= job.max_attempts:
-        return Finalization(job.id, job.run_lease, JobState.FAILED, error=error)
-    return Finalization(job.id, job.run_lease, JobState.RETRYABLE, delay_s * 1000, error=error)
+        return Finalization(job.id, job.run_lease, JobState.FAILED, error=error, job=job)
+    return Finalization(
+        job.id, job.run_lease, JobState.RETRYABLE, delay_s * 1000, error=error, job=job
+    )
 
 
 def from_return(job: Job[Any], value: Any) -> Finalization:
     """What a handler's return value means for its job."""
     if value is None:
-        return Finalization(job.id, job.run_lease, JobState.COMPLETED)
+        return Finalization(job.id, job.run_lease, JobState.COMPLETED, job=job)
     if isinstance(value, RetryAfter):
         message = f"retry requested after {value.seconds:g}s"
         return _retry_or_fail(job, value.seconds, _error_entry(job, message, "RetryAfter"))
     if isinstance(value, Snooze):
         return Finalization(
-            job.id, job.run_lease, JobState.SCHEDULED, value.seconds * 1000, refund=True
+            job.id, job.run_lease, JobState.SCHEDULED, value.seconds * 1000, refund=True, job=job
         )
     if isinstance(value, Cancel):
         error = _error_entry(job, value.reason, "Cancel")
-        return Finalization(job.id, job.run_lease, JobState.CANCELLED, error=error)
+        return Finalization(job.id, job.run_lease, JobState.CANCELLED, error=error, job=job)
     # Anything else is treated as success: handlers often return incidental values.
-    return Finalization(job.id, job.run_lease, JobState.COMPLETED)
+    return Finalization(job.id, job.run_lease, JobState.COMPLETED, job=job)
 
 
 def from_exception(job: Job[Any], exc: BaseException) -> Finalization:
@@ -83,7 +86,7 @@ def from_exception(job: Job[Any], exc: BaseException) -> Finalization:
     tb = "".join(traceback.format_exception(exc))
     error = _error_entry(job, message, kind, tb)
     if isinstance(exc, TerminalError):
-        return Finalization(job.id, job.run_lease, JobState.FAILED, error=error)
+        return Finalization(job.id, job.run_lease, JobState.FAILED, error=error, job=job)
     return _retry_or_fail(job, backoff_seconds(job.attempt), error)
 
 
@@ -91,5 +94,5 @@ def failure(job: Job[Any], message: str, kind: str, *, terminal: bool) -> Finali
     """A failure the worker detected itself (unknown kind, deadline, undecodable args)."""
     error = _error_entry(job, message, kind)
     if terminal:
-        return Finalization(job.id, job.run_lease, JobState.FAILED, error=error)
+        return Finalization(job.id, job.run_lease, JobState.FAILED, error=error, job=job)
     return _retry_or_fail(job, backoff_seconds(job.attempt), error)

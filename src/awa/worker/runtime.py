@@ -15,6 +15,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Awaitable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,6 +34,7 @@ from awa.worker.control import QueueControl
 from awa.worker.dispatcher import Dispatcher
 from awa.worker.executor import Executor
 from awa.worker.listener import Listener
+from awa.worker.observe import Fanout, Observer
 from awa.worker.permits import build_permits
 from awa.worker.rate_limit import TokenBucket
 from awa.worker.registry import TaskRegistry
@@ -47,7 +49,12 @@ class Worker:
     """All the moving parts of one running worker."""
 
     def __init__(
-        self, pool: AsyncConnectionPool, url: str, registry: TaskRegistry, config: WorkerConfig
+        self,
+        pool: AsyncConnectionPool,
+        url: str,
+        registry: TaskRegistry,
+        config: WorkerConfig,
+        observers: Sequence[Observer] = (),
     ) -> None:
         self.pool = pool
         self.url = url
@@ -57,8 +64,11 @@ class Worker:
         self.pid = os.getpid()
         self.started_at = datetime.now(UTC)
         self.shutting_down = False
-        self.completer = Completer(pool, max_backlog=max(4 * config.total_permits, 1_000))
-        self.executor = Executor(registry, self.completer, config.total_permits)
+        self.observer = Fanout(observers)
+        self.completer = Completer(
+            pool, max_backlog=max(4 * config.total_permits, 1_000), observer=self.observer
+        )
+        self.executor = Executor(registry, self.completer, config.total_permits, self.observer)
         permits = build_permits(
             [(q.name, q.max_workers, q.min_workers, q.weight) for q in config.queues],
             config.global_max_workers,
@@ -104,8 +114,13 @@ class Worker:
         ]
 
     @staticmethod
-    async def _run(work: Any) -> None:
+    async def _run(work: Awaitable[Any]) -> None:
         await work
+
+    async def _report_rescued(self, reason: str, work: Awaitable[rescuer.Rescued]) -> None:
+        rows = await work
+        if rows:
+            self.observer.jobs_rescued(reason, rows)
 
     async def _prune(self) -> None:
         c = self.config

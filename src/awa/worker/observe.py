@@ -1,0 +1,97 @@
+"""The worker's observation seam: metrics, lifecycle hooks and tests subscribe here.
+
+The runtime calls an :class:`Observer` at each step of a job's path. Every method is a
+no-op by default, so an observer overrides only what it needs. Calls happen on the
+worker's event loop and must be quick and non-blocking; an observer that raises is
+logged and never affects the job.
+
+``outcomes_applied`` fires only after the outcome's statement committed, and never for
+a stale attempt: it is the place for "after the fact" hooks.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from awa.types import Job
+    from awa.worker.results import Finalization
+
+logger = logging.getLogger("awa")
+
+
+class Observer:
+    """Base observer: override the events you care about."""
+
+    def job_started(self, job: Job[Any], pickup_latency_s: float) -> None:
+        """A handler is about to run (latency: from run_at to now)."""
+
+    def job_finished(self, job: Job[Any], outcome: Finalization | None, duration_s: float) -> None:
+        """A handler ended (outcome None: the attempt was cancelled or lost its lease)."""
+
+    def outcomes_applied(self, applied: Sequence[Finalization]) -> None:
+        """Outcomes committed to the database (after the commit, never for stale ones)."""
+
+    def outcomes_stale(self, stale: Sequence[Finalization]) -> None:
+        """Outcomes refused because their attempt had lost its lease."""
+
+    def polled(self, queue: str, claimed: int, rate_limited: bool) -> None:
+        """A dispatcher poll ended (claimed may be 0)."""
+
+    def jobs_rescued(self, reason: str, rows: Sequence[tuple[int, str, str, str]]) -> None:
+        """The leader rescued jobs: rows of (id, queue, kind, new state)."""
+
+    def override_changed(
+        self, queue: str, effective: dict[str, Any], ignored: dict[str, str]
+    ) -> None:
+        """A queue's effective settings were recomputed from its control row."""
+
+
+class Fanout(Observer):
+    """Calls every registered observer, isolating their failures."""
+
+    def __init__(self, observers: Sequence[Observer] = ()) -> None:
+        self.observers = list(observers)
+
+    def add(self, observer: Observer) -> None:
+        """Subscribe one more observer."""
+        self.observers.append(observer)
+
+    def _each(self, method: str, *args: Any) -> None:
+        for observer in self.observers:
+            try:
+                getattr(observer, method)(*args)
+            except Exception:
+                logger.exception("observer %r failed in %s", observer, method)
+
+    def job_started(self, job: Job[Any], pickup_latency_s: float) -> None:
+        if self.observers:
+            self._each("job_started", job, pickup_latency_s)
+
+    def job_finished(self, job: Job[Any], outcome: Finalization | None, duration_s: float) -> None:
+        if self.observers:
+            self._each("job_finished", job, outcome, duration_s)
+
+    def outcomes_applied(self, applied: Sequence[Finalization]) -> None:
+        if self.observers:
+            self._each("outcomes_applied", applied)
+
+    def outcomes_stale(self, stale: Sequence[Finalization]) -> None:
+        if self.observers:
+            self._each("outcomes_stale", stale)
+
+    def polled(self, queue: str, claimed: int, rate_limited: bool) -> None:
+        if self.observers:
+            self._each("polled", queue, claimed, rate_limited)
+
+    def jobs_rescued(self, reason: str, rows: Sequence[tuple[int, str, str, str]]) -> None:
+        if self.observers:
+            self._each("jobs_rescued", reason, rows)
+
+    def override_changed(
+        self, queue: str, effective: dict[str, Any], ignored: dict[str, str]
+    ) -> None:
+        if self.observers:
+            self._each("override_changed", queue, effective, ignored)
