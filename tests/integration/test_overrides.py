@@ -1,0 +1,229 @@
+"""Runtime overrides (design record 038) applied live by a running worker."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import psycopg
+import pytest
+
+import awa
+from tests.helpers import FAST_WORKER, wait_for
+
+
+def _effective(client: awa.AsyncClient, queue: str) -> dict[str, Any]:
+    return client.runtime_snapshot().queues[queue].effective
+
+
+async def _effective_is(client: awa.AsyncClient, queue: str, key: str, value: Any) -> bool:
+    return _effective(client, queue)[key] == value
+
+
+async def test_set_get_clear_are_whole_state_writes(client: awa.AsyncClient) -> None:
+    assert await client.queue_runtime_overrides("q") is None
+    first = await client.set_runtime_overrides("q", poll_interval_ms=500, rate_limit=2.5)
+    assert (first.poll_interval_ms, first.rate_limit, first.claim_batch_size) == (500, 2.5, None)
+    assert first.updated_at is not None
+    second = await client.set_runtime_overrides("q", claim_batch_size=8)
+    assert (second.poll_interval_ms, second.rate_limit, second.claim_batch_size) == (None, None, 8)
+    assert second.updated_at is not None and second.updated_at >= first.updated_at
+    cleared = await client.clear_runtime_overrides("q")
+    assert (cleared.poll_interval_ms, cleared.claim_batch_size, cleared.deadline_ms) == (
+        None, None, None,
+    )  # fmt: skip
+    stored = await client.queue_runtime_overrides("q")
+    assert stored is not None and stored.rate_limit is None
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"poll_interval_ms": 0}, "poll_interval_ms"),
+        ({"claim_batch_size": -1}, "claim_batch_size"),
+        ({"rate_limit": 0}, "rate_limit"),
+        ({"rate_limit": float("inf")}, "rate_limit"),
+        ({"deadline_ms": -1}, "deadline_ms"),
+        ({"poll_interval_ms": 1.5}, "poll_interval_ms"),
+    ],
+)
+async def test_invalid_overrides_write_nothing(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], options: dict[str, Any], field: str
+) -> None:
+    await client.set_runtime_overrides("q", claim_batch_size=4)
+    with pytest.raises(awa.ValidationError) as info:
+        await client.set_runtime_overrides("q", **options)
+    assert info.value.field == field
+    row = db.execute("SELECT override_claim_batch_size FROM awa.queue_meta").fetchall()
+    assert row == [(4,)]
+
+
+async def test_overrides_apply_live_and_clear_restores_start_values(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    seen: list[awa.Job[Any]] = []
+
+    @client.task(None, kind="k", queue="q")
+    async def handler(job: awa.Job[Any]) -> None:
+        seen.append(job)
+
+    await client.start([awa.QueueConfig("q", max_workers=4, deadline_ms=300_000)], **FAST_WORKER)
+    try:
+        await client.set_runtime_overrides(
+            "q", deadline_ms=2_000, claim_batch_size=3, poll_interval_ms=700
+        )
+        await wait_for(lambda: _effective_is(client, "q", "deadline_ms", 2_000))
+        assert _effective(client, "q")["claim_batch_size"] == 3
+        assert _effective(client, "q")["poll_interval_ms"] == 700
+        first = await client.insert({}, kind="k", queue="q")
+        await wait_for(lambda: _completed(client, first.id))
+        claimed = await client.get_job(first.id)
+        assert claimed.deadline_at is not None and claimed.attempted_at is not None
+        assert (claimed.deadline_at - claimed.attempted_at).total_seconds() == pytest.approx(2.0)
+
+        await client.clear_runtime_overrides("q")
+        await wait_for(lambda: _effective_is(client, "q", "deadline_ms", 300_000))
+        snapshot = client.runtime_snapshot().queues["q"]
+        assert snapshot.effective == snapshot.configured
+        second = await client.insert({}, kind="k", queue="q")
+        await wait_for(lambda: _completed(client, second.id))
+        job = await client.get_job(second.id)
+        assert job.deadline_at is not None and job.attempted_at is not None
+        assert (job.deadline_at - job.attempted_at).total_seconds() == pytest.approx(300.0)
+    finally:
+        await client.shutdown()
+
+
+async def _completed(client: awa.AsyncClient, job_id: int) -> bool:
+    return (await client.get_job(job_id)).state is awa.JobState.COMPLETED
+
+
+async def test_claim_batch_size_override_limits_each_claim(client: awa.AsyncClient) -> None:
+    await client.insert_many([{} for _ in range(20)], kind="k", queue="q")
+    gate = asyncio.Event()
+
+    @client.task(None, kind="k", queue="q")
+    async def handler(job: awa.Job[Any]) -> None:
+        await gate.wait()
+
+    await client.pause_queue("q")
+    await client.set_runtime_overrides("q", claim_batch_size=2)
+    await client.start([("q", 10)], **FAST_WORKER)
+    try:
+        await wait_for(lambda: _effective_is(client, "q", "claim_batch_size", 2))
+        dispatcher = client._worker.dispatchers["q"]
+        await client.resume_queue("q")
+        await wait_for(lambda: _in_flight(client, "q", 10))
+        # Ten jobs in flight, claimed two at a time: at least five claims happened.
+        assert dispatcher.claimed == 10 and dispatcher.polls >= 5
+        gate.set()
+    finally:
+        await client.shutdown()
+
+
+async def _in_flight(client: awa.AsyncClient, queue: str, n: int) -> bool:
+    return (await client.health_check()).queues[queue].in_flight == n
+
+
+async def test_refresh_happens_on_the_cadence_without_a_notice(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWA_OVERRIDE_REFRESH_MS", "10")  # floored at 50 ms
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+        worker = client._worker
+        assert worker.config.override_refresh_ms == 50
+        # Written behind the worker's back: no awa_control notice is sent.
+        db.execute(
+            "INSERT INTO awa.queue_meta (queue, override_poll_interval_ms, overrides_updated_at) "
+            "VALUES ('q', 1234, now())"
+        )
+        await wait_for(lambda: _effective_is(client, "q", "poll_interval_ms", 1234))
+    finally:
+        await client.shutdown()
+
+
+async def test_bad_refresh_env_warns_and_keeps_the_default(
+    client: awa.AsyncClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("AWA_OVERRIDE_REFRESH_MS", "soon")
+    with caplog.at_level(logging.WARNING, logger="awa"):
+        await client.start([("q", 1)], **FAST_WORKER)
+    try:
+        assert client._worker.config.override_refresh_ms == 10_000
+        assert any("AWA_OVERRIDE_REFRESH_MS" in r.getMessage() for r in caplog.records)
+    finally:
+        await client.shutdown()
+
+
+async def test_guard_rails_are_logged_reported_and_change_nothing(
+    client: awa.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    await client.start(
+        [awa.QueueConfig("plain"), awa.QueueConfig("nodeadline", deadline_ms=0)], **FAST_WORKER
+    )
+    try:
+        with caplog.at_level(logging.WARNING, logger="awa"):
+            await client.set_runtime_overrides("plain", rate_limit=5.0)
+            await client.set_runtime_overrides("nodeadline", deadline_ms=1_000)
+
+            async def both_ignored() -> bool:
+                snap = client.runtime_snapshot()
+                return "rate_limit" in snap.queues["plain"].ignored and (
+                    "deadline_ms" in snap.queues["nodeadline"].ignored
+                )
+
+            await wait_for(both_ignored)
+        snap = client.runtime_snapshot()
+        assert snap.queues["plain"].effective["rate_limit"] is None
+        assert snap.queues["plain"].overrides["rate_limit"] == 5.0
+        assert snap.queues["nodeadline"].effective["deadline_ms"] == 0
+        messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert any("plain" in m and "rate" in m for m in messages)
+        assert any("nodeadline" in m and "zero boundary" in m for m in messages)
+        # Published for the fleet too.
+        await client._worker.publisher._tick()
+        (instance,) = await client.list_runtime_instances()
+        assert instance.snapshot is not None
+        assert "rate_limit" in instance.snapshot.queues["plain"].ignored
+    finally:
+        await client.shutdown()
+
+
+async def test_rate_override_holds_ten_jobs_per_second(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """A 10/s override on a big backlog: started jobs per second stay within ±20 %."""
+
+    @client.task(None, kind="k", queue="q")
+    async def handler(job: awa.Job[Any]) -> None:
+        return None
+
+    await client.insert_many([{} for _ in range(400)], kind="k", queue="q")
+    await client.pause_queue("q")
+    await client.start([awa.QueueConfig("q", max_workers=50, rate_limit=(1_000, 0))], **FAST_WORKER)
+    try:
+        await client.set_runtime_overrides("q", rate_limit=10)
+        await wait_for(lambda: _effective_is(client, "q", "rate_limit", 10))
+        await client.resume_queue("q")
+
+        async def started_after(seconds: float) -> int:
+            row = db.execute(
+                "SELECT count(*), extract(epoch FROM max(attempted_at) - min(attempted_at)) "
+                "FROM awa.jobs WHERE attempted_at IS NOT NULL"
+            ).fetchone()
+            assert row is not None
+            return int(row[0]) if row[1] is not None and row[1] >= seconds else 0
+
+        await wait_for(lambda: started_after(6.0), timeout=30)
+        # Skip the first second (the initial burst of ceil(rate) tokens), count 5 s after it.
+        row = db.execute(
+            "WITH t AS (SELECT min(attempted_at) AS t0 FROM awa.jobs) "
+            "SELECT count(*) FROM awa.jobs, t WHERE attempted_at >= t0 + interval '1 second' "
+            "AND attempted_at < t0 + interval '6 seconds'"
+        ).fetchone()
+        assert row is not None
+        assert 40 <= row[0] <= 60, f"{row[0]} jobs started in 5 s at a 10/s limit"
+    finally:
+        await client.shutdown()
