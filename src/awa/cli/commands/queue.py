@@ -1,4 +1,4 @@
-"""``awa queue list|stats|pause|resume|drain``."""
+"""``awa queue list|stats|pause|resume|drain`` (and ``overrides``, see overrides.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 import awa
 from awa.cli.args import with_example
+from awa.cli.commands import overrides
 from awa.cli.output import print_json, print_table
 
 
@@ -35,7 +36,7 @@ def register(sub: Any) -> None:
         if name == "pause":
             p.add_argument("--by", dest="paused_by", help="who paused it (recorded)")
         p.set_defaults(handler=run)
-    # `awa queue overrides ...` registers itself from awa.cli.commands.overrides.
+    overrides.register(actions)  # `awa queue overrides set|clear|show`
 
 
 async def run(args: argparse.Namespace, url: str | None) -> int:

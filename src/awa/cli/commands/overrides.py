@@ -1,0 +1,219 @@
+"""``awa queue overrides set|clear|show`` — runtime overrides (design record 038).
+
+Registered under ``awa queue`` by :mod:`awa.cli.commands.queue`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import awa
+from awa.cli.args import with_example
+from awa.cli.output import print_json, print_table
+
+SETTINGS = ("poll_interval_ms", "claim_batch_size", "rate_limit", "deadline_ms")
+INT4_MAX = 2_147_483_647  # the override columns are PostgreSQL integers
+APPLY_NOTE = (
+    "note: live workers apply overrides within their refresh cadence "
+    "(AWA_OVERRIDE_REFRESH_MS, default 10 s; usually at once through a notice)"
+)
+
+
+def _bounded_int(low: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if not low <= value <= INT4_MAX:
+            raise argparse.ArgumentTypeError(f"must be between {low} and {INT4_MAX}, got {value}")
+        return value
+
+    return parse
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def register(actions: Any) -> None:
+    """Add ``overrides`` to the ``awa queue`` actions."""
+    group = actions.add_parser(
+        "overrides",
+        help="runtime overrides that live workers apply without a restart",
+        **with_example(
+            "Runtime overrides: poll interval, claim batch size, rate limit and deadline of a\n"
+            "queue, stored in the database and applied live by every worker.",
+            "awa queue overrides show email",
+        ),
+    )
+    sub = group.add_subparsers(dest="overrides_action", required=True, metavar="ACTION")
+    p = sub.add_parser(
+        "set",
+        help="replace a queue's overrides (whole state)",
+        **with_example(
+            "Replace ALL overrides of QUEUE (whole-state write): a setting you do not give is\n"
+            "stored as unset and reverts to the value the workers were started with.\n"
+            "Live workers apply the change within their refresh cadence\n"
+            "(AWA_OVERRIDE_REFRESH_MS, default 10 s; usually at once through a notice).\n"
+            "A rate override only retunes a queue started with a rate limit, and a deadline\n"
+            "override never crosses zero; workers report such overrides as ignored\n"
+            "(see `awa queue overrides show`).",
+            "awa queue overrides set email --poll-interval-ms 500 --rate-limit 20",
+        ),
+    )
+    p.add_argument("queue", metavar="QUEUE")
+    p.add_argument("--poll-interval-ms", type=_bounded_int(1), metavar="N",
+                   help="poll interval in ms (>= 1)")  # fmt: skip
+    p.add_argument("--claim-batch-size", type=_bounded_int(1), metavar="N",
+                   help="most jobs claimed per statement (>= 1)")  # fmt: skip
+    p.add_argument("--rate-limit", type=_rate, metavar="F", help="jobs per second (> 0)")
+    p.add_argument("--deadline-ms", type=_bounded_int(0), metavar="N",
+                   help="attempt deadline in ms (>= 0)")  # fmt: skip
+    p.set_defaults(handler=run)
+    p = sub.add_parser(
+        "clear",
+        help="remove every override of a queue",
+        **with_example(
+            "Remove every override of QUEUE: workers go back to their start-time values\n"
+            "within their refresh cadence.",
+            "awa queue overrides clear email",
+        ),
+    )
+    p.add_argument("queue", metavar="QUEUE")
+    p.set_defaults(handler=run)
+    p = sub.add_parser(
+        "show",
+        help="stored overrides and the effective values of live workers",
+        **with_example(
+            "Show the stored overrides (and when they were last written) of QUEUE, or of every\n"
+            "queue, and for each live worker its configured and effective values and the\n"
+            "overrides it ignored, with the reason.",
+            "awa queue overrides show email --json",
+        ),
+    )
+    p.add_argument("queue", metavar="QUEUE", nargs="?")
+    p.set_defaults(handler=run)
+
+
+def _stored_json(stored: awa.RuntimeOverrides | None) -> dict[str, Any] | None:
+    if stored is None:
+        return None
+    return {
+        **{k: getattr(stored, k) for k in SETTINGS},
+        "updated_at": stored.updated_at.isoformat() if stored.updated_at else None,
+    }
+
+
+def _workers(instances: list[awa.RuntimeInstance], queue: str) -> list[dict[str, Any]]:
+    workers = []
+    for instance in instances:
+        runtime = instance.snapshot.queues.get(queue) if instance.snapshot else None
+        if runtime is not None:
+            workers.append({
+                "instance_id": instance.instance_id,
+                "hostname": instance.hostname,
+                "pid": instance.pid,
+                "configured": runtime.configured,
+                "overrides": runtime.overrides,
+                "effective": runtime.effective,
+                "ignored": runtime.ignored,
+            })  # fmt: skip
+    return workers
+
+
+async def _show(client: awa.AsyncClient, queue: str | None) -> list[dict[str, Any]]:
+    """Per queue: the stored overrides (a RuntimeOverrides or None) and the live workers."""
+    instances = await client.list_runtime_instances()
+    if queue is not None:
+        names = [queue]
+    else:
+        known = {s.queue for s in await client.queue_stats()}
+        known.update(q for i in instances if i.snapshot for q in i.snapshot.queues)
+        names = sorted(known)
+    return [
+        {
+            "queue": name,
+            "stored": await client.queue_runtime_overrides(name),
+            "workers": _workers(instances, name),
+        }
+        for name in names
+    ]
+
+
+def _entry_json(entry: dict[str, Any]) -> dict[str, Any]:
+    return {**entry, "stored": _stored_json(entry["stored"])}
+
+
+def _value(worker: dict[str, Any], key: str) -> str:
+    effective, configured = worker["effective"].get(key), worker["configured"].get(key)
+    text = "-" if effective is None else str(effective)
+    return text if effective == configured else f"{text} (was {configured})"
+
+
+SHORT = ("poll ms", "batch", "rate/s", "deadline ms")
+
+
+def _print_show(entries: list[dict[str, Any]]) -> None:
+    print_table(
+        ("queue", *SHORT, "updated"),
+        ((e["queue"], *(getattr(e["stored"], k, None) for k in SETTINGS),
+          getattr(e["stored"], "updated_at", None)) for e in entries),
+        title="stored overrides (- = start-time value)",
+    )  # fmt: skip
+    rows = [
+        (e["queue"], f"{w['hostname']}:{w['pid']}", *(_value(w, k) for k in SETTINGS),
+         "; ".join(f"{k}: {why}" for k, why in w["ignored"].items()) or "-")
+        for e in entries for w in e["workers"]
+    ]  # fmt: skip
+    if rows:
+        print_table(("queue", "worker", *SHORT, "ignored"), rows, title="effective per worker")
+    else:
+        print("no live worker runs these queues")
+
+
+def _print_stored(queue: str, stored: awa.RuntimeOverrides) -> None:
+    print_table(
+        ("setting", "stored"),
+        [*((k, getattr(stored, k)) for k in SETTINGS), ("updated_at", stored.updated_at)],
+        title=f"overrides of {queue} (- = start-time value)",
+    )
+
+
+async def run(args: argparse.Namespace, url: str | None) -> int:
+    action = args.overrides_action
+    values = {k: getattr(args, k, None) for k in SETTINGS}
+    if action == "set" and all(v is None for v in values.values()):
+        sys.stderr.write(
+            "awa: error: overrides set: give at least one of --poll-interval-ms, "
+            "--claim-batch-size, --rate-limit, --deadline-ms (`awa queue overrides clear` "
+            "removes them all)\n"
+        )
+        return 2
+    async with awa.AsyncClient(url) as client:
+        if action == "show":
+            entries = await _show(client, args.queue)
+            if args.json:
+                shown = [_entry_json(e) for e in entries]
+                print_json(shown[0] if args.queue is not None else shown)
+            else:
+                _print_show(entries)
+            return 0
+        if action == "set":
+            stored = await client.set_runtime_overrides(args.queue, **values)
+        else:
+            stored = await client.clear_runtime_overrides(args.queue)
+    if args.json:
+        print_json({"queue": args.queue, "stored": _stored_json(stored)})
+    else:
+        _print_stored(args.queue, stored)
+    sys.stderr.write(APPLY_NOTE + "\n")
+    return 0

@@ -1,0 +1,104 @@
+"""``awa runtime list`` — live worker processes, their queues, modes and held permits."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+from typing import Any
+
+import awa
+from awa.cli.args import positive_int, with_example
+from awa.cli.output import print_json, print_table
+
+
+def register(sub: Any) -> None:
+    runtime = sub.add_parser("runtime", help="inspect live worker processes")
+    actions = runtime.add_subparsers(dest="action", required=True, metavar="ACTION")
+    p = actions.add_parser(
+        "list",
+        help="live workers, their queues, modes and held permits",
+        **with_example(
+            "List the worker processes that published their runtime snapshot recently (every\n"
+            "10 s while alive): instance, host, pid, leader, concurrency mode, and per queue\n"
+            "the permits held by running jobs (in flight) against its capacity.",
+            "awa runtime list --json",
+        ),
+    )
+    p.add_argument("--fresh-ms", type=positive_int, default=60_000, metavar="MS",
+                   help="only workers seen within MS (default 60000)")  # fmt: skip
+    p.set_defaults(handler=run)
+
+
+def capacity_json(capacity: awa.HardReserved | awa.Weighted) -> dict[str, Any]:
+    """A capacity with its mode named (``hard_reserved`` or ``weighted``)."""
+    if isinstance(capacity, awa.HardReserved):
+        return {"mode": "hard_reserved", "max_workers": capacity.max_workers}
+    return {
+        "mode": "weighted",
+        "min_workers": capacity.min_workers,
+        "weight": capacity.weight,
+        "overflow_held": capacity.overflow_held,
+    }
+
+
+def instance_json(instance: awa.RuntimeInstance) -> dict[str, Any]:
+    """One live worker as ``awa runtime list --json`` prints it."""
+    snap = instance.snapshot
+    return {
+        "instance_id": instance.instance_id,
+        "hostname": instance.hostname,
+        "pid": instance.pid,
+        "is_leader": instance.is_leader,
+        "started_at": instance.started_at.isoformat(),
+        "last_seen_at": instance.last_seen_at.isoformat(),
+        "mode": snap.mode if snap else None,
+        "global_max_workers": snap.global_max_workers if snap else None,
+        "queues": {
+            name: {
+                "in_flight": q.in_flight,
+                "capacity": capacity_json(q.capacity),
+                "paused": q.paused,
+            }
+            for name, q in sorted(snap.queues.items())
+        }
+        if snap
+        else {},
+    }
+
+
+def _capacity_text(capacity: awa.HardReserved | awa.Weighted) -> str:
+    if isinstance(capacity, awa.HardReserved):
+        return f"max {capacity.max_workers}"
+    return f"min {capacity.min_workers}, weight {capacity.weight}"
+
+
+def _rows(instances: list[awa.RuntimeInstance]) -> list[tuple[Any, ...]]:
+    now = datetime.now(UTC)
+    rows: list[tuple[Any, ...]] = []
+    for i in instances:
+        seen = f"{(now - i.last_seen_at).total_seconds():.0f} s ago"
+        head = (i.instance_id[:8], i.hostname, i.pid, "yes" if i.is_leader else "",
+                i.snapshot.mode if i.snapshot else "-")  # fmt: skip
+        queues = sorted(i.snapshot.queues.items()) if i.snapshot else []
+        if not queues:
+            rows.append((*head, "-", "-", "-", "-", seen))
+        for name, q in queues:
+            held = q.capacity.overflow_held if isinstance(q.capacity, awa.Weighted) else "-"
+            rows.append((*head, name, q.in_flight, _capacity_text(q.capacity), held, seen))
+    return rows
+
+
+async def run(args: argparse.Namespace, url: str | None) -> int:
+    async with awa.AsyncClient(url) as client:
+        instances = await client.list_runtime_instances(fresh_ms=args.fresh_ms)
+    if args.json:
+        print_json([instance_json(i) for i in instances])
+    elif not instances:
+        print("no live workers")
+    else:
+        print_table(
+            ("instance", "host", "pid", "leader", "mode", "queue", "in flight", "capacity",
+             "overflow held", "last seen"),
+            _rows(instances),
+        )  # fmt: skip
+    return 0

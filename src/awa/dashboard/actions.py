@@ -1,0 +1,205 @@
+"""The actions (POST only): pause/resume, set/clear overrides, retry failed, retry/cancel.
+
+Each one checks the CSRF token (the middleware has already checked the access token and
+refused everything in read-only mode), acts through the public API, and records who did
+what in the audit log. The page asks for confirmation first (``hx-confirm``). Success
+answers htmx with ``HX-Redirect`` (a plain form gets 303); a refused value answers 400
+with the message, which htmx shows in the page's message area, and writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from urllib.parse import quote
+
+from starlette.datastructures import FormData
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+import awa
+from awa.dashboard.app import OPERATOR_COOKIE, dashboard, who
+from awa.dashboard.security import CSRF_FIELD, CSRF_HEADER
+from awa.dashboard.views import SETTINGS
+
+INT4_MAX = 2_147_483_647
+Action = Callable[[Request, FormData], Awaitable[Response]]
+
+
+def queue_url(queue: str) -> str:
+    """The queue page's path."""
+    return f"/queues/{quote(queue, safe='')}"
+
+
+def _field(form: FormData, name: str) -> str:
+    value = form.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise awa.ValidationError(name, "is required")
+    return value.strip()
+
+
+def _next(form: FormData, default: str) -> str:
+    """Where to go afterwards: a local path only (never another site)."""
+    target = form.get("next")
+    if isinstance(target, str) and target.startswith("/") and not target.startswith("//"):
+        return target
+    return default
+
+
+def _done(request: Request, target: str) -> Response:
+    if request.headers.get("hx-request"):
+        return Response(status_code=200, headers={"HX-Redirect": target})
+    return RedirectResponse(target, status_code=303)
+
+
+def _refused(request: Request, message: str, status_code: int = 400) -> Response:
+    d = dashboard(request)
+    if request.headers.get("hx-request"):
+        headers = {"HX-Retarget": "#flash", "HX-Reswap": "innerHTML"}
+        response = d.render(request, "_flash.html", {"error": message}, status_code)
+        response.headers.update(headers)
+        return response
+    return d.render(request, "error.html", {"message": message}, status_code)
+
+
+def guarded(action: Action) -> Callable[[Request], Awaitable[Response]]:
+    """Check the CSRF token, run ``action``, turn awa's refusals into a message."""
+
+    async def endpoint(request: Request) -> Response:
+        form = await request.form()
+        submitted = request.headers.get(CSRF_HEADER) or form.get(CSRF_FIELD)
+        if not isinstance(submitted, str) or not dashboard(request).guard.csrf_ok(
+            request, submitted
+        ):
+            return PlainTextResponse(
+                "missing or stale CSRF token: reload the page and try again", status_code=403
+            )
+        try:
+            return await action(request, form)
+        except awa.JobNotFound as exc:
+            return _refused(request, str(exc), 404)
+        except awa.AwaError as exc:
+            return _refused(request, str(exc))
+
+    endpoint.__name__ = action.__name__
+    return endpoint
+
+
+async def pause(request: Request, form: FormData) -> Response:
+    """Pause a queue; ``paused_by`` records who."""
+    d, queue, by = dashboard(request), _field(form, "queue"), who(request)
+    await d.client.pause_queue(queue, paused_by=by)
+    d.audit.record(by, "pause", f"queue {queue}")
+    return _done(request, _next(form, queue_url(queue)))
+
+
+async def resume(request: Request, form: FormData) -> Response:
+    """Resume a paused queue."""
+    d, queue, by = dashboard(request), _field(form, "queue"), who(request)
+    await d.client.resume_queue(queue)
+    d.audit.record(by, "resume", f"queue {queue}")
+    return _done(request, _next(form, queue_url(queue)))
+
+
+def _optional(form: FormData, name: str) -> str | None:
+    raw = form.get(name)
+    return raw.strip() if isinstance(raw, str) and raw.strip() else None
+
+
+def _optional_int(form: FormData, name: str) -> int | None:
+    text = _optional(form, name)
+    try:
+        value = None if text is None else int(text)
+    except ValueError:
+        raise awa.ValidationError(name, f"must be an integer, got {text!r}") from None
+    if value is not None and value > INT4_MAX:  # the column is a PostgreSQL integer
+        raise awa.ValidationError(name, f"must be <= {INT4_MAX}, got {value}")
+    return value
+
+
+def _optional_float(form: FormData, name: str) -> float | None:
+    text = _optional(form, name)
+    try:
+        return None if text is None else float(text)
+    except ValueError:
+        raise awa.ValidationError(name, f"must be a number, got {text!r}") from None
+
+
+async def set_overrides(request: Request, form: FormData) -> Response:
+    """Replace every override of a queue (an empty field reverts that setting)."""
+    d, queue, by = dashboard(request), _field(form, "queue"), who(request)
+    stored = await d.client.set_runtime_overrides(
+        queue,
+        poll_interval_ms=_optional_int(form, "poll_interval_ms"),
+        claim_batch_size=_optional_int(form, "claim_batch_size"),
+        rate_limit=_optional_float(form, "rate_limit"),
+        deadline_ms=_optional_int(form, "deadline_ms"),
+    )
+    detail = ", ".join(f"{k}={'-' if getattr(stored, k) is None else getattr(stored, k)}"
+                       for k in SETTINGS)  # fmt: skip
+    d.audit.record(by, "set overrides", f"queue {queue}", detail)
+    return _done(request, _next(form, queue_url(queue)))
+
+
+async def clear_overrides(request: Request, form: FormData) -> Response:
+    """Remove every override of a queue."""
+    d, queue, by = dashboard(request), _field(form, "queue"), who(request)
+    await d.client.clear_runtime_overrides(queue)
+    d.audit.record(by, "clear overrides", f"queue {queue}")
+    return _done(request, _next(form, queue_url(queue)))
+
+
+async def retry_failed(request: Request, form: FormData) -> Response:
+    """Make every failed job of a queue available again."""
+    d, queue, by = dashboard(request), _field(form, "queue"), who(request)
+    retried = await d.client.retry_failed(queue=queue)
+    d.audit.record(by, "retry failed", f"queue {queue}", f"{len(retried)} job(s)")
+    return _done(request, _next(form, queue_url(queue)))
+
+
+def _job_id(form: FormData) -> int:
+    text = _field(form, "job_id")
+    if not text.isdigit():
+        raise awa.ValidationError("job_id", f"must be a positive integer, got {text!r}")
+    return int(text)
+
+
+async def retry_job(request: Request, form: FormData) -> Response:
+    """Make one job available now."""
+    d, job_id, by = dashboard(request), _job_id(form), who(request)
+    job = await d.client.retry(job_id)
+    d.audit.record(by, "retry", f"job {job_id}", f"now {job.state.value}")
+    return _done(request, _next(form, f"/jobs/{job_id}"))
+
+
+async def cancel_job(request: Request, form: FormData) -> Response:
+    """Cancel one job that has not finished."""
+    d, job_id, by = dashboard(request), _job_id(form), who(request)
+    job = await d.client.cancel(job_id)
+    d.audit.record(by, "cancel", f"job {job_id}", f"now {job.state.value}")
+    return _done(request, _next(form, f"/jobs/{job_id}"))
+
+
+async def set_operator(request: Request, form: FormData) -> Response:
+    """Remember the name recorded with this browser's actions (a cookie, not a login)."""
+    name = _field(form, "operator")
+    if len(name) > 64 or not (name.isascii() and name.isprintable()):
+        raise awa.ValidationError("operator", "must be at most 64 printable ASCII characters")
+    response = _done(request, _next(form, "/"))
+    response.set_cookie(OPERATOR_COOKIE, name, httponly=True, samesite="strict")
+    return response
+
+
+def routes() -> list[Route]:
+    """The action routes (POST only)."""
+    table: dict[str, Action] = {
+        "/actions/queue/pause": pause,
+        "/actions/queue/resume": resume,
+        "/actions/queue/overrides": set_overrides,
+        "/actions/queue/overrides/clear": clear_overrides,
+        "/actions/queue/retry-failed": retry_failed,
+        "/actions/job/retry": retry_job,
+        "/actions/job/cancel": cancel_job,
+        "/actions/operator": set_operator,
+    }
+    return [Route(path, guarded(action), methods=["POST"]) for path, action in table.items()]

@@ -1,0 +1,188 @@
+"""The Starlette application: settings, shared state, rendering and the route table."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, cast
+from urllib.parse import urlencode
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+import awa
+from awa.dashboard.audit import AuditLog
+from awa.dashboard.samples import Sampler
+from awa.dashboard.security import (
+    CSRF_FIELD,
+    LOOPBACK_NAMES,
+    Guard,
+    GuardMiddleware,
+    is_loopback,
+)
+
+HERE = Path(__file__).parent
+OPERATOR_COOKIE = "awa_operator"
+
+
+@dataclass(frozen=True, slots=True)
+class DashboardSettings:
+    """How ``awa serve`` runs the dashboard."""
+
+    database_url: str | None = None
+    host: str = "127.0.0.1"
+    token: str | None = None
+    read_only: bool = False
+    refresh_ms: int = 2_000
+    sample_interval_s: float = 5.0
+
+
+class Dashboard:
+    """What every handler shares: the client, the sampler, the audit log and the guard."""
+
+    def __init__(self, settings: DashboardSettings) -> None:
+        self.settings = settings
+        self.client = awa.AsyncClient(settings.database_url, max_connections=4)
+        self.sampler = Sampler(self.client, settings.sample_interval_s)
+        self.audit = AuditLog()
+        self.guard = Guard(settings.token, settings.read_only)
+        self.templates = Jinja2Templates(directory=str(HERE / "templates"))
+        env = self.templates.env
+        env.filters.update(ts=_ts, ago=_ago, seconds=_seconds, num=_num, pretty=_pretty)
+
+    def render(
+        self,
+        request: Request,
+        name: str,
+        context: Mapping[str, Any] | None = None,
+        status_code: int = 200,
+    ) -> Response:
+        """A template with the common context (CSRF value, operator, mode, recent actions)."""
+        base = {
+            "csrf": getattr(request.state, "csrf", ""),
+            "csrf_field": CSRF_FIELD,
+            "csrf_headers": json.dumps({"X-CSRF-Token": getattr(request.state, "csrf", "")}),
+            "read_only": self.settings.read_only,
+            "token_mode": self.settings.token is not None,
+            "operator": request.cookies.get(OPERATOR_COOKIE, ""),
+            "refresh_ms": self.settings.refresh_ms,
+            "version": awa.__version__,
+            "path": request.url.path,
+            "live_url": live_url(request),
+            **(context or {}),
+        }
+        return self.templates.TemplateResponse(request, name, base, status_code=status_code)
+
+    def page(self, request: Request, page: str, live: str, context: Mapping[str, Any]) -> Response:
+        """The whole page, or only its live part when htmx polls it (``?fragment=live``)."""
+        name = live if request.query_params.get("fragment") == "live" else page
+        return self.render(request, name, context)
+
+    def login_page(self, request: Request, message: str) -> Response:
+        """The 401 page asking for the access token."""
+        return self.render(request, "login.html", {"message": message}, status_code=401)
+
+
+def dashboard(request: Request) -> Dashboard:
+    """The :class:`Dashboard` of the app serving ``request``."""
+    return cast(Dashboard, request.app.state.dashboard)
+
+
+def live_url(request: Request) -> str:
+    """This page's URL asking for its live fragment only."""
+    params = [(k, v) for k, v in request.query_params.multi_items() if k != "fragment"]
+    return f"{request.url.path}?{urlencode([*params, ('fragment', 'live')])}"
+
+
+def who(request: Request) -> str:
+    """``name@address`` of the person acting (name from the "acting as" box)."""
+    name = request.cookies.get(OPERATOR_COOKIE) or "anonymous"
+    return f"{name}@{request.client.host if request.client else 'unknown'}"
+
+
+# -- template filters ---------------------------------------------------------------
+
+
+def _ts(value: datetime | None) -> str:
+    return "-" if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value < 60:
+        return f"{value:.1f} s"
+    if value < 3600:
+        return f"{value / 60:.1f} min"
+    return f"{value / 3600:.1f} h"
+
+
+def _ago(value: datetime | None) -> str:
+    if value is None:
+        return "-"
+    delta = (datetime.now(UTC) - value).total_seconds()
+    return f"in {_seconds(-delta)}" if delta < -0.5 else f"{_seconds(max(0.0, delta))} ago"
+
+
+def _num(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.1f}" if value < 100 else f"{value:.0f}"
+    return str(value)
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, default=str)
+
+
+# -- the application ----------------------------------------------------------------
+
+
+async def healthz(request: Request) -> Response:
+    """Liveness for load balancers: no token needed, tells nothing about the queues."""
+    health = await dashboard(request).client.health_check()
+    ok = health.postgres_connected
+    return JSONResponse({"ok": ok}, status_code=200 if ok else 503)
+
+
+def create_app(settings: DashboardSettings | None = None) -> Starlette:
+    """The dashboard as an ASGI app (``awa serve`` runs it with uvicorn)."""
+    from awa.dashboard import actions, pages  # the route modules import this one
+
+    settings = settings or DashboardSettings()
+    state = Dashboard(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        state.sampler.start()
+        try:
+            yield
+        finally:
+            await state.sampler.stop()
+            await state.client.close()
+
+    # On a loopback bind only loopback Host headers are served (no DNS rebinding).
+    allowed = LOOPBACK_NAMES | {settings.host.lower()} if is_loopback(settings.host) else set()
+    routes = [
+        *pages.routes(),
+        *actions.routes(),
+        Route("/healthz", healthz),
+        Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+    middleware = [
+        Middleware(GuardMiddleware, guard=state.guard, login_page=state.login_page,
+                   allowed_hosts=frozenset(allowed)),
+    ]  # fmt: skip
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app.state.dashboard = state
+    return app

@@ -1,0 +1,176 @@
+"""Access control for the dashboard: optional token, CSRF on every POST, read-only mode.
+
+- **Token** (``--token`` / ``AWA_DASHBOARD_TOKEN``): every request but ``/static`` and
+  ``/healthz`` needs it, as the session cookie set after ``?token=`` (the token is then
+  dropped from the URL by a redirect), as ``Authorization: Bearer T`` or ``X-Awa-Token: T``.
+  The cookie holds an HMAC of the token, never the token itself.
+- **CSRF**: a signed double-submit token. The ``awa_csrf`` cookie (HttpOnly,
+  SameSite=Strict) carries ``nonce.signature``; every POST must echo the same value in the
+  ``X-CSRF-Token`` header (htmx sends it) or the ``csrf_token`` form field, and carry no
+  foreign ``Origin``. The signing key is random per process.
+- **Read-only**: every request that is not GET or HEAD is refused with 403.
+- **Host check** on loopback binds (DNS rebinding) and strict response headers (CSP
+  without inline script, no framing, no caching).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import secrets
+from collections.abc import Awaitable, Callable
+from urllib.parse import urlsplit
+
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.types import ASGIApp
+
+SESSION_COOKIE = "awa_session"
+CSRF_COOKIE = "awa_csrf"
+CSRF_HEADER = "x-csrf-token"
+CSRF_FIELD = "csrf_token"
+TOKEN_HEADER = "x-awa-token"
+OPEN_PATHS = ("/static/", "/healthz")
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+SECURITY_HEADERS = {
+    "content-security-policy": "default-src 'self'; script-src 'self'; style-src 'self'; "
+    "img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",
+    "cache-control": "no-store",
+}
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class Guard:
+    """Checks tokens and CSRF values; holds the per-process signing key."""
+
+    def __init__(self, token: str | None, read_only: bool) -> None:
+        self.token = token or None
+        self.read_only = read_only
+        self._key = secrets.token_bytes(32)
+
+    # -- token ------------------------------------------------------------------------
+
+    def session_value(self) -> str:
+        """What the session cookie holds: an HMAC of the token (never the token)."""
+        assert self.token is not None
+        return hmac.new(self.token.encode(), b"awa-dashboard-session", hashlib.sha256).hexdigest()
+
+    def token_matches(self, supplied: str) -> bool:
+        """Constant-time comparison with the configured token."""
+        return self.token is not None and hmac.compare_digest(
+            supplied.encode(), self.token.encode()
+        )
+
+    def authenticated(self, request: Request) -> bool:
+        """True when no token is configured or the request carries it."""
+        if self.token is None:
+            return True
+        cookie = request.cookies.get(SESSION_COOKIE, "")
+        if cookie and hmac.compare_digest(cookie.encode(), self.session_value().encode()):
+            return True
+        header = request.headers.get("authorization", "")
+        if header.lower().startswith("bearer ") and self.token_matches(header[7:].strip()):
+            return True
+        return self.token_matches(request.headers.get(TOKEN_HEADER, "\0"))
+
+    # -- CSRF -------------------------------------------------------------------------
+
+    def _sign(self, nonce: str) -> str:
+        return hmac.new(self._key, nonce.encode(), hashlib.sha256).hexdigest()
+
+    def new_csrf(self) -> str:
+        """A fresh ``nonce.signature`` value."""
+        nonce = secrets.token_urlsafe(24)
+        return f"{nonce}.{self._sign(nonce)}"
+
+    def csrf_signed(self, value: str) -> bool:
+        """True when ``value`` was issued by this process."""
+        nonce, _, signature = value.partition(".")
+        return bool(nonce) and hmac.compare_digest(signature.encode(), self._sign(nonce).encode())
+
+    def csrf_ok(self, request: Request, submitted: str | None) -> bool:
+        """The cookie is ours and the request echoes it, from our own origin."""
+        cookie = request.cookies.get(CSRF_COOKIE, "")
+        if not submitted or not cookie or not self.csrf_signed(cookie):
+            return False
+        if not hmac.compare_digest(cookie.encode(), submitted.encode()):
+            return False
+        origin = request.headers.get("origin")
+        return origin is None or urlsplit(origin).netloc == request.headers.get("host")
+
+
+LoginPage = Callable[[Request, str], Response]
+
+
+class GuardMiddleware(BaseHTTPMiddleware):
+    """Applies :class:`Guard` to every request and adds the security headers."""
+
+    def __init__(
+        self, app: ASGIApp, guard: Guard, login_page: LoginPage, allowed_hosts: frozenset[str]
+    ) -> None:
+        super().__init__(app)
+        self.guard = guard
+        self.login_page = login_page
+        self.allowed_hosts = allowed_hosts
+
+    async def dispatch(
+        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        response = await self._dispatch(request, call_next)
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response
+
+    async def _dispatch(
+        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        host = (request.url.hostname or "").lower()
+        if self.allowed_hosts and host not in self.allowed_hosts:
+            return PlainTextResponse("unexpected Host header", status_code=400)
+        if request.url.path.startswith(OPEN_PATHS):
+            return await call_next(request)
+        guard = self.guard
+        if guard.token is not None:
+            supplied = request.query_params.get("token")
+            if supplied is not None:
+                return self._login(request, supplied)
+            if not guard.authenticated(request):
+                return self.login_page(request, "This dashboard needs its access token.")
+        if guard.read_only and request.method not in ("GET", "HEAD"):
+            return PlainTextResponse("the dashboard is read-only", status_code=403)
+        cookie = request.cookies.get(CSRF_COOKIE, "")
+        fresh = not guard.csrf_signed(cookie) if cookie else True
+        request.state.csrf = guard.new_csrf() if fresh else cookie
+        response = await call_next(request)
+        if fresh:
+            response.set_cookie(
+                CSRF_COOKIE, request.state.csrf, httponly=True, samesite="strict",
+                secure=request.url.scheme == "https",
+            )  # fmt: skip
+        return response
+
+    def _login(self, request: Request, supplied: str) -> Response:
+        if request.method != "GET" or not self.guard.token_matches(supplied):
+            return self.login_page(request, "That token is not right.")
+        query = request.url.remove_query_params("token").query
+        target = request.url.path + (f"?{query}" if query else "")
+        response = RedirectResponse(target, status_code=303)
+        response.set_cookie(
+            SESSION_COOKIE, self.guard.session_value(), httponly=True, samesite="lax",
+            secure=request.url.scheme == "https",
+        )  # fmt: skip
+        return response
