@@ -53,7 +53,7 @@ class Leader:
 
     async def _step_down(self) -> None:
         if self.is_leader:
-            logger.info("maintenance leadership released")
+            logger.info("maintenance leadership released", extra={"event": "leader_released"})
         self.is_leader = False
         for service in self._services:
             await service.stop()
@@ -66,7 +66,7 @@ class Leader:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                logger.warning("leader election: %s", exc)
+                logger.warning("leader election: %s", exc, extra={"event": "leader_error"})
             await self._step_down()
             await asyncio.sleep(self._interval)
 
@@ -79,7 +79,7 @@ class Leader:
             await asyncio.sleep(self._interval)
         self.is_leader = True
         self.elections += 1
-        logger.info("became maintenance leader")
+        logger.info("became maintenance leader", extra={"event": "leader_elected"})
         for service in self._services:
             service.start()
         # Hold the lock; a failed probe means the connection (and the lock) is gone.

@@ -27,7 +27,8 @@ async def _rescue(
         for job_id, queue, kind, state in rows:
             logger.info(
                 "rescued job %s (%s on %s) → %s: %s", job_id, kind, queue, state, why,
-                extra={"job_id": job_id, "queue": queue, "kind": kind},
+                extra={"event": "job_rescued", "job_id": job_id, "queue": queue,
+                       "kind": kind, "state": state, "reason": why},
             )  # fmt: skip
         rescued.extend(rows)
         if len(rows) < BATCH:

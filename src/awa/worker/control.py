@@ -113,7 +113,8 @@ class QueueControl:
             self._warned = {w for w in self._warned if w[0] != key} | {(key, value)}
             logger.warning(
                 "queue %s: %s", self.config.name, reason,
-                extra={"queue": self.config.name, "override": key},
+                extra={"event": "override_ignored", "queue": self.config.name,
+                       "override": key, "reason": reason},
             )  # fmt: skip
 
     # -- reporting -------------------------------------------------------------------

@@ -102,8 +102,9 @@ class Dispatcher:
             except Exception as exc:  # database trouble: back off, then try again
                 self.last_loop_ok = False
                 logger.warning(
-                    "dispatcher %s: %s; retrying in %.2fs", self.queue, exc, error_backoff
-                )
+                    "dispatcher %s: %s; retrying in %.2fs", self.queue, exc, error_backoff,
+                    extra={"event": "dispatcher_error", "queue": self.queue},
+                )  # fmt: skip
                 await asyncio.sleep(error_backoff)
                 error_backoff = min(error_backoff * 2, _MAX_ERROR_BACKOFF_S)
                 continue

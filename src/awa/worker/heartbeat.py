@@ -34,6 +34,7 @@ async def beat(pool: AsyncConnectionPool, executor: Executor, completer: Complet
         if job_id not in alive and executor.cancel(job_id, "lease lost", lease):
             lost += 1
             logger.info(
-                "job %s lost its lease (rescued or cancelled); stopping its handler", job_id
-            )
+                "job %s lost its lease (rescued or cancelled); stopping its handler", job_id,
+                extra={"event": "lease_lost", "job_id": job_id, "run_lease": lease},
+            )  # fmt: skip
     return lost

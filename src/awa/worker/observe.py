@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from awa.types import Job
     from awa.worker.results import Finalization
+    from awa.worker.runtime import Worker
 
 logger = logging.getLogger("awa")
 
@@ -47,6 +48,12 @@ class Observer:
         self, queue: str, effective: dict[str, Any], ignored: dict[str, str]
     ) -> None:
         """A queue's effective settings were recomputed from its control row."""
+
+    def worker_started(self, worker: Worker) -> None:
+        """The worker runs (gauges may read its dispatchers' permits until it stops)."""
+
+    def worker_stopped(self, worker: Worker) -> None:
+        """The worker has shut down."""
 
 
 class Fanout(Observer):
@@ -95,3 +102,11 @@ class Fanout(Observer):
     ) -> None:
         if self.observers:
             self._each("override_changed", queue, effective, ignored)
+
+    def worker_started(self, worker: Worker) -> None:
+        if self.observers:
+            self._each("worker_started", worker)
+
+    def worker_stopped(self, worker: Worker) -> None:
+        if self.observers:
+            self._each("worker_stopped", worker)

@@ -33,6 +33,7 @@ from awa.worker.completer import Completer
 from awa.worker.control import QueueControl
 from awa.worker.dispatcher import Dispatcher
 from awa.worker.executor import Executor
+from awa.worker.joblog import JobLog
 from awa.worker.listener import Listener
 from awa.worker.observe import Fanout, Observer
 from awa.worker.permits import build_permits
@@ -64,7 +65,7 @@ class Worker:
         self.pid = os.getpid()
         self.started_at = datetime.now(UTC)
         self.shutting_down = False
-        self.observer = Fanout(observers)
+        self.observer = Fanout([JobLog(), *observers])
         self.completer = Completer(
             pool, max_backlog=max(4 * config.total_permits, 1_000), observer=self.observer
         )
@@ -78,7 +79,7 @@ class Worker:
             bucket = TokenBucket(q.rate_limit[0], q.rate_limit[1]) if q.rate_limit else None
             control = QueueControl(q, bucket, config.override_refresh_ms)
             self.dispatchers[q.name] = Dispatcher(
-                q.name, pool, permits[q.name], control, self.executor
+                q.name, pool, permits[q.name], control, self.executor, self.observer
             )
         self.listener = Listener(url, self._on_available, self._on_control, self._wake_all)
         self.heartbeat = Periodic("heartbeat", config.heartbeat_interval_ms / 1000, self._beat)
@@ -101,14 +102,17 @@ class Worker:
             Periodic(
                 "rescue-heartbeat",
                 c.heartbeat_rescue_interval_ms / 1000,
-                lambda: self._run(
-                    rescuer.rescue_stale_heartbeats(self.pool, c.heartbeat_staleness_ms)
+                lambda: self._report_rescued(
+                    "heartbeat",
+                    rescuer.rescue_stale_heartbeats(self.pool, c.heartbeat_staleness_ms),
                 ),
             ),
             Periodic(
                 "rescue-deadline",
                 c.deadline_rescue_interval_ms / 1000,
-                lambda: self._run(rescuer.rescue_past_deadline(self.pool, grace_ms)),
+                lambda: self._report_rescued(
+                    "deadline", rescuer.rescue_past_deadline(self.pool, grace_ms)
+                ),
             ),
             Periodic("prune", PRUNE_INTERVAL_S, self._prune),
         ]
@@ -187,7 +191,9 @@ class Worker:
             self.instance_id,
             "weighted" if self.config.weighted else "hard-reserved",
             ", ".join(self.dispatchers),
+            extra={"event": "worker_started", "instance_id": self.instance_id},
         )
+        self.observer.worker_started(self)
 
     async def shutdown(self, timeout_ms: int) -> None:
         """Stop claiming, give handlers ``timeout_ms`` to finish, fence the rest."""
@@ -207,7 +213,12 @@ class Worker:
         await self.listener.stop()
         await self._deregister()
         self.executor.close()
-        logger.info("worker %s stopped", self.instance_id)
+        self.observer.worker_stopped(self)
+        logger.info(
+            "worker %s stopped",
+            self.instance_id,
+            extra={"event": "worker_stopped", "instance_id": self.instance_id},
+        )
 
     async def _fence_unfinished(self) -> None:
         unfinished = self.executor.in_flight()

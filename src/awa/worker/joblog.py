@@ -1,0 +1,148 @@
+"""Log lines for a job's path, as an :class:`~awa.worker.observe.Observer`.
+
+Every worker installs one. Each record carries structured fields in ``extra``
+(``event``, ``queue``, ``kind``, ``job_id``, ``run_lease``, ``attempt``, and ``state`` or
+``reason`` where they apply), which :func:`awa.log.configure` renders as JSON.
+
+Levels: a job starting or finishing is DEBUG (per job, so it is checked with
+``isEnabledFor`` before anything is formatted); a retry, a cancellation, a stale outcome
+and an override change are INFO; a job that failed for good is WARNING. Successful
+completions add nothing above DEBUG.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from awa.types import Job, JobState
+from awa.worker.observe import Observer
+from awa.worker.results import Finalization
+
+logger = logging.getLogger("awa")
+
+MAX_ERROR_CHARS = 500
+
+_OUTCOME_NAMES = {
+    JobState.COMPLETED: "completed",
+    JobState.RETRYABLE: "retried",
+    JobState.FAILED: "failed",
+    JobState.CANCELLED: "cancelled",
+    JobState.SCHEDULED: "snoozed",
+}
+
+
+def outcome_name(state: JobState) -> str:
+    """What a finalization's new state means for the job (``retryable`` → ``retried``)."""
+    return _OUTCOME_NAMES.get(state, state.value)
+
+
+def job_fields(job: Job[Any], event: str, **more: Any) -> dict[str, Any]:
+    """The structured fields every job record carries."""
+    return {
+        "event": event,
+        "queue": job.queue,
+        "kind": job.kind,
+        "job_id": job.id,
+        "run_lease": job.run_lease,
+        "attempt": job.attempt,
+        **more,
+    }
+
+
+def _error_message(finalization: Finalization) -> str:
+    if not finalization.error:
+        return ""
+    try:
+        message = str(json.loads(finalization.error).get("error", ""))
+    except (ValueError, AttributeError):
+        message = finalization.error
+    return message[:MAX_ERROR_CHARS]
+
+
+class JobLog(Observer):
+    """Writes the log records of job events under the ``awa`` logger."""
+
+    def job_started(self, job: Job[Any], pickup_latency_s: float) -> None:
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "job %s (%s on %s) started: attempt %d of %d, picked up %.3fs after run_at",
+                job.id, job.kind, job.queue, job.attempt, job.max_attempts, pickup_latency_s,
+                extra=job_fields(job, "job_started", pickup_latency_s=pickup_latency_s),
+            )  # fmt: skip
+
+    def job_finished(self, job: Job[Any], outcome: Finalization | None, duration_s: float) -> None:
+        if logger.isEnabledFor(logging.DEBUG):
+            state = outcome_name(outcome.state) if outcome is not None else "abandoned"
+            logger.debug(
+                "job %s (%s on %s) finished in %.3fs: %s",
+                job.id, job.kind, job.queue, duration_s, state,
+                extra=job_fields(job, "job_finished", state=state, duration_s=duration_s),
+            )  # fmt: skip
+
+    def outcomes_applied(self, applied: Sequence[Finalization]) -> None:
+        for f in applied:
+            if f.state is JobState.COMPLETED or f.job is None:
+                continue
+            if f.state is JobState.FAILED:
+                self._failed(f, f.job)
+            elif f.state is JobState.RETRYABLE:
+                if logger.isEnabledFor(logging.INFO):
+                    delay_s = (f.delay_ms or 0) / 1000
+                    logger.info(
+                        "job %s (%s on %s) will retry in %.1fs (attempt %d of %d): %s",
+                        f.job.id, f.job.kind, f.job.queue, delay_s, f.job.attempt,
+                        f.job.max_attempts, _error_message(f),
+                        extra=job_fields(f.job, "job_retried", state="retryable",
+                                         reason=_error_message(f), delay_s=delay_s),
+                    )  # fmt: skip
+            elif f.state is JobState.CANCELLED:
+                if logger.isEnabledFor(logging.INFO):
+                    logger.info(
+                        "job %s (%s on %s) cancelled by its handler: %s",
+                        f.job.id, f.job.kind, f.job.queue, _error_message(f),
+                        extra=job_fields(f.job, "job_cancelled", state="cancelled",
+                                         reason=_error_message(f)),
+                    )  # fmt: skip
+            elif logger.isEnabledFor(logging.DEBUG):
+                logger.debug(
+                    "job %s (%s on %s) snoozed for %.1fs",
+                    f.job.id, f.job.kind, f.job.queue, (f.delay_ms or 0) / 1000,
+                    extra=job_fields(f.job, "job_snoozed", state=f.state.value),
+                )  # fmt: skip
+
+    @staticmethod
+    def _failed(f: Finalization, job: Job[Any]) -> None:
+        if logger.isEnabledFor(logging.WARNING):
+            logger.warning(
+                "job %s (%s on %s) failed after attempt %d of %d: %s",
+                job.id, job.kind, job.queue, job.attempt, job.max_attempts, _error_message(f),
+                extra=job_fields(job, "job_failed", state="failed", reason=_error_message(f)),
+            )  # fmt: skip
+
+    def outcomes_stale(self, stale: Sequence[Finalization]) -> None:
+        if not logger.isEnabledFor(logging.INFO):
+            return
+        for f in stale:
+            if f.job is None:
+                continue
+            logger.info(
+                "job %s (%s on %s): outcome %s refused, attempt %d lost its lease (run_lease %d)",
+                f.job.id, f.job.kind, f.job.queue, outcome_name(f.state), f.job.attempt,
+                f.run_lease,
+                extra=job_fields(f.job, "outcome_stale", state=outcome_name(f.state)),
+            )  # fmt: skip
+
+    def override_changed(
+        self, queue: str, effective: dict[str, Any], ignored: dict[str, str]
+    ) -> None:
+        if logger.isEnabledFor(logging.INFO):
+            values = ", ".join(f"{key}={value}" for key, value in effective.items())
+            logger.info(
+                "queue %s: effective settings now %s%s",
+                queue, values, f" ({len(ignored)} override(s) ignored)" if ignored else "",
+                extra={"event": "overrides_applied", "queue": queue, "effective": effective,
+                       "ignored": sorted(ignored)},
+            )  # fmt: skip
