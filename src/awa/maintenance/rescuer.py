@@ -17,7 +17,11 @@ Rescued = list[tuple[int, str, str, str]]
 
 
 async def _rescue(
-    pool: AsyncConnectionPool, query: LiteralString, params: dict[str, int], why: str
+    pool: AsyncConnectionPool,
+    query: LiteralString,
+    params: dict[str, int],
+    why: str,
+    reason: str,
 ) -> Rescued:
     rescued: Rescued = []
     while True:
@@ -28,7 +32,7 @@ async def _rescue(
             logger.info(
                 "rescued job %s (%s on %s) → %s: %s", job_id, kind, queue, state, why,
                 extra={"event": "job_rescued", "job_id": job_id, "queue": queue,
-                       "kind": kind, "state": state, "reason": why},
+                       "kind": kind, "state": state, "reason": reason},
             )  # fmt: skip
         rescued.extend(rows)
         if len(rows) < BATCH:
@@ -38,10 +42,16 @@ async def _rescue(
 async def rescue_stale_heartbeats(pool: AsyncConnectionPool, staleness_ms: int) -> Rescued:
     """Running jobs silent for ``staleness_ms`` go back to retryable (or failed); returns them."""
     return await _rescue(
-        pool, sql.JOB_RESCUE_STALE_HEARTBEAT, {"staleness_ms": staleness_ms}, "stale heartbeat"
+        pool,
+        sql.JOB_RESCUE_STALE_HEARTBEAT,
+        {"staleness_ms": staleness_ms},
+        "stale heartbeat",
+        "heartbeat",
     )
 
 
 async def rescue_past_deadline(pool: AsyncConnectionPool, grace_ms: int) -> Rescued:
     """Running jobs more than ``grace_ms`` past their deadline go back to retryable (or failed)."""
-    return await _rescue(pool, sql.JOB_RESCUE_PAST_DEADLINE, {"grace_ms": grace_ms}, "deadline")
+    return await _rescue(
+        pool, sql.JOB_RESCUE_PAST_DEADLINE, {"grace_ms": grace_ms}, "deadline", "deadline"
+    )

@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 import awa
-from awa.cli.args import positive_int, queue_workers, with_example
+from awa.cli.args import non_negative_int, positive_int, queue_workers, with_example
 
 
 def register(sub: Any) -> None:
@@ -29,6 +29,10 @@ def register(sub: Any) -> None:
     p.add_argument("--global-max-workers", type=positive_int, metavar="N",
                    help="weighted mode: one shared pool of N workers")  # fmt: skip
     p.add_argument("--shutdown-timeout-ms", type=positive_int, default=5_000, metavar="MS")
+    p.add_argument("--metrics-port", type=non_negative_int, metavar="N",
+                   help="serve /metrics for Prometheus on port N (0 picks one)")  # fmt: skip
+    p.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
+                   help="address for --metrics-port (default 127.0.0.1)")  # fmt: skip
     p.set_defaults(handler=run, needs_db=lambda a: False)
 
 
@@ -58,6 +62,16 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     queues = args.queues or None
+    metrics_server = None
+    if args.metrics_port is not None:
+        from awa import metrics
+
+        try:
+            metrics_server = metrics.serve(client, port=args.metrics_port, host=args.metrics_host)
+        except OSError as exc:
+            sys.stderr.write(f"awa: error: argument --metrics-port: cannot listen: {exc}\n")
+            return 2
+        sys.stderr.write(f"awa: metrics on {metrics_server.url}\n")
     await client.start(queues, global_max_workers=args.global_max_workers)
     sys.stderr.write(f"awa: worker running ({', '.join(client.registry.queues())}); Ctrl-C stops\n")
     try:
@@ -65,4 +79,6 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
     finally:
         await client.shutdown(timeout_ms=args.shutdown_timeout_ms)
         await client.close()
+        if metrics_server is not None:
+            metrics_server.stop()
     return 0

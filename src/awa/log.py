@@ -1,0 +1,108 @@
+"""Logging set-up for applications that want awa's records as text or JSON lines.
+
+awa logs through the standard :mod:`logging` module under one logger, ``awa``. Key
+records carry structured fields in ``extra``: ``event`` (``job_started``,
+``job_finished``, ``job_retried``, ``job_failed``, ``job_cancelled``, ``job_rescued``,
+``outcome_stale``, ``override_ignored``, ``overrides_applied``, ``lease_lost``,
+``leader_elected``, ``leader_released``, ``worker_started``, ``worker_stopped``, …) and,
+where they apply, ``queue``, ``kind``, ``job_id``, ``run_lease``, ``attempt``, ``state``,
+``reason``, ``instance_id``. Nothing here is required: without :func:`configure` the
+records simply propagate to whatever the application set up.
+
+::
+
+    import awa.log
+    awa.log.configure(json=True, level="INFO")
+"""
+
+from __future__ import annotations
+
+import json as _json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import IO, Any
+
+LOGGER_NAME = "awa"
+
+# Attributes every LogRecord has; anything else on a record came from ``extra``.
+_STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
+    "message",
+    "asctime",
+    "taskName",
+}
+
+
+def structured_fields(record: logging.LogRecord) -> dict[str, Any]:
+    """The ``extra`` fields of ``record`` (everything that is not a standard attribute)."""
+    return {
+        k: v for k, v in record.__dict__.items() if k not in _STANDARD and not k.startswith("_")
+    }
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record: ``ts``, ``level``, ``logger``, ``message``, the
+    structured fields, and ``exc`` when an exception is attached."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in structured_fields(record).items():
+            entry.setdefault(key, value)
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            entry["stack"] = self.formatStack(record.stack_info)
+        return _json.dumps(entry, default=str, ensure_ascii=False)
+
+
+class TextFormatter(logging.Formatter):
+    """``time LEVEL logger: message`` followed by the structured fields as ``key=value``."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        fields = structured_fields(record)
+        if not fields:
+            return line
+        extras = " ".join(f"{key}={value}" for key, value in fields.items())
+        head, sep, tail = line.partition("\n")  # keep a traceback below the fields
+        return f"{head} [{extras}]{sep}{tail}"
+
+
+def configure(
+    *,
+    json: bool = False,
+    level: int | str = logging.INFO,
+    stream: IO[str] | None = None,
+    propagate: bool | None = None,
+) -> logging.Handler:
+    """Send the ``awa`` logger's records to ``stream`` (default stderr) as text or JSON.
+
+    Calling it again replaces the handler it installed before. ``level`` sets the
+    ``awa`` logger's level (``"DEBUG"`` shows every job start and finish). ``propagate``
+    None leaves propagation as it is (on by default); pass False when the root logger
+    also has handlers and each record should be written once. Returns the handler.
+    """
+    logger = logging.getLogger(LOGGER_NAME)
+    for handler in list(logger.handlers):
+        if getattr(handler, "_awa_configured", False):
+            logger.removeHandler(handler)
+            handler.close()
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(JsonFormatter() if json else TextFormatter())
+    handler._awa_configured = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    logger.setLevel(level.upper() if isinstance(level, str) else level)
+    if propagate is not None:
+        logger.propagate = propagate
+    return handler
+
+
+__all__ = ["JsonFormatter", "TextFormatter", "configure", "structured_fields"]

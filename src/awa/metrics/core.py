@@ -1,0 +1,89 @@
+"""One :class:`Metrics` per client: its registry, its observer and its gauges."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from awa.errors import ValidationError
+from awa.metrics import otel
+from awa.metrics.gauges import Samples, StatsCache, stats_samples, worker_samples
+from awa.metrics.http import MetricsApp, MetricsServer
+from awa.metrics.observer import MetricsObserver, Recorder
+from awa.metrics.prometheus import GaugeCollector, PrometheusRecorder
+
+
+class Metrics:
+    """Prometheus (and, when configured, OpenTelemetry) instruments for one client.
+
+    ``client`` is an :class:`awa.AsyncClient` or :class:`awa.Client` (or None: only what
+    the observer sees, no queue statistics). Counters and histograms are fed by
+    :attr:`observer`, which :func:`awa.metrics.instrument` subscribes to the client's
+    worker. Gauges are read at scrape time; queue statistics are cached ``stats_max_age_s``.
+
+    ``otel``: None (default) mirrors the instruments through OpenTelemetry when
+    ``meter_provider`` is given or a global SDK provider is set; True forces it (an error
+    if ``opentelemetry-api`` is missing); False turns it off.
+    """
+
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(
+        self,
+        client: Any = None,
+        *,
+        registry: CollectorRegistry | None = None,
+        stats_max_age_s: float = 1.0,
+        otel_enabled: bool | None = None,
+        meter_provider: Any | None = None,
+    ) -> None:
+        if stats_max_age_s < 0:
+            raise ValidationError("stats_max_age_s", "must be >= 0")
+        self.client = client
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.stats = StatsCache(client, max_age_s=stats_max_age_s)
+        # Otherwise bound when the worker starts or at the first async refresh.
+        with contextlib.suppress(RuntimeError):
+            self.stats.bind(asyncio.get_running_loop())
+        recorders: list[Recorder] = [PrometheusRecorder(self.registry)]
+        if otel_enabled is None:
+            otel_enabled = otel.available() and (meter_provider is not None or otel.configured())
+        self.otel_enabled = otel_enabled
+        if otel_enabled:
+            recorders.append(otel.OtelRecorder(meter_provider, self.samples))
+        self.observer = MetricsObserver(recorders, on_start=self.stats.bind)
+        self.registry.register(GaugeCollector(self.samples))
+
+    def samples(self) -> Samples:
+        """Every gauge's current samples (refreshing stale queue statistics if possible)."""
+        self.stats.ensure_fresh()
+        worker = self.observer.worker
+        queues = list(worker.dispatchers) if worker is not None else []
+        samples = stats_samples(self.stats.stats, queues)
+        if worker is not None:
+            samples.update(worker_samples(worker))
+        return samples
+
+    async def refresh(self, *, force: bool = False) -> None:
+        """Read ``queue_stats()`` now unless the cached values are fresh."""
+        await self.stats.refresh(force=force)
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every metric."""
+        return generate_latest(self.registry)
+
+    async def scrape(self) -> bytes:
+        """Refresh the queue statistics on this event loop, then render."""
+        await self.refresh()
+        return self.render()
+
+    def serve(self, port: int, host: str = "127.0.0.1") -> MetricsServer:
+        """Serve ``/metrics`` on ``host:port`` from a daemon thread (started)."""
+        return MetricsServer(self, port=port, host=host).start()
+
+    def asgi_app(self) -> MetricsApp:
+        """An ASGI app serving these metrics (mount it at ``/metrics``)."""
+        return MetricsApp(self)

@@ -1,0 +1,184 @@
+"""Gauges: read when scraped, never updated per job.
+
+Queue depth, lag and pause come from ``queue_stats()`` (one grouped scan, the same
+numbers for every process), cached for ``max_age_s`` so several scrapers cost one query.
+In-flight, capacity, overflow and ignored overrides come from the running worker's
+executor, permits and control state, read in place.
+
+A scrape served from a thread (the built-in HTTP server, an OTel reader) refreshes the
+statistics on the event loop that owns the client's pool and waits for them at most
+``timeout_s``; a scrape on an event loop (the ASGI app) awaits :meth:`StatsCache.refresh`
+first. When a refresh is impossible or fails, the last values are served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from awa.metrics import spec
+from awa.types import HardReserved, QueueStat
+
+if TYPE_CHECKING:
+    from awa.worker.runtime import Worker
+
+logger = logging.getLogger("awa")
+
+Sample = tuple[tuple[str, ...], float]
+Samples = dict[str, list[Sample]]
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+class StatsCache:
+    """The last ``queue_stats()`` of one client, refreshed on demand."""
+
+    def __init__(self, client: Any, *, max_age_s: float = 1.0, timeout_s: float = 2.0) -> None:
+        from awa.client.sync_client import Client
+
+        self._client = client
+        self._blocking_client = isinstance(client, Client)
+        self.max_age_s = max_age_s
+        self.timeout_s = timeout_s
+        self.stats: list[QueueStat] = []
+        self.fetched_at: float | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+        self._failing = False
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Use ``loop`` (where the client's pool lives) for refreshes from other threads."""
+        self.loop = loop
+
+    def fresh(self) -> bool:
+        """True while the cached statistics are younger than ``max_age_s``."""
+        return self.fetched_at is not None and time.monotonic() - self.fetched_at < self.max_age_s
+
+    def _store(self, stats: list[QueueStat]) -> None:
+        self.stats = stats
+        self.fetched_at = time.monotonic()
+        if self._failing:
+            logger.info("metrics: queue_stats() works again", extra={"event": "metrics_stats"})
+            self._failing = False
+
+    def _failed(self, exc: BaseException) -> None:
+        if not self._failing:
+            logger.warning(
+                "metrics: queue_stats() failed (%s); serving the last values", exc or type(exc),
+                extra={"event": "metrics_stats"},
+            )  # fmt: skip
+            self._failing = True
+
+    async def refresh(self, *, force: bool = False) -> None:
+        """Read ``queue_stats()`` now unless the cache is fresh (or ``force``)."""
+        if self._client is None or (self.fresh() and not force):
+            return
+        try:
+            if self._blocking_client:
+                stats = await asyncio.to_thread(self._client.queue_stats)
+            else:
+                current = asyncio.get_running_loop()
+                if self.loop is None or self.loop.is_closed():
+                    self.loop = current
+                if self.loop is current:
+                    stats = await self._client.queue_stats()
+                else:
+                    future = asyncio.run_coroutine_threadsafe(self._client.queue_stats(), self.loop)
+                    async with asyncio.timeout(self.timeout_s):
+                        stats = await asyncio.wrap_future(future)
+        except Exception as exc:
+            self._failed(exc)
+            return
+        self._store(stats)
+
+    def ensure_fresh(self) -> None:
+        """Refresh if stale and this thread may block (it runs no event loop)."""
+        if self._client is None or self.fresh() or _running_loop() is not None:
+            return
+        with self._lock:
+            if self.fresh():
+                return
+            try:
+                if self._blocking_client:
+                    stats = self._client.queue_stats()
+                else:
+                    loop = self.loop
+                    if loop is None or loop.is_closed() or not loop.is_running():
+                        return
+                    future = asyncio.run_coroutine_threadsafe(self._client.queue_stats(), loop)
+                    try:
+                        stats = future.result(self.timeout_s)
+                    except BaseException:
+                        future.cancel()
+                        raise
+            except Exception as exc:
+                self._failed(exc)
+                return
+            self._store(stats)
+
+
+def stats_samples(stats: list[QueueStat], extra_queues: list[str]) -> Samples:
+    """Depth, lag and pause per queue (zeros for worker queues with no jobs yet)."""
+    depth: list[Sample] = []
+    lag: list[Sample] = []
+    paused: list[Sample] = []
+    seen = set()
+    for s in stats:
+        seen.add(s.queue)
+        depth.extend(((s.queue, state), float(getattr(s, state))) for state in spec.DEPTH_STATES)
+        lag.append(((s.queue,), float(s.lag_seconds or 0.0)))
+        paused.append(((s.queue,), 1.0 if s.paused else 0.0))
+    for queue in extra_queues:
+        if queue not in seen:
+            depth.extend(((queue, state), 0.0) for state in spec.DEPTH_STATES)
+            lag.append(((queue,), 0.0))
+            paused.append(((queue,), 0.0))
+    return {spec.DEPTH.name: depth, spec.LAG.name: lag, spec.PAUSED.name: paused}
+
+
+def worker_samples(worker: Worker) -> Samples:
+    """In-flight, capacity, overflow held and ignored overrides per queue of ``worker``.
+
+    In-flight counts handlers running now; the permits a poll reserves for the length of
+    its claim are not jobs yet, so they are left out (they do show in overflow held).
+    """
+    config = worker.config
+    overflow_total = 0
+    if config.global_max_workers is not None:
+        overflow_total = config.global_max_workers - sum(q.min_workers for q in config.queues)
+    running: dict[str, int] = {}
+    # One C-level copy of the dict: safe to take from the scraping thread.
+    for attempt in list(worker.executor.attempts.values()):
+        running[attempt.job.queue] = running.get(attempt.job.queue, 0) + 1
+    in_flight: list[Sample] = []
+    capacity: list[Sample] = []
+    overflow: list[Sample] = []
+    ignored: list[Sample] = []
+    for queue, dispatcher in list(worker.dispatchers.items()):
+        shape = dispatcher.permits.capacity()
+        in_flight.append(((queue,), float(running.get(queue, 0))))
+        if isinstance(shape, HardReserved):
+            capacity.append(((queue,), float(shape.max_workers)))
+            overflow.append(((queue,), 0.0))
+        else:
+            capacity.append(((queue,), float(shape.min_workers + overflow_total)))
+            overflow.append(((queue,), float(shape.overflow_held)))
+        refused = dispatcher.control.ignored
+        ignored.extend(
+            ((queue, setting), 1.0 if setting in refused else 0.0)
+            for setting in spec.OVERRIDE_SETTINGS
+        )
+    return {
+        spec.IN_FLIGHT.name: in_flight,
+        spec.CAPACITY.name: capacity,
+        spec.OVERFLOW_HELD.name: overflow,
+        spec.IGNORED_ACTIVE.name: ignored,
+    }

@@ -1,0 +1,151 @@
+"""Serving ``/metrics``: a small threaded HTTP server, and an ASGI app to mount.
+
+The server runs in its own daemon thread, so rendering never runs on the worker's event
+loop; it refreshes the queue statistics on that loop (see :mod:`awa.metrics.gauges`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Awaitable, Callable, MutableMapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CONTENT_TYPE_LATEST
+
+if TYPE_CHECKING:
+    from awa.metrics.core import Metrics
+
+logger = logging.getLogger("awa")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+class MetricsServer:
+    """``GET /metrics`` on ``host:port`` from a daemon thread. ``port=0`` picks a free port.
+
+    ``start``/``stop`` are idempotent; also a context manager.
+    """
+
+    def __init__(self, metrics: Metrics, *, port: int, host: str = "127.0.0.1") -> None:
+        self.metrics = metrics
+        self._httpd = ThreadingHTTPServer((host, port), _handler(metrics))
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def host(self) -> str:
+        """The address bound."""
+        return str(self._httpd.server_address[0])
+
+    @property
+    def port(self) -> int:
+        """The port bound (the real one when 0 was asked)."""
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """``http://host:port/metrics``."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/metrics"
+
+    def start(self) -> MetricsServer:
+        """Start serving in a daemon thread; returns self."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._httpd.serve_forever, name="awa-metrics", daemon=True
+            )
+            self._thread.start()
+            logger.info(
+                "metrics served on %s",
+                self.url,
+                extra={"event": "metrics_serving", "url": self.url},
+            )
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._httpd.shutdown()
+            thread.join()
+        self._httpd.server_close()
+
+    def __enter__(self) -> MetricsServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _handler(metrics: Metrics) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path not in ("/metrics", "/metrics/"):
+                self._reply(404, b"not found: scrape /metrics\n", "text/plain; charset=utf-8")
+                return
+            try:
+                body = metrics.render()
+            except Exception as exc:  # never let a scrape take the server down
+                logger.exception("metrics: rendering failed")
+                self._reply(500, f"{exc}\n".encode(), "text/plain; charset=utf-8")
+                return
+            self._reply(200, body, CONTENT_TYPE_LATEST)
+
+        def _reply(self, status: int, body: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            logger.debug("metrics: " + format, *args)
+
+    return Handler
+
+
+class MetricsApp:
+    """An ASGI app answering every GET with the metrics (mount it at ``/metrics``).
+
+    It refreshes the queue statistics on the serving event loop, then renders.
+    """
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        if scope.get("method", "GET") not in ("GET", "HEAD"):
+            await _send(send, 405, b"method not allowed\n", "text/plain; charset=utf-8")
+            return
+        await self.metrics.refresh()
+        body = self.metrics.render()
+        if scope.get("method") == "HEAD":
+            body = b""
+        await _send(send, 200, body, CONTENT_TYPE_LATEST)
+
+
+async def _send(send: Send, status: int, body: bytes, content_type: str) -> None:
+    headers = [(b"content-type", content_type.encode()), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return

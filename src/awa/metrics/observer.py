@@ -1,0 +1,109 @@
+"""The worker events that feed counters and histograms, turned into recorder calls.
+
+A recorder is one backend (Prometheus, OpenTelemetry). Per job the observer makes one
+histogram observation at start, one at finish and one counter increment when the
+outcome commits; per poll at most two increments. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from awa.metrics import spec
+from awa.worker.joblog import outcome_name
+from awa.worker.observe import Observer
+
+if TYPE_CHECKING:
+    from awa.types import Job
+    from awa.worker.results import Finalization
+    from awa.worker.runtime import Worker
+
+
+class Recorder(Protocol):
+    """A metrics backend: counters are added to, histograms observed."""
+
+    def add(self, instrument: spec.Instrument, labels: tuple[str, ...], value: float) -> None:
+        """Add ``value`` to the counter ``instrument`` with these label values."""
+
+    def observe(self, instrument: spec.Instrument, labels: tuple[str, ...], value: float) -> None:
+        """Record ``value`` in the histogram ``instrument`` with these label values."""
+
+
+class MetricsObserver(Observer):
+    """Counts and times what the worker reports; remembers the worker for the gauges."""
+
+    def __init__(
+        self,
+        recorders: Sequence[Recorder],
+        on_start: Callable[[asyncio.AbstractEventLoop], None] | None = None,
+    ) -> None:
+        self._recorders = tuple(recorders)
+        self._on_start = on_start
+        self.worker: Worker | None = None
+        self._settings: dict[str, tuple[dict[str, Any], dict[str, str]]] = {}
+
+    def _add(self, instrument: spec.Instrument, labels: tuple[str, ...], value: float = 1) -> None:
+        for recorder in self._recorders:
+            recorder.add(instrument, labels, value)
+
+    def _observe(self, instrument: spec.Instrument, labels: tuple[str, ...], value: float) -> None:
+        for recorder in self._recorders:
+            recorder.observe(instrument, labels, value)
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def worker_started(self, worker: Worker) -> None:
+        self.worker = worker
+        self._settings = {
+            queue: (d.control.effective_values(), dict(d.control.ignored))
+            for queue, d in worker.dispatchers.items()
+        }
+        if self._on_start is not None:
+            self._on_start(asyncio.get_running_loop())
+
+    def worker_stopped(self, worker: Worker) -> None:
+        if self.worker is worker:
+            self.worker = None
+
+    # -- jobs ------------------------------------------------------------------------
+
+    def job_started(self, job: Job[Any], pickup_latency_s: float) -> None:
+        self._observe(spec.PICKUP, (job.queue,), max(0.0, pickup_latency_s))
+
+    def job_finished(self, job: Job[Any], outcome: Finalization | None, duration_s: float) -> None:
+        self._observe(spec.DURATION, (job.queue,), max(0.0, duration_s))
+
+    def outcomes_applied(self, applied: Sequence[Finalization]) -> None:
+        for f in applied:
+            if f.job is not None:
+                self._add(spec.JOBS, (f.job.queue, f.job.kind, outcome_name(f.state)))
+
+    def outcomes_stale(self, stale: Sequence[Finalization]) -> None:
+        for f in stale:
+            if f.job is not None:
+                self._add(spec.STALE, (f.job.queue, f.job.kind))
+
+    def jobs_rescued(self, reason: str, rows: Sequence[tuple[int, str, str, str]]) -> None:
+        for _, queue, kind, _ in rows:
+            self._add(spec.RESCUED, (queue, kind, reason))
+
+    # -- dispatch and control --------------------------------------------------------
+
+    def polled(self, queue: str, claimed: int, rate_limited: bool) -> None:
+        if claimed:
+            self._add(spec.CLAIMED, (queue,), claimed)
+        if rate_limited:
+            self._add(spec.RATE_LIMITED, (queue,))
+
+    def override_changed(
+        self, queue: str, effective: dict[str, Any], ignored: dict[str, str]
+    ) -> None:
+        before, refused_before = self._settings.get(queue, (None, {}))
+        if effective != before:
+            self._add(spec.OVERRIDES_APPLIED, (queue,))
+        for setting, reason in ignored.items():
+            if refused_before.get(setting) != reason:
+                self._add(spec.OVERRIDES_IGNORED, (queue, setting))
+        self._settings[queue] = (dict(effective), dict(ignored))

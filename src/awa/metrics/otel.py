@@ -1,0 +1,94 @@
+"""The OpenTelemetry backend: the same instruments through an OTel ``Meter``.
+
+``opentelemetry-api`` is optional: when it is not installed, :func:`available` is False
+and awa exports Prometheus only. By default the global meter provider is used, and only
+once an SDK provider has been set (the API's proxy provider means "not configured").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from awa.metrics import spec
+from awa.metrics.gauges import Samples
+
+try:
+    from opentelemetry import metrics as otel_metrics
+except ImportError:  # pragma: no cover - exercised only without the optional dependency
+    otel_metrics = None  # type: ignore[assignment]
+
+_UNCONFIGURED = {"_ProxyMeterProvider", "ProxyMeterProvider", "NoOpMeterProvider"}
+
+
+def available() -> bool:
+    """True when ``opentelemetry-api`` can be imported."""
+    return otel_metrics is not None
+
+
+def configured() -> bool:
+    """True when the application has set a real (SDK) global meter provider."""
+    if otel_metrics is None:
+        return False
+    return type(otel_metrics.get_meter_provider()).__name__ not in _UNCONFIGURED
+
+
+class OtelRecorder:
+    """Counters, histograms and observable gauges on one meter named ``awa``."""
+
+    def __init__(self, meter_provider: Any | None, sample: Callable[[], Samples]) -> None:
+        if otel_metrics is None:
+            raise RuntimeError("opentelemetry-api is not installed (pip install 'awa[otel]')")
+        from awa import __version__
+
+        provider = meter_provider or otel_metrics.get_meter_provider()
+        meter = provider.get_meter("awa", __version__)
+        self._sample = sample
+        self._counters: dict[str, Any] = {}
+        self._histograms: dict[str, Any] = {}
+        self._attributes: dict[tuple[str, tuple[str, ...]], dict[str, str]] = {}
+        for instrument in spec.COUNTERS:
+            self._counters[instrument.name] = meter.create_counter(
+                instrument.otel_name, unit=instrument.unit, description=instrument.help
+            )
+        for instrument in spec.HISTOGRAMS:
+            self._histograms[instrument.name] = meter.create_histogram(
+                instrument.otel_name,
+                unit=instrument.unit,
+                description=instrument.help,
+                explicit_bucket_boundaries_advisory=list(spec.SECONDS_BUCKETS),
+            )
+        for instrument in spec.GAUGES:
+            meter.create_observable_gauge(
+                instrument.otel_name,
+                callbacks=[self._callback(instrument)],
+                unit=instrument.unit,
+                description=instrument.help,
+            )
+
+    def _attrs(self, instrument: spec.Instrument, labels: tuple[str, ...]) -> dict[str, str]:
+        key = (instrument.name, labels)
+        attrs = self._attributes.get(key)
+        if attrs is None:
+            attrs = self._attributes[key] = dict(zip(instrument.labels, labels, strict=True))
+        return attrs
+
+    def add(self, instrument: spec.Instrument, labels: tuple[str, ...], value: float) -> None:
+        """Add to a counter."""
+        self._counters[instrument.name].add(value, self._attrs(instrument, labels))
+
+    def observe(self, instrument: spec.Instrument, labels: tuple[str, ...], value: float) -> None:
+        """Record a histogram value."""
+        self._histograms[instrument.name].record(value, self._attrs(instrument, labels))
+
+    def _callback(self, instrument: spec.Instrument) -> Callable[[Any], Iterable[Any]]:
+        assert otel_metrics is not None
+        observation = otel_metrics.Observation
+
+        def observe(_options: Any) -> Iterable[Any]:
+            return [
+                observation(value, self._attrs(instrument, labels))
+                for labels, value in self._sample().get(instrument.name, ())
+            ]
+
+        return observe
