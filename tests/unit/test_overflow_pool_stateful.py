@@ -35,6 +35,7 @@ class PermitsMachine(RuleBasedStateMachine):
         # The model: overflow and local permits each queue has out (pending or running).
         self.overflow_out: dict[str, int] = {}
         self.local_out: dict[str, int] = {}
+        self.running: dict[str, int] = {}  # permits handed to jobs and not yet released
 
     @initialize(
         total=st.integers(0, 12),
@@ -47,7 +48,7 @@ class PermitsMachine(RuleBasedStateMachine):
             permits = QueuePermits(name, local, self.pool, weight)
             permits.subscribe(lambda name=name: self.woken.append(name))  # type: ignore[misc]
             self.queues[name] = permits
-            self.overflow_out[name] = self.local_out[name] = 0
+            self.overflow_out[name] = self.local_out[name] = self.running[name] = 0
 
     def _queue(self, data: st.DataObject) -> str:
         return data.draw(st.sampled_from(sorted(self.queues)))
@@ -89,6 +90,7 @@ class PermitsMachine(RuleBasedStateMachine):
         self._check_woken(exclude=queue, released=grant.overflow > keep - kept_local)
         self.local_out[queue] -= grant.local - kept_local
         self.overflow_out[queue] -= grant.overflow - (keep - kept_local)
+        self.running[queue] += keep
         if keep == 0:
             self._clear(queue)
         return multiple(*((queue, p) for p in kept))
@@ -105,6 +107,7 @@ class PermitsMachine(RuleBasedStateMachine):
         if was_released:  # idempotent: a second release changes nothing
             assert (self.queues[queue]._local_used, self.pool.held(queue)) == before
             return
+        self.running[queue] -= 1
         if permit._overflow:
             self.overflow_out[queue] -= 1
         else:
@@ -169,7 +172,8 @@ class PermitsMachine(RuleBasedStateMachine):
         for queue, permits in self.queues.items():
             assert self.pool.held(queue) == self.overflow_out[queue] >= 0
             assert 0 <= permits._local_used == self.local_out[queue] <= permits.local_capacity
-            assert permits.in_flight == self.overflow_out[queue] + self.local_out[queue]
+            assert permits.held == self.overflow_out[queue] + self.local_out[queue]
+            assert 0 <= permits.in_flight == self.running[queue] <= permits.held
 
 
 PermitsMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)

@@ -236,7 +236,8 @@ def test_local_permits_are_taken_first() -> None:
     assert pool.demand("a") == 0  # local covered it: no overflow demand
     assert a.try_acquire(4) == Grant(local=1, overflow=3)
     assert pool.demand("a") == 3
-    assert a.in_flight == 5 and a.available == 2
+    assert a.held == 5 and a.in_flight == 0  # reserved by a claim, not yet handed to jobs
+    assert a.available == 2
 
 
 def test_min_workers_are_available_while_another_queue_holds_the_pool() -> None:
@@ -249,7 +250,7 @@ def test_min_workers_are_available_while_another_queue_holds_the_pool() -> None:
 def test_one_loaded_queue_reaches_its_min_plus_the_whole_overflow() -> None:
     permits = build_permits([("a", 50, 2, 1), ("b", 50, 3, 4)], global_max_workers=10)
     grant = permits["a"].try_acquire(100)
-    assert grant.total == 2 + 5 and permits["a"].in_flight == 7
+    assert grant.total == 2 + 5 and permits["a"].held == 7
 
 
 def test_split_keeps_local_first_and_releases_the_unused() -> None:
@@ -261,7 +262,7 @@ def test_split_keeps_local_first_and_releases_the_unused() -> None:
     wakes.take()
     kept = a.split(grant, 3)
     assert [p._overflow for p in kept] == [False, False, True]
-    assert a.in_flight == 3 and pool.held("a") == 1
+    assert a.in_flight == a.held == 3 and pool.held("a") == 1
     assert wakes.take() == ["b"]  # the returned overflow wakes b, not a
 
 
@@ -307,7 +308,7 @@ def test_queue_permits_over_release_raises_and_changes_nothing() -> None:
         a.release(Grant(local=1, overflow=2))
     with pytest.raises(ValueError, match="negative"):
         a.release(Grant(local=-1))
-    assert a.in_flight == 2 and pool.held("a") == 1
+    assert a.held == 2 and pool.held("a") == 1
 
 
 def test_try_acquire_of_nothing_reserves_nothing() -> None:

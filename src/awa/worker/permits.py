@@ -178,6 +178,7 @@ class Permit:
         """Give the slot back (only the first call counts)."""
         if not self._released:
             self._released = True
+            self._owner._running -= 1
             if self._overflow:
                 self._owner.release(Grant(overflow=1))
             else:
@@ -195,6 +196,7 @@ class QueuePermits:
         self.weight = weight
         self._pool = pool
         self._local_used = 0
+        self._running = 0  # permits handed to jobs (the rest of what is held is mid-claim)
         self._wake: Wake | None = None
 
     def subscribe(self, wake: Wake) -> None:
@@ -210,7 +212,12 @@ class QueuePermits:
 
     @property
     def in_flight(self) -> int:
-        """Permits held by running jobs (local and overflow)."""
+        """Permits handed to jobs that still run (local and overflow)."""
+        return self._running
+
+    @property
+    def held(self) -> int:
+        """All permits this queue holds: its jobs' and those reserved by a claim under way."""
         return self._local_used + (self._pool.held(self.queue) if self._pool else 0)
 
     @property
@@ -253,6 +260,7 @@ class QueuePermits:
         overflow = keep - local
         # Unused permits go back without waking this dispatcher: it is the one returning them.
         self.release(Grant(grant.local - local, grant.overflow - overflow), wake_self=False)
+        self._running += keep
         return [Permit(self, False) for _ in range(local)] + [
             Permit(self, True) for _ in range(overflow)
         ]
