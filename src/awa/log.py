@@ -6,7 +6,7 @@ records carry structured fields in ``extra``: ``event`` (``job_started``,
 ``outcome_stale``, ``override_ignored``, ``overrides_applied``, ``lease_lost``,
 ``leader_elected``, ``leader_released``, ``worker_started``, ``worker_stopped``, …) and,
 where they apply, ``queue``, ``kind``, ``job_id``, ``run_lease``, ``attempt``, ``state``,
-``reason``, ``instance_id``. Nothing here is required: without :func:`configure` the
+``outcome``, ``reason``, ``instance_id``. Nothing here is required: without :func:`configure` the
 records simply propagate to whatever the application set up.
 
 ::

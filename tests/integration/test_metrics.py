@@ -8,13 +8,16 @@ refused and an applied override, in weighted mode; the scrape must count exactly
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
 import urllib.request
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -367,3 +370,45 @@ def test_worker_command_refuses_a_bad_metrics_port(capsys: pytest.CaptureFixture
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "--metrics-port" in err and len(err.strip().splitlines()) == 1
+
+
+async def test_asgi_app_serves_queue_gauges_without_a_worker(client: awa.AsyncClient) -> None:
+    await client.insert_many([{}, {}], kind="k", queue="waiting")
+    app = awa.metrics.asgi_app(client)
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Any) -> None:
+        sent.append(dict(message))
+
+    await app({"type": "http", "method": "GET", "path": "/metrics"}, receive, send)
+    start, body = sent
+    assert start["status"] == 200
+    assert dict(start["headers"])[b"content-type"].startswith(b"text/plain")
+    series = parse(body["body"])
+    assert value(series, "awa_queue_depth", queue="waiting", state="available") == 2
+    assert (value(series, "awa_queue_lag_seconds", queue="waiting") or 0) >= 0
+    assert not any(name == "awa_queue_in_flight" for name, _ in series)  # no worker here
+    sent.clear()
+    await app({"type": "http", "method": "POST", "path": "/metrics"}, receive, send)
+    assert sent[0]["status"] == 405
+
+
+def test_docs_and_dashboard_name_only_real_metrics() -> None:
+    root = Path(__file__).resolve().parents[2] / "docs"
+    page = (root / "metrics.md").read_text()
+    for instrument in spec.ALL:
+        assert f"`{instrument.exposed_name}`" in page, instrument.name
+        assert f"`{instrument.otel_name}`" in page, instrument.otel_name
+    dashboard = json.loads((root / "grafana-dashboard.json").read_text())
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])]
+    used = set(re.findall(r"\bawa_[a-z_]+", " ".join(exprs)))
+    exposed = {i.exposed_name for i in spec.ALL} | {f"{i.name}_bucket" for i in spec.HISTOGRAMS}
+    assert used <= exposed, used - exposed
+    wanted = {"awa_jobs_total", "awa_job_pickup_latency_seconds_bucket",
+              "awa_job_duration_seconds_bucket", "awa_queue_depth", "awa_queue_lag_seconds",
+              "awa_queue_in_flight", "awa_queue_capacity", "awa_queue_overflow_held",
+              "awa_polls_rate_limited_total", "awa_overrides_ignored_active"}  # fmt: skip
+    assert wanted <= used

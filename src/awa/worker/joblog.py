@@ -1,8 +1,9 @@
 """Log lines for a job's path, as an :class:`~awa.worker.observe.Observer`.
 
 Every worker installs one. Each record carries structured fields in ``extra``
-(``event``, ``queue``, ``kind``, ``job_id``, ``run_lease``, ``attempt``, and ``state`` or
-``reason`` where they apply), which :func:`awa.log.configure` renders as JSON.
+(``event``, ``queue``, ``kind``, ``job_id``, ``run_lease``, ``attempt``, and where they
+apply ``state`` (the job's new state), ``outcome`` (completed, retried, failed, cancelled,
+snoozed, as in the metrics) and ``reason``), which :func:`awa.log.configure` renders.
 
 Levels: a job starting or finishing is DEBUG (per job, so it is checked with
 ``isEnabledFor`` before anything is formatted); a retry, a cancellation, a stale outcome
@@ -12,7 +13,6 @@ completions add nothing above DEBUG.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -55,11 +55,7 @@ def job_fields(job: Job[Any], event: str, **more: Any) -> dict[str, Any]:
 def _error_message(finalization: Finalization) -> str:
     if not finalization.error:
         return ""
-    try:
-        message = str(json.loads(finalization.error).get("error", ""))
-    except (ValueError, AttributeError):
-        message = finalization.error
-    return message[:MAX_ERROR_CHARS]
+    return str(finalization.error.get("error", ""))[:MAX_ERROR_CHARS]
 
 
 class JobLog(Observer):
@@ -75,11 +71,11 @@ class JobLog(Observer):
 
     def job_finished(self, job: Job[Any], outcome: Finalization | None, duration_s: float) -> None:
         if logger.isEnabledFor(logging.DEBUG):
-            state = outcome_name(outcome.state) if outcome is not None else "abandoned"
+            name = outcome_name(outcome.state) if outcome is not None else "abandoned"
             logger.debug(
                 "job %s (%s on %s) finished in %.3fs: %s",
-                job.id, job.kind, job.queue, duration_s, state,
-                extra=job_fields(job, "job_finished", state=state, duration_s=duration_s),
+                job.id, job.kind, job.queue, duration_s, name,
+                extra=job_fields(job, "job_finished", outcome=name, duration_s=duration_s),
             )  # fmt: skip
 
     def outcomes_applied(self, applied: Sequence[Finalization]) -> None:
@@ -132,7 +128,7 @@ class JobLog(Observer):
                 "job %s (%s on %s): outcome %s refused, attempt %d lost its lease (run_lease %d)",
                 f.job.id, f.job.kind, f.job.queue, outcome_name(f.state), f.job.attempt,
                 f.run_lease,
-                extra=job_fields(f.job, "outcome_stale", state=outcome_name(f.state)),
+                extra=job_fields(f.job, "outcome_stale", outcome=outcome_name(f.state)),
             )  # fmt: skip
 
     def override_changed(

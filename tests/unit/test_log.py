@@ -1,0 +1,113 @@
+"""awa.log formatters and configure(), and the JobLog observer's records (no database)."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+import awa
+import awa.log
+from awa.worker import results
+from awa.worker.joblog import JobLog
+
+AWA = logging.getLogger("awa")
+
+
+@pytest.fixture(autouse=True)
+def _restore_awa_logger() -> Iterator[None]:
+    handlers, level, propagate = list(AWA.handlers), AWA.level, AWA.propagate
+    yield
+    for handler in list(AWA.handlers):
+        if handler not in handlers:
+            AWA.removeHandler(handler)
+    AWA.setLevel(level)
+    AWA.propagate = propagate
+
+
+def make_job(**changes: Any) -> awa.Job[Any]:
+    now = datetime.now(UTC)
+    fields: dict[str, Any] = {
+        "id": 42, "kind": "send_email", "queue": "email", "args": {}, "state": awa.JobState.RUNNING,
+        "priority": 2, "attempt": 1, "max_attempts": 3, "run_lease": 7, "tags": [],
+        "metadata": {}, "progress": None, "errors": [], "created_at": now, "run_at": now,
+        "attempted_at": now, "deadline_at": None, "finalized_at": None,
+    }  # fmt: skip
+    fields.update(changes)
+    return awa.Job(**fields)
+
+
+def test_json_lines_carry_message_level_and_structured_fields() -> None:
+    stream = io.StringIO()
+    awa.log.configure(json=True, level="DEBUG", stream=stream, propagate=False)
+    AWA.info("job %s failed", 7, extra={"event": "job_failed", "queue": "q", "job_id": 7})
+    try:
+        raise ValueError("bad")
+    except ValueError:
+        AWA.exception("with a traceback", extra={"queue": "q"})
+    first, second = (json.loads(line) for line in stream.getvalue().splitlines())
+    assert first["message"] == "job 7 failed" and first["level"] == "INFO"
+    assert first["logger"] == "awa" and first["ts"].endswith("+00:00")
+    assert first["event"] == "job_failed" and first["queue"] == "q" and first["job_id"] == 7
+    assert "args" not in first and "exc" not in first
+    assert second["level"] == "ERROR" and "ValueError: bad" in second["exc"]
+
+
+def test_text_lines_append_the_fields_and_configure_replaces_its_handler() -> None:
+    first, stream = io.StringIO(), io.StringIO()
+    awa.log.configure(stream=first, propagate=False)
+    handler = awa.log.configure(stream=stream, level=logging.WARNING, propagate=False)
+    assert [h for h in AWA.handlers if getattr(h, "_awa_configured", False)] == [handler]
+    AWA.info("not shown at WARNING")
+    AWA.warning("queue %s: refused", "email", extra={"queue": "email", "override": "rate_limit"})
+    assert first.getvalue() == ""
+    (line,) = stream.getvalue().splitlines()
+    assert line.endswith("WARNING awa: queue email: refused [queue=email override=rate_limit]")
+
+
+def test_job_records_carry_queue_kind_id_and_lease(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="awa")
+    job = make_job()
+    log = JobLog()
+    log.job_started(job, 0.25)
+    retry = results.from_exception(job, RuntimeError("smtp down"))
+    log.job_finished(job, retry, 0.5)
+    log.outcomes_applied([retry, results.from_return(job, None)])
+    last = make_job(attempt=3)
+    log.outcomes_applied([results.from_exception(last, RuntimeError("still down"))])
+    log.outcomes_stale([results.from_return(job, None)])
+    events = [(r.event, r.levelno) for r in caplog.records]  # type: ignore[attr-defined]
+    assert events == [
+        ("job_started", logging.DEBUG),
+        ("job_finished", logging.DEBUG),
+        ("job_retried", logging.INFO),
+        ("job_failed", logging.WARNING),
+        ("outcome_stale", logging.INFO),
+    ]
+    for record in caplog.records:
+        fields = awa.log.structured_fields(record)
+        assert fields["queue"] == "email" and fields["kind"] == "send_email"
+        assert fields["job_id"] == 42 and fields["run_lease"] == 7
+    assert caplog.records[2].reason == "smtp down"  # type: ignore[attr-defined]
+    assert "still down" in caplog.records[3].getMessage()
+
+
+def test_per_job_debug_records_cost_nothing_when_debug_is_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    AWA.setLevel(logging.INFO)
+
+    def forbidden(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("formatted a DEBUG record while DEBUG is off")
+
+    monkeypatch.setattr(AWA, "debug", forbidden)
+    job = make_job()
+    log = JobLog()
+    log.job_started(job, 0.1)
+    log.job_finished(job, results.from_return(job, None), 0.1)
+    log.outcomes_applied([results.from_return(job, None)])
