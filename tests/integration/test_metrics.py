@@ -412,3 +412,32 @@ def test_docs_and_dashboard_name_only_real_metrics() -> None:
               "awa_queue_in_flight", "awa_queue_capacity", "awa_queue_overflow_held",
               "awa_polls_rate_limited_total", "awa_overrides_ignored_active"}  # fmt: skip
     assert wanted <= used
+
+
+async def test_dashboard_serves_metrics(client: awa.AsyncClient, database_url: str) -> None:
+    from awa.dashboard.app import DashboardSettings, create_app
+
+    await client.insert({}, kind="k", queue="shown")
+    app = create_app(DashboardSettings(database_url=database_url))
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Any) -> None:
+        sent.append(dict(message))
+
+    scope = {
+        "type": "http", "method": "GET", "path": "/metrics", "raw_path": b"/metrics",
+        "root_path": "", "scheme": "http", "query_string": b"", "http_version": "1.1",
+        "headers": [(b"host", b"127.0.0.1:8000")], "client": ("127.0.0.1", 5000),
+        "server": ("127.0.0.1", 8000), "app": app,
+    }  # fmt: skip
+    try:
+        await app(scope, receive, send)
+    finally:
+        await app.state.dashboard.client.close()
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    assert start["status"] == 200, body
+    assert value(parse(body), "awa_queue_depth", queue="shown", state="available") == 1

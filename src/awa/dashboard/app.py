@@ -20,6 +20,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 import awa
+import awa.metrics as awa_metrics
 from awa.dashboard.audit import AuditLog
 from awa.dashboard.samples import Sampler
 from awa.dashboard.security import (
@@ -177,6 +178,9 @@ def create_app(settings: DashboardSettings | None = None) -> Starlette:
         *pages.routes(),
         *actions.routes(),
         Route("/healthz", healthz),
+        # Prometheus scrape of the queue gauges (depth, lag, pause); the workers' own
+        # counters are on their --metrics-port. Behind the token like every page.
+        Route("/metrics", awa_metrics.asgi_app(state.client), name="metrics"),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     middleware = [
