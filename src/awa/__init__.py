@@ -5,12 +5,14 @@ handlers with ``@client.task``, run them with ``client.start()``. See README.md.
 """
 
 from awa.client.async_client import AsyncClient
+from awa.client.dlq import DeadLetter
 from awa.client.sync_client import Client, SyncTransaction
 from awa.client.transaction import Transaction
 from awa.config import QueueConfig, WorkerConfig
 from awa.errors import (
     AwaError,
     BuildError,
+    CallbackNotFound,
     DatabaseError,
     DuplicateQueue,
     InvalidClaimBatchSize,
@@ -21,6 +23,7 @@ from awa.errors import (
     JobNotFound,
     MinWorkersExceedGlobal,
     NoQueuesConfigured,
+    ScheduleNotFound,
     SchemaNotMigrated,
     SchemaTooNew,
     SerializationError,
@@ -28,8 +31,17 @@ from awa.errors import (
     UniqueConflict,
     ValidationError,
 )
+from awa.hooks import (
+    JobCancelled,
+    JobCompleted,
+    JobEvent,
+    JobExhausted,
+    JobRetried,
+    JobStarted,
+)
 from awa.kinds import derive_kind
-from awa.outcomes import Cancel, RetryAfter, Snooze
+from awa.outcomes import Cancel, RetryAfter, Snooze, WaitForCallback
+from awa.periodic import CronSchedule, PeriodicJob
 from awa.types import (
     HardReserved,
     HealthCheck,
@@ -50,9 +62,12 @@ __all__ = [
     "AsyncClient",
     "AwaError",
     "BuildError",
+    "CallbackNotFound",
     "Cancel",
     "Client",
+    "CronSchedule",
     "DatabaseError",
+    "DeadLetter",
     "DuplicateQueue",
     "HardReserved",
     "HealthCheck",
@@ -62,10 +77,17 @@ __all__ = [
     "InvalidWeight",
     "InvalidWorkers",
     "Job",
+    "JobCancelled",
+    "JobCompleted",
+    "JobEvent",
+    "JobExhausted",
     "JobNotFound",
+    "JobRetried",
+    "JobStarted",
     "JobState",
     "MinWorkersExceedGlobal",
     "NoQueuesConfigured",
+    "PeriodicJob",
     "QueueConfig",
     "QueueHealth",
     "QueueRuntime",
@@ -74,6 +96,7 @@ __all__ = [
     "RuntimeInstance",
     "RuntimeOverrides",
     "RuntimeSnapshot",
+    "ScheduleNotFound",
     "SchemaNotMigrated",
     "SchemaTooNew",
     "SerializationError",
@@ -83,6 +106,7 @@ __all__ = [
     "Transaction",
     "UniqueConflict",
     "ValidationError",
+    "WaitForCallback",
     "Weighted",
     "WorkerConfig",
     "__version__",

@@ -52,6 +52,7 @@ class QueueConfig:
     claim_batch_size: int = 512
     deadline_ms: int = 300_000
     priority_aging_interval_ms: int = 60_000
+    dlq: bool = False
 
     @property
     def rate(self) -> float | None:
@@ -84,6 +85,9 @@ class WorkerConfig:
     completed_retention_ms: int = 24 * 3_600_000
     failed_retention_ms: int = 7 * 24 * 3_600_000
     override_refresh_ms: int = 10_000
+    cron_interval_ms: int = 1_000
+    callback_rescue_interval_ms: int = 1_000
+    dlq_retention_ms: int = 30 * 24 * 3_600_000
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -150,6 +154,8 @@ def _check_queue(q: QueueConfig) -> None:
         low=0,
         error=InvalidSetting,
     )
+    if not isinstance(q.dlq, bool):
+        raise InvalidSetting(f"{where}.dlq", f"must be True or False, got {q.dlq!r}")
     if q.rate_limit is not None:
         _check_rate_limit(q)
 

@@ -7,6 +7,8 @@ The tree::
     ├── SerializationError       job args cannot be encoded as JSON
     ├── UniqueConflict           a unique job already exists in one of the guarded states
     ├── JobNotFound              no job has that id
+    ├── ScheduleNotFound         no periodic schedule has that name
+    ├── CallbackNotFound         no job waits for that callback id (unknown or resolved)
     ├── SchemaNotMigrated        the ``awa`` schema is missing or older than this code
     ├── SchemaTooNew             the database was migrated by a newer awa
     ├── DatabaseError            any other driver error, mapped in ``awa.db.errors``
@@ -59,6 +61,25 @@ class JobNotFound(AwaError, LookupError):
     def __init__(self, job_id: int) -> None:
         super().__init__(f"job {job_id} not found")
         self.job_id = job_id
+
+
+class ScheduleNotFound(AwaError, LookupError):
+    """No periodic (cron) schedule has the given name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"cron schedule {name!r} not found (see `awa cron list`)")
+        self.name = name
+
+
+class CallbackNotFound(AwaError, LookupError):
+    """No job waits for the given callback id: it is unknown, timed out or already resolved."""
+
+    def __init__(self, callback_id: object) -> None:
+        super().__init__(
+            f"no job is waiting for callback {callback_id}: it is unknown, already resolved "
+            "or timed out"
+        )
+        self.callback_id = callback_id
 
 
 class SchemaNotMigrated(AwaError):

@@ -46,4 +46,16 @@ class Cancel:
     reason: str = "cancelled by handler"
 
 
-Outcome = RetryAfter | Snooze | Cancel | None
+@dataclass(frozen=True, slots=True)
+class WaitForCallback:
+    """Park the job in ``waiting_external`` until an external system resolves it.
+
+    ``callback_id`` is what ``await job.register_callback(...)`` returned in this attempt;
+    ``complete_external``, ``fail_external`` or ``retry_external`` with that id moves the
+    job on, and the leader retries (or fails) it when the callback times out.
+    """
+
+    callback_id: str
+
+
+Outcome = RetryAfter | Snooze | Cancel | WaitForCallback | None

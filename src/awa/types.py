@@ -6,6 +6,7 @@ A leaf module: it imports nothing else from awa, so every layer can use it.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
@@ -40,6 +41,22 @@ class JobContext(Protocol):
     def is_cancelled(self) -> bool: ...
 
 
+class JobServices(Protocol):
+    """The worker's side of progress, checkpoints and callbacks (``awa.worker.progress``)."""
+
+    def set_progress(
+        self, job: Job[Any], percent: float, message: str | None, checkpoint: Any
+    ) -> None: ...
+    def update_metadata(self, job: Job[Any], patch: Mapping[str, Any]) -> None: ...
+    async def flush(self, job: Job[Any]) -> bool: ...
+    def flush_sync(self, job: Job[Any]) -> bool: ...
+    async def register_callback(self, job: Job[Any], timeout_seconds: float) -> str: ...
+    def register_callback_sync(self, job: Job[Any], timeout_seconds: float) -> str: ...
+
+
+_KEEP: Any = object()
+
+
 @dataclass(slots=True)
 class Job(Generic[T]):
     """One job row. Inside a handler ``args`` is an instance of the registered type."""
@@ -63,10 +80,60 @@ class Job(Generic[T]):
     deadline_at: datetime | None
     finalized_at: datetime | None
     _context: JobContext | None = field(default=None, repr=False, compare=False)
+    _services: JobServices | None = field(default=None, repr=False, compare=False)
+    _updates: Any = field(default=None, repr=False, compare=False)
 
     def is_cancelled(self) -> bool:
         """True once the worker wants this attempt to stop (deadline, cancel, shutdown)."""
         return self._context is not None and self._context.is_cancelled()
+
+    def _worker(self) -> JobServices:
+        if self._services is None:
+            raise RuntimeError(
+                f"job {self.id} is not running in a worker: progress, metadata updates and "
+                "callbacks are only available inside a handler"
+            )
+        return self._services
+
+    @property
+    def checkpoint(self) -> Any:
+        """The checkpoint saved by ``set_progress(..., checkpoint=...)`` (kept across retries)."""
+        return (self.progress or {}).get("checkpoint")
+
+    def set_progress(
+        self, percent: float, message: str | None = None, *, checkpoint: Any = _KEEP
+    ) -> None:
+        """Record progress (0–100) and optionally a JSON checkpoint to resume from.
+
+        Written with the next heartbeat, at the attempt's outcome, or by
+        :meth:`flush_progress`; kept across retries, cleared when the job completes.
+        """
+        self._worker().set_progress(self, percent, message, checkpoint)
+
+    def update_metadata(self, patch: Mapping[str, Any]) -> None:
+        """Merge ``patch`` into the job's metadata (top-level keys), written like progress."""
+        self._worker().update_metadata(self, patch)
+
+    async def flush_progress(self) -> bool:
+        """Write pending progress and metadata now; False when the attempt lost its lease."""
+        return await self._worker().flush(self)
+
+    def flush_progress_sync(self) -> bool:
+        """:meth:`flush_progress` for plain ``def`` handlers (they run in a thread)."""
+        return self._worker().flush_sync(self)
+
+    async def register_callback(self, timeout_seconds: float = 3600) -> str:
+        """Create this attempt's callback id (a UUID string) for an external system.
+
+        Return ``awa.WaitForCallback(callback_id)`` from the handler to park the job in
+        ``waiting_external`` until ``complete_external``/``fail_external``/
+        ``retry_external`` names the id or ``timeout_seconds`` pass.
+        """
+        return await self._worker().register_callback(self, timeout_seconds)
+
+    def register_callback_sync(self, timeout_seconds: float = 3600) -> str:
+        """:meth:`register_callback` for plain ``def`` handlers."""
+        return self._worker().register_callback_sync(self, timeout_seconds)
 
 
 @dataclass(frozen=True, slots=True)

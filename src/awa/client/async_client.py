@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, TypeVar
@@ -18,12 +18,15 @@ from psycopg_pool import AsyncConnectionPool
 from awa import validate
 from awa.client import admin
 from awa.client import insert as insert_path
+from awa.client.features import JobFeatures
 from awa.client.transaction import Transaction
 from awa.client.unique import UniqueOpts
 from awa.config import DEFAULT_QUEUE, QueueSpec, build_worker_config, resolve_database_url
 from awa.db import migrations
 from awa.db.errors import mapped
 from awa.errors import ValidationError
+from awa.hooks import Hooks
+from awa.periodic import PeriodicJob
 from awa.types import (
     HealthCheck,
     Job,
@@ -41,7 +44,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 _UNSET: Any = object()
 
 
-class AsyncClient:
+class AsyncClient(JobFeatures):
     """Connects to PostgreSQL; inserts, inspects and runs jobs.
 
     Use as an async context manager (or call :meth:`close`). The connection pool opens
@@ -62,6 +65,9 @@ class AsyncClient:
         self._pool_lock = asyncio.Lock()
         self._worker: Any = None  # awa.worker.runtime.Worker once started
         self._observers: list[Observer] = []
+        self._periodic: list[PeriodicJob] = []  # client.periodic(...), see JobFeatures
+        self._hooks: Hooks | None = None  # client.on_event(...)
+        self._after_insert: Callable[[Job[Any]], Awaitable[Job[Any]]] | None = None  # testing
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -170,7 +176,10 @@ class AsyncClient:
         )
         pool = await self._get_pool()
         async with pool.connection() as conn:
-            return await insert_path.insert_one(conn, spec)
+            job = await insert_path.insert_one(conn, spec)
+        if self._after_insert is not None:  # awa.testing.inline
+            job = await self._after_insert(job)
+        return job
 
     async def insert_many(
         self,
@@ -202,7 +211,10 @@ class AsyncClient:
         ]
         pool = await self._get_pool()
         async with pool.connection() as conn:
-            return await insert_path.insert_many(conn, specs)
+            jobs = await insert_path.insert_many(conn, specs)
+        if self._after_insert is not None:  # awa.testing.inline
+            jobs = [await self._after_insert(job) for job in jobs]
+        return jobs
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Transaction]:
@@ -365,7 +377,9 @@ class AsyncClient:
             queues = self.registry.queues()
         config = build_worker_config(queues, global_max_workers=global_max_workers, **settings)
         pool = await self._get_pool()
-        worker = Worker(pool, self.database_url, self.registry, config, self._observers)
+        worker = Worker(
+            pool, self.database_url, self.registry, config, self._observers, self._periodic
+        )
         await worker.start()
         self._worker = worker
 

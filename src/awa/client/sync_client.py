@@ -17,6 +17,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, over
 from awa.client.async_client import AsyncClient
 from awa.client.portal import Portal
 from awa.client.transaction import Transaction
+from awa.periodic import PeriodicJob
 from awa.types import RuntimeSnapshot
 
 P = ParamSpec("P")
@@ -100,12 +101,32 @@ class Client:
     start = _blocking(AsyncClient.start)
     shutdown = _blocking(AsyncClient.shutdown)
     health_check = _blocking(AsyncClient.health_check)
+    list_cron_schedules = _blocking(AsyncClient.list_cron_schedules)
+    pause_cron = _blocking(AsyncClient.pause_cron)
+    resume_cron = _blocking(AsyncClient.resume_cron)
+    trigger_cron = _blocking(AsyncClient.trigger_cron)
+    remove_cron = _blocking(AsyncClient.remove_cron)
+    list_dlq = _blocking(AsyncClient.list_dlq)
+    retry_from_dlq = _blocking(AsyncClient.retry_from_dlq)
+    purge_dlq = _blocking(AsyncClient.purge_dlq)
+    complete_external = _blocking(AsyncClient.complete_external)
+    fail_external = _blocking(AsyncClient.fail_external)
+    retry_external = _blocking(AsyncClient.retry_external)
+    heartbeat_callback = _blocking(AsyncClient.heartbeat_callback)
 
     def task(
         self, args_type: type[Any] | None = None, *, queue: str = "default", kind: str | None = None
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator registering a handler; see :meth:`AsyncClient.task`."""
         return self._core.task(args_type, queue=queue, kind=kind)
+
+    def periodic(self, name: str, cron_expr: str, args: Any, **options: Any) -> PeriodicJob:
+        """Register a periodic job; see :meth:`AsyncClient.periodic`."""
+        return self._core.periodic(name, cron_expr, args, **options)
+
+    def on_event(self, kind_or_type: Any, callback: Callable[[Any], Any], **options: Any) -> None:
+        """Subscribe a lifecycle hook; see :meth:`AsyncClient.on_event`."""
+        self._core.on_event(kind_or_type, callback, **options)
 
     @property
     def async_client(self) -> AsyncClient:

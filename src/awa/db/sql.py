@@ -55,3 +55,34 @@ RUNTIME_INSTANCE_UPSERT = load("runtime_instance_upsert")
 RUNTIME_INSTANCE_DELETE = load("runtime_instance_delete")
 RUNTIME_INSTANCE_PRUNE = load("runtime_instance_prune")
 RUNTIME_INSTANCE_LIST = load("runtime_instance_list")
+
+# Periodic jobs
+CRON_SCHEDULE_UPSERT = load("cron_schedule_upsert")
+CRON_SCHEDULE_LIST = load("cron_schedule_list")
+CRON_SCHEDULE_FIRE = load("cron_schedule_fire")
+CRON_SCHEDULE_TRIGGER = load("cron_schedule_trigger")
+CRON_SCHEDULE_PAUSE = load("cron_schedule_pause")
+CRON_SCHEDULE_RESUME = load("cron_schedule_resume")
+CRON_SCHEDULE_DELETE = load("cron_schedule_delete")
+
+# Progress and external callbacks
+JOB_PROGRESS_MANY = load("job_progress_many")
+JOB_REGISTER_CALLBACK = load("job_register_callback")
+JOB_COMPLETE_EXTERNAL = load("job_complete_external")
+JOB_FAIL_EXTERNAL = load("job_fail_external")
+JOB_RETRY_EXTERNAL = load("job_retry_external")
+JOB_HEARTBEAT_CALLBACK = load("job_heartbeat_callback")
+JOB_RESCUE_CALLBACK_TIMEOUT = load("job_rescue_callback_timeout")
+
+# Dead letter queue
+QUEUE_META_SET_DLQ = load("queue_meta_set_dlq")
+DLQ_LIST = load("dlq_list")
+DLQ_RETRY = load("dlq_retry")
+DLQ_PURGE = load("dlq_purge")
+DLQ_PRUNE = load("dlq_prune")
+
+# Priority aging
+JOB_AGE_PRIORITY = load("job_age_priority")
+
+# awa.testing
+JOB_CLAIM_ONE = load("job_claim_one")

@@ -33,3 +33,15 @@ async def prune_runtime_instances(pool: AsyncConnectionPool) -> int:
     async with pool.connection() as conn:
         cur = await conn.execute(sql.RUNTIME_INSTANCE_PRUNE, {"older_than_ms": INSTANCE_EXPIRY_MS})
     return cur.rowcount
+
+
+async def prune_dlq(pool: AsyncConnectionPool, retention_ms: int) -> int:
+    """Delete dead-lettered jobs older than ``retention_ms``; returns how many."""
+    total = 0
+    params = {"retention_ms": retention_ms, "limit": BATCH}
+    while True:
+        async with pool.connection() as conn:
+            cur = await conn.execute(sql.DLQ_PRUNE, params)
+        total += cur.rowcount
+        if cur.rowcount < BATCH:
+            return total

@@ -68,11 +68,14 @@ class Executor:
         self.attempts: dict[int, Attempt] = {}
         self.started = 0
         self.finished = 0
+        # Progress, checkpoints and callbacks for handlers (awa.worker.progress.JobServices).
+        self.services: Any = None
 
     def launch(self, job: Job[Any], permit: Permit, deadline_ms: int) -> None:
         """Run ``job``'s handler in a new task that owns ``permit``."""
         attempt = Attempt(job, permit, deadline_ms)
         job._context = attempt
+        job._services = self.services
         self.attempts[job.id] = attempt
         self.started += 1
         attempt.task = asyncio.create_task(self._run(attempt), name=f"awa-job-{job.id}")

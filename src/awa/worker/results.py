@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import random
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from awa.errors import TerminalError
-from awa.outcomes import Cancel, RetryAfter, Snooze
+from awa.outcomes import Cancel, RetryAfter, Snooze, WaitForCallback
 from awa.types import Job, JobState
 
 MAX_BACKOFF_S = 24 * 3600.0
@@ -75,6 +75,8 @@ def from_return(job: Job[Any], value: Any) -> Finalization:
     if isinstance(value, Cancel):
         error = _error_entry(job, value.reason, "Cancel")
         return Finalization(job.id, job.run_lease, JobState.CANCELLED, error=error, job=job)
+    if isinstance(value, WaitForCallback):
+        return _wait_for_callback(job, value)
     # Anything else is treated as success: handlers often return incidental values.
     return Finalization(job.id, job.run_lease, JobState.COMPLETED, job=job)
 
@@ -96,3 +98,12 @@ def failure(job: Job[Any], message: str, kind: str, *, terminal: bool) -> Finali
     if terminal:
         return Finalization(job.id, job.run_lease, JobState.FAILED, error=error, job=job)
     return _retry_or_fail(job, backoff_seconds(job.attempt), error)
+
+
+def _wait_for_callback(job: Job[Any], value: WaitForCallback) -> Finalization:
+    """Park the job in waiting_external, if ``value`` names this attempt's callback id."""
+    registered = getattr(job._updates, "callback_id", None)  # set by job.register_callback
+    if registered is None or str(value.callback_id) != registered:
+        message = "WaitForCallback needs the id returned by job.register_callback() in this attempt"
+        return failure(job, message, "CallbackNotRegistered", terminal=True)
+    return replace(from_return(job, None), state=JobState.WAITING_EXTERNAL)

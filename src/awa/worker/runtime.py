@@ -27,12 +27,14 @@ from awa.db.errors import mapped
 from awa.maintenance import promoter, pruner, rescuer
 from awa.maintenance.leader import Leader
 from awa.maintenance.periodic import Periodic
+from awa.periodic import PeriodicJob
 from awa.types import RuntimeSnapshot
 from awa.worker import heartbeat
 from awa.worker.completer import Completer
 from awa.worker.control import QueueControl
 from awa.worker.dispatcher import Dispatcher
 from awa.worker.executor import Executor
+from awa.worker.features import Features
 from awa.worker.joblog import JobLog
 from awa.worker.listener import Listener
 from awa.worker.observe import Fanout, Observer
@@ -56,6 +58,7 @@ class Worker:
         registry: TaskRegistry,
         config: WorkerConfig,
         observers: Sequence[Observer] = (),
+        schedules: Sequence[PeriodicJob] = (),
     ) -> None:
         self.pool = pool
         self.url = url
@@ -70,6 +73,8 @@ class Worker:
             pool, max_backlog=max(4 * config.total_permits, 1_000), observer=self.observer
         )
         self.executor = Executor(registry, self.completer, config.total_permits, self.observer)
+        self.features = Features(pool, config, schedules)  # cron, DLQ, aging, progress, callbacks
+        self.features.attach(self.executor, self.observer.jobs_rescued)
         permits = build_permits(
             [(q.name, q.max_workers, q.min_workers, q.weight) for q in config.queues],
             config.global_max_workers,
@@ -115,6 +120,7 @@ class Worker:
                 ),
             ),
             Periodic("prune", PRUNE_INTERVAL_S, self._prune),
+            *self.features.maintenance(),
         ]
 
     @staticmethod
@@ -130,6 +136,7 @@ class Worker:
         c = self.config
         await pruner.prune_finalized(self.pool, c.completed_retention_ms, c.failed_retention_ms)
         await pruner.prune_runtime_instances(self.pool)
+        await self.features.prune()
 
     # -- notifications ---------------------------------------------------------------
 
@@ -179,6 +186,7 @@ class Worker:
         async with self.pool.connection() as conn:
             with mapped():
                 await migrations.check_schema(conn)
+        await self.features.prepare()
         self.completer.start()
         self.listener.start()
         for dispatcher in self.dispatchers.values():
@@ -208,6 +216,7 @@ class Worker:
         await self.executor.abandon()
         await self.completer.stop()
         await self.heartbeat.stop()
+        await self.features.stop()
         await self.publisher.stop()
         await self.leader.stop()
         await self.listener.stop()

@@ -1,5 +1,6 @@
 -- job_promote_due: make scheduled and retryable jobs whose run_at has come available,
--- and wake each affected queue once. Run by the maintenance leader.
+-- and wake each affected queue once. Run by the maintenance leader. Priority goes back to
+-- original_priority: priority aging counts from the new wait, not the earlier one.
 -- Expects jobs_due_idx (run_at) WHERE state IN ('scheduled', 'retryable').
 WITH due AS (
     SELECT id FROM awa.jobs
@@ -8,7 +9,7 @@ WITH due AS (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), promoted AS (
-    UPDATE awa.jobs AS j SET state = 'available'
+    UPDATE awa.jobs AS j SET state = 'available', priority = j.original_priority
     FROM due WHERE j.id = due.id
     RETURNING j.queue
 )

@@ -1,0 +1,133 @@
+"""The dead letter queue: listing, retrying and purging jobs that failed for good.
+
+On a queue started with ``QueueConfig(..., dlq=True)``, a job that fails (attempts used
+up, ``TerminalError``, rescued on its last attempt, ``fail_external``, callback timeout on
+its last attempt) is moved from ``awa.jobs`` to ``awa.dlq`` by a trigger, in the same
+transaction as the failure (ADR 0008). Each operation here is one statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from psycopg import AsyncConnection, AsyncCursor, Cursor
+from psycopg.rows import RowMaker
+
+from awa import validate
+from awa.db import sql
+from awa.db.errors import mapped
+from awa.db.rows import job_rows
+from awa.errors import ValidationError
+from awa.types import Job
+
+MAX_LIST_LIMIT = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A job in the dead letter queue: the job as it failed, why, and when it moved."""
+
+    job: Job[Any]
+    reason: str
+    dlq_at: datetime
+
+
+def dead_letter_rows(cursor: Cursor[Any] | AsyncCursor[Any]) -> RowMaker[DeadLetter]:
+    """psycopg row factory: ``awa.dlq`` rows → DeadLetter."""
+    make_job = job_rows(cursor)
+    names = [column.name for column in cursor.description or ()]
+    reason_at, dlq_at = names.index("reason"), names.index("dlq_at")
+
+    def make(values: Sequence[Any]) -> DeadLetter:
+        return DeadLetter(make_job(values), values[reason_at], values[dlq_at])
+
+    return make
+
+
+def _older_than_ms(value: timedelta | float | None) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    else:
+        seconds = validate.number("older_than", value, above=-1)
+    if seconds < 0:
+        raise ValidationError("older_than", f"must not be negative, got {value!r}")
+    return int(seconds * 1000)
+
+
+def filters(
+    ids: Sequence[int] | None,
+    kind: str | None,
+    queue: str | None,
+    older_than: timedelta | float | None,
+    *,
+    allow_all: bool | None,
+) -> dict[str, Any]:
+    """Validated filter parameters; a bulk action with no filter needs ``allow_all``."""
+    params = {
+        "ids": None if ids is None else [validate.integer("ids[]", i, low=1) for i in ids],
+        "kind": None if kind is None else validate.text("kind", kind),
+        "queue": None if queue is None else validate.text("queue", queue),
+        "older_than_ms": _older_than_ms(older_than),
+    }
+    if allow_all is False and all(v is None for v in params.values()):
+        raise ValidationError(
+            "filter",
+            "refusing to act on the whole dead letter queue: pass ids, kind=, queue= or "
+            "older_than=, or allow_all=True",
+        )
+    return params
+
+
+async def list_dead(
+    conn: AsyncConnection[Any],
+    *,
+    kind: str | None = None,
+    queue: str | None = None,
+    older_than: timedelta | float | None = None,
+    limit: int = 100,
+) -> list[DeadLetter]:
+    """Dead-lettered jobs, most recently moved first."""
+    params = filters(None, kind, queue, older_than, allow_all=None)
+    params["limit"] = validate.integer("limit", limit, low=1, high=MAX_LIST_LIMIT)
+    with mapped():
+        cur = conn.cursor(row_factory=dead_letter_rows)
+        await cur.execute(sql.DLQ_LIST, params)
+        return await cur.fetchall()
+
+
+async def retry(
+    conn: AsyncConnection[Any],
+    ids: Sequence[int] | None = None,
+    *,
+    kind: str | None = None,
+    queue: str | None = None,
+    older_than: timedelta | float | None = None,
+    allow_all: bool = False,
+) -> list[Job[Any]]:
+    """Move matching jobs back to ``available`` with a fresh attempt budget."""
+    params = filters(ids, kind, queue, older_than, allow_all=allow_all)
+    with mapped():
+        cur = conn.cursor(row_factory=job_rows)
+        await cur.execute(sql.DLQ_RETRY, params)
+        return await cur.fetchall()
+
+
+async def purge(
+    conn: AsyncConnection[Any],
+    ids: Sequence[int] | None = None,
+    *,
+    kind: str | None = None,
+    queue: str | None = None,
+    older_than: timedelta | float | None = None,
+    allow_all: bool = False,
+) -> int:
+    """Delete matching dead-lettered jobs; returns how many."""
+    params = filters(ids, kind, queue, older_than, allow_all=allow_all)
+    with mapped():
+        cur = await conn.execute(sql.DLQ_PURGE, params)
+    return cur.rowcount

@@ -1,0 +1,194 @@
+"""The job-feature methods of :class:`~awa.client.async_client.AsyncClient`: periodic jobs,
+the dead letter queue, external callbacks and lifecycle hooks.
+
+A mixin so the core client module stays readable; every method is a thin, documented
+entry point into :mod:`awa.client.cron`, :mod:`awa.client.dlq`,
+:mod:`awa.client.callbacks` and :mod:`awa.hooks`. The sync ``Client`` exposes each async
+method through one ``_blocking(...)`` line, like the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+from awa.client import callbacks, cron, dlq
+from awa.client.dlq import DeadLetter
+from awa.client.insert import InsertSpec
+from awa.hooks import Callback, Hooks, JobEvent
+from awa.periodic import CronSchedule, PeriodicJob
+from awa.types import Job
+from awa.worker.observe import Observer
+
+
+class JobFeatures:
+    """Periodic jobs, DLQ, external callbacks and hooks (mixed into AsyncClient)."""
+
+    _periodic: list[PeriodicJob]
+    _observers: list[Observer]
+    _hooks: Hooks | None
+    _after_insert: Callable[[Job[Any]], Awaitable[Job[Any]]] | None
+    _spec: Callable[..., InsertSpec]  # provided by AsyncClient
+
+    async def _get_pool(self) -> AsyncConnectionPool:
+        raise NotImplementedError  # provided by AsyncClient
+
+    # -- periodic jobs ---------------------------------------------------------------
+
+    def periodic(
+        self,
+        name: str,
+        cron_expr: str,
+        args: Any,
+        *,
+        kind: str | None = None,
+        timezone: str = "UTC",
+        queue: str | None = None,
+        priority: int = 2,
+        max_attempts: int = 25,
+        tags: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        missed_fire_policy: str = "coalesce",
+    ) -> PeriodicJob:
+        """Register a periodic job before ``start()``: enqueue ``args`` on ``cron_expr``.
+
+        ``cron_expr`` has 5 fields (minute hour day month weekday) or 6 (seconds first),
+        evaluated in the IANA ``timezone``. The maintenance leader fires each schedule
+        exactly once per fire time across the fleet. ``missed_fire_policy`` decides what
+        happens after downtime: ``"coalesce"`` (one job) or ``"catch_up"`` (one per miss).
+        Invalid values raise ValidationError naming the field.
+        """
+        spec = self._spec(
+            args,
+            kind=kind,
+            queue=queue,
+            priority=priority,
+            max_attempts=max_attempts,
+            tags=tags,
+            metadata=metadata,
+        )
+        job = cron.build(name, cron_expr, timezone, missed_fire_policy, spec)
+        cron.check_unique(self._periodic, job.name)
+        self._periodic.append(job)
+        return job
+
+    async def list_cron_schedules(self) -> list[CronSchedule]:
+        """Every stored schedule with its pause state, last and next fire."""
+        async with (await self._get_pool()).connection() as conn:
+            return await cron.list_schedules(conn)
+
+    async def pause_cron(self, name: str) -> CronSchedule:
+        """Stop firing schedule ``name`` (ScheduleNotFound when there is none)."""
+        async with (await self._get_pool()).connection() as conn:
+            return await cron.pause(conn, name)
+
+    async def resume_cron(self, name: str) -> CronSchedule:
+        """Fire schedule ``name`` again from now on; fires missed while paused are skipped."""
+        async with (await self._get_pool()).connection() as conn:
+            return await cron.resume(conn, name)
+
+    async def trigger_cron(self, name: str) -> Job[Any]:
+        """Enqueue one job of schedule ``name`` now, outside its timetable."""
+        async with (await self._get_pool()).connection() as conn:
+            return await cron.trigger(conn, name)
+
+    async def remove_cron(self, name: str) -> None:
+        """Delete schedule ``name`` (a worker that registers it re-creates it at start)."""
+        async with (await self._get_pool()).connection() as conn:
+            await cron.remove(conn, name)
+
+    # -- dead letter queue -----------------------------------------------------------
+
+    async def list_dlq(
+        self,
+        *,
+        kind: str | None = None,
+        queue: str | None = None,
+        older_than: timedelta | float | None = None,
+        limit: int = 100,
+    ) -> list[DeadLetter]:
+        """Dead-lettered jobs, most recently moved first (``older_than``: seconds or a
+        timedelta since they were moved)."""
+        async with (await self._get_pool()).connection() as conn:
+            return await dlq.list_dead(
+                conn, kind=kind, queue=queue, older_than=older_than, limit=limit
+            )
+
+    async def retry_from_dlq(
+        self,
+        ids: Sequence[int] | None = None,
+        *,
+        kind: str | None = None,
+        queue: str | None = None,
+        older_than: timedelta | float | None = None,
+        allow_all: bool = False,
+    ) -> list[Job[Any]]:
+        """Move matching dead-lettered jobs back to ``available`` with a fresh attempt
+        budget. With no filter at all, refuses unless ``allow_all=True``."""
+        async with (await self._get_pool()).connection() as conn:
+            return await dlq.retry(
+                conn, ids, kind=kind, queue=queue, older_than=older_than, allow_all=allow_all
+            )
+
+    async def purge_dlq(
+        self,
+        ids: Sequence[int] | None = None,
+        *,
+        kind: str | None = None,
+        queue: str | None = None,
+        older_than: timedelta | float | None = None,
+        allow_all: bool = False,
+    ) -> int:
+        """Delete matching dead-lettered jobs; returns how many. With no filter at all,
+        refuses unless ``allow_all=True``."""
+        async with (await self._get_pool()).connection() as conn:
+            return await dlq.purge(
+                conn, ids, kind=kind, queue=queue, older_than=older_than, allow_all=allow_all
+            )
+
+    # -- external callbacks ----------------------------------------------------------
+
+    async def complete_external(self, callback_id: str, payload: Any = None) -> Job[Any]:
+        """Complete the job waiting for ``callback_id`` (payload kept in metadata as
+        ``callback_payload``). CallbackNotFound when no job waits for it."""
+        async with (await self._get_pool()).connection() as conn:
+            return await callbacks.complete(conn, callback_id, payload)
+
+    async def fail_external(self, callback_id: str, error: str) -> Job[Any]:
+        """Fail the job waiting for ``callback_id`` now, recording ``error``."""
+        async with (await self._get_pool()).connection() as conn:
+            return await callbacks.fail(conn, callback_id, error)
+
+    async def retry_external(self, callback_id: str) -> Job[Any]:
+        """Make the job waiting for ``callback_id`` available to run again now."""
+        async with (await self._get_pool()).connection() as conn:
+            return await callbacks.retry(conn, callback_id)
+
+    async def heartbeat_callback(self, callback_id: str, timeout_seconds: float = 3600) -> Job[Any]:
+        """Push the callback's timeout to ``timeout_seconds`` from now."""
+        async with (await self._get_pool()).connection() as conn:
+            return await callbacks.heartbeat(conn, callback_id, timeout_seconds)
+
+    # -- lifecycle hooks -------------------------------------------------------------
+
+    def on_event(
+        self,
+        kind_or_type: str | type[JobEvent],
+        callback: Callback,
+        *,
+        job_kind: str | type[Any] | None = None,
+    ) -> None:
+        """Call ``callback(event)`` after ``started``, ``completed``, ``retried``,
+        ``exhausted`` or ``cancelled`` commits (``"*"`` for all; or an event class such as
+        ``awa.hooks.JobCompleted``), optionally only for jobs of ``job_kind``.
+
+        Register before ``start()``. Plain callbacks run inline on the worker loop, async
+        ones as tasks; a failing hook is logged and never affects the job.
+        """
+        if self._hooks is None:
+            self._hooks = Hooks()
+            self._observers.append(self._hooks)
+        self._hooks.subscribe(kind_or_type, callback, job_kind=job_kind)

@@ -1,0 +1,128 @@
+"""Periodic jobs, fired by the maintenance leader.
+
+Each tick reads the schedules (one small table), computes each one's due fire times from
+its expression and ``last_fire_at`` (the time of its creation before the first fire), and
+fires it with ``cron_schedule_fire``: a compare-and-set on ``last_fire_at`` and the job
+inserts in one statement. Fire times depend only on the expression and the stored row, so
+two processes that race on a schedule compute the same fires and exactly one of them
+wins; a leader that dies mid-tick leaves either nothing or everything of a fire behind.
+
+The clock is injectable (``clock=``) so tests can walk a schedule across a DST change.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from awa.cronexpr import CronExpression
+from awa.db import sql
+from awa.errors import ValidationError
+from awa.periodic import PeriodicJob, definitions_json
+
+logger = logging.getLogger("awa")
+
+# catch_up enqueues at most this many missed fires per schedule per tick; the rest follow
+# on the next ticks, so a long outage never becomes one giant statement.
+CATCH_UP_BATCH = 100
+# coalesce looks for the latest missed fire in this recent window first (fast for
+# second-level schedules after a long outage), then over the whole gap.
+_RECENT = timedelta(hours=1)
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    """The default clock."""
+    return datetime.now(UTC)
+
+
+async def register(pool: AsyncConnectionPool, jobs: Sequence[PeriodicJob]) -> None:
+    """Store (or update) these definitions; paused state and last fire are kept."""
+    if not jobs:
+        return
+    async with pool.connection() as conn:
+        await conn.execute(sql.CRON_SCHEDULE_UPSERT, {"schedules": definitions_json(list(jobs))})
+
+
+def due_fires(expr: CronExpression, base: datetime, now: datetime, policy: str) -> list[datetime]:
+    """Fire instants in (base, now] that a tick should enqueue under ``policy``."""
+    if policy == "catch_up":
+        fires: list[datetime] = []
+        current = base
+        while len(fires) < CATCH_UP_BATCH:
+            nxt = expr.next_after(current)
+            if nxt is None or nxt > now:
+                break
+            fires.append(nxt)
+            current = nxt
+        return fires
+    recent = expr.fires_between(max(base, now - _RECENT), now, 1)
+    if recent or base >= now - _RECENT:
+        return recent
+    return expr.fires_between(base, now, 1)
+
+
+class CronService:
+    """The leader's tick: fire every due, unpaused schedule exactly once."""
+
+    def __init__(self, pool: AsyncConnectionPool, clock: Clock = utc_now) -> None:
+        self._pool = pool
+        self._clock = clock
+        self._parsed: dict[tuple[str, str], CronExpression | None] = {}
+        self.fired = 0
+
+    def _expression(self, row: dict[str, Any]) -> CronExpression | None:
+        key = (row["cron_expr"], row["timezone"])
+        if key not in self._parsed:
+            try:
+                self._parsed[key] = CronExpression.parse(*key)
+            except ValidationError as exc:
+                logger.warning("cron schedule %s cannot be evaluated: %s", row["name"], exc)
+                self._parsed[key] = None
+        return self._parsed[key]
+
+    async def tick(self) -> int:
+        """Fire what is due now; returns how many jobs were enqueued."""
+        now = self._clock()
+        async with self._pool.connection() as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(sql.CRON_SCHEDULE_LIST, {"name": None})
+            rows = await cur.fetchall()
+        enqueued = 0
+        for row in rows:
+            if row["paused"]:
+                continue
+            expr = self._expression(row)
+            if expr is None:
+                continue
+            base = row["last_fire_at"] or row["created_at"]
+            fires = due_fires(expr, base, now, row["missed_fire_policy"])
+            if fires:
+                enqueued += await self._fire(row["name"], row["last_fire_at"], fires)
+        self.fired += enqueued
+        return enqueued
+
+    async def _fire(self, name: str, previous: datetime | None, fires: list[datetime]) -> int:
+        params = {
+            "name": name,
+            "previous": previous,
+            "last_fire_at": fires[-1],
+            "fire_times": fires,
+        }
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(sql.CRON_SCHEDULE_FIRE, params)
+            inserted = len(await cur.fetchall())
+        if inserted:
+            logger.info(
+                "cron %s fired %d job(s) for %s", name, inserted, fires[-1].isoformat(),
+                extra={"cron": name},
+            )  # fmt: skip
+        else:
+            logger.debug("cron %s: another process fired %s first", name, fires[-1])
+        return inserted

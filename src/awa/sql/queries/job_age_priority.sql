@@ -1,0 +1,31 @@
+-- job_age_priority: priority aging. An available job gains one priority level (a lower
+-- number) per interval it has waited since run_at, never above 1:
+--   priority = greatest(1, original_priority - floor(waited / interval)).
+-- One statement per tick for every queue with aging on (interval > 0), in batches that
+-- skip rows a dispatcher is claiming. Aging only raises a job; the promoter resets
+-- priority to original_priority when a retried or snoozed job becomes available again, so
+-- aging always counts from the current wait. Claims keep using jobs_claim_idx
+-- (queue, priority, run_at, id): the update moves the row within that index, and the
+-- candidate scan walks the same index for priority > 1.
+WITH config AS (
+    SELECT c.queue, c.interval_ms
+    FROM unnest(%(queues)s::text[], %(intervals_ms)s::bigint[]) AS c(queue, interval_ms)
+    WHERE c.interval_ms > 0
+), aged AS (
+    SELECT j.id,
+        greatest(1, j.original_priority - floor(
+            extract(epoch FROM now() - j.run_at) * 1000 / c.interval_ms))::smallint AS priority
+    FROM config AS c
+    JOIN awa.jobs AS j ON j.queue = c.queue
+    WHERE j.state = 'available' AND j.priority > 1
+      AND j.run_at <= now() - c.interval_ms * interval '1 millisecond'
+      AND greatest(1, j.original_priority - floor(
+            extract(epoch FROM now() - j.run_at) * 1000 / c.interval_ms)) < j.priority
+    LIMIT %(limit)s
+    FOR UPDATE OF j SKIP LOCKED
+)
+UPDATE awa.jobs AS j
+SET priority = aged.priority
+FROM aged
+WHERE j.id = aged.id AND j.state = 'available'
+RETURNING j.id

@@ -1,0 +1,12 @@
+-- job_claim_one: claim one specific available job (awa.testing's inline mode runs the
+-- job just inserted, not whichever is first in the queue). Same attempt bookkeeping as
+-- job_claim_available, without a deadline; never used by workers.
+UPDATE awa.jobs
+SET state = 'running',
+    attempt = attempt + 1,
+    run_lease = run_lease + 1,
+    attempted_at = now(),
+    heartbeat_at = now(),
+    deadline_at = NULL
+WHERE id = %(id)s AND state = 'available'
+RETURNING *

@@ -1,0 +1,16 @@
+-- job_progress_many: write the progress and metadata of running attempts, batched: one
+-- statement per heartbeat interval for every attempt whose values changed (none: no
+-- statement at all), or one job when a handler calls flush_progress(). Fenced like every
+-- write of an attempt (id, run_lease, attempted_at, state = 'running'); progress
+-- replaces, metadata merges top-level keys, so writing the same snapshot twice changes
+-- nothing. Ids not returned lost their lease.
+UPDATE awa.jobs AS j
+SET progress = coalesce(u.progress, j.progress),
+    metadata = CASE WHEN u.metadata IS NULL THEN j.metadata ELSE j.metadata || u.metadata END
+FROM unnest(
+    %(ids)s::bigint[], %(run_leases)s::bigint[], %(attempted_ats)s::timestamptz[],
+    %(progress)s::jsonb[], %(metadata)s::jsonb[]
+) AS u(id, run_lease, attempted_at, progress, metadata)
+WHERE j.id = u.id AND j.run_lease = u.run_lease AND j.attempted_at = u.attempted_at
+  AND j.state = 'running'
+RETURNING j.id

@@ -1,0 +1,202 @@
+"""Helpers for testing code that uses awa, against a real database.
+
+* :func:`work_one` claims one job of a queue with the real claim statement and runs it
+  through the real executor and completer (outcome, retries, progress, hooks), without
+  starting a worker; :func:`drain_queue` repeats it until the queue has nothing available.
+* :func:`inline` makes ``client.insert`` / ``insert_many`` run each inserted job at once
+  and return it as it ended — handy in unit tests of code that enqueues.
+* :func:`assert_enqueued` checks that a job was enqueued (args match as a subset).
+
+Example (pytest with pytest-asyncio)::
+
+    async def test_signup_sends_welcome_email(client):
+        await signup(client, "ada@example.com")          # enqueues SendEmail
+        job = await awa.testing.assert_enqueued(client, kind="send_email",
+                                                args={"to": "ada@example.com"})
+        done = await awa.testing.work_one(client, queue="email")
+        assert done is not None and done.state is awa.JobState.COMPLETED
+
+Jobs left retryable or scheduled are not run again by these helpers: call
+``client.retry(id)`` to make one available now.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+from awa.client.async_client import AsyncClient
+from awa.client.sync_client import Client
+from awa.config import QueueConfig
+from awa.db import sql
+from awa.db.rows import job_rows
+from awa.errors import JobNotFound, ValidationError
+from awa.types import Job, JobState
+from awa.worker.completer import Completer
+from awa.worker.control import QueueControl
+from awa.worker.dispatcher import Dispatcher
+from awa.worker.executor import Executor
+from awa.worker.observe import Fanout
+from awa.worker.permits import QueuePermits
+from awa.worker.progress import JobServices
+
+AnyClient = AsyncClient | Client
+
+
+def _core(client: AnyClient) -> AsyncClient:
+    return client.async_client if isinstance(client, Client) else client
+
+
+class _Runner:
+    """An executor and completer like a worker's, for one job at a time."""
+
+    def __init__(self, client: AsyncClient, pool: AsyncConnectionPool) -> None:
+        import asyncio
+
+        self.client = client
+        self.pool = pool
+        self.observer = Fanout(client._observers)
+        self.completer = Completer(pool, observer=self.observer)
+        self.executor = Executor(client.registry, self.completer, 1, self.observer)
+        services = JobServices(pool)
+        services.bind(asyncio.get_running_loop())
+        self.executor.services = services
+
+    async def __aenter__(self) -> _Runner:
+        self.completer.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.completer.stop()
+        self.executor.close()
+
+    async def _settle(self) -> Job[Any] | None:
+        """Wait for the launched job's handler and its outcome; the job as it now is."""
+        attempts = list(self.executor.attempts.values())
+        if not attempts:
+            return None
+        job = attempts[0].job
+        await self.executor.wait_idle(None)
+        await self.completer.drain()
+        try:
+            return await self.client.get_job(job.id)
+        except JobNotFound:  # moved to the dead letter queue
+            job.state = JobState.FAILED
+            return job
+
+    async def claim_and_run(self, queue: str) -> Job[Any] | None:
+        """One poll of a real dispatcher with one permit, then the job's outcome."""
+        config = QueueConfig(queue, max_workers=1, claim_batch_size=1, deadline_ms=0)
+        dispatcher = Dispatcher(
+            queue,
+            self.pool,
+            QueuePermits(queue, 1),
+            QueueControl(config, None, 60_000),
+            self.executor,
+            self.observer,
+        )
+        await dispatcher.poll_once()
+        return await self._settle()
+
+    async def run_by_id(self, job_id: int) -> Job[Any] | None:
+        """Claim one specific available job and run it."""
+        async with self.pool.connection() as conn:
+            cur = conn.cursor(row_factory=job_rows)
+            await cur.execute(sql.JOB_CLAIM_ONE, {"id": job_id})
+            job = await cur.fetchone()
+        if job is None:
+            return None
+        permits = QueuePermits(job.queue, 1)
+        (permit,) = permits.split(permits.try_acquire(1), 1)
+        self.executor.launch(job, permit, 0)
+        return await self._settle()
+
+
+async def work_one(client: AnyClient, queue: str = "default") -> Job[Any] | None:
+    """Claim one available job of ``queue`` and run it to its outcome; None when empty.
+
+    Returns the job as stored afterwards (completed, retryable, failed, …).
+    """
+    core = _core(client)
+    async with _Runner(core, await core._get_pool()) as runner:
+        return await runner.claim_and_run(queue)
+
+
+async def drain_queue(
+    client: AnyClient, queue: str = "default", *, limit: int = 10_000
+) -> list[Job[Any]]:
+    """Run available jobs of ``queue`` one by one until none is left (at most ``limit``)."""
+    core = _core(client)
+    done: list[Job[Any]] = []
+    async with _Runner(core, await core._get_pool()) as runner:
+        while len(done) < limit:
+            job = await runner.claim_and_run(queue)
+            if job is None:
+                break
+            done.append(job)
+    return done
+
+
+@contextlib.asynccontextmanager
+async def inline(client: AnyClient) -> AsyncIterator[None]:
+    """Within the block, every job ``client.insert``/``insert_many`` enqueues runs at once.
+
+    ``insert`` returns the job as it ended (``insert_many`` a list of them). Jobs inserted
+    inside ``client.transaction()`` are not run (they are not committed yet); scheduled
+    jobs (``run_at`` in the future) are left for later.
+    """
+    core = _core(client)
+    async with _Runner(core, await core._get_pool()) as runner:
+
+        async def run(job: Job[Any]) -> Job[Any]:
+            if job.state is not JobState.AVAILABLE:
+                return job
+            done = await runner.run_by_id(job.id)
+            return done if done is not None else job
+
+        previous, core._after_insert = core._after_insert, run
+        try:
+            yield
+        finally:
+            core._after_insert = previous
+
+
+def _matches(job: Job[Any], args: Mapping[str, Any] | None) -> bool:
+    if args is None:
+        return True
+    stored = job.args if isinstance(job.args, Mapping) else {}
+    return all(k in stored and stored[k] == v for k, v in args.items())
+
+
+async def assert_enqueued(
+    client: AnyClient,
+    *,
+    kind: str | None = None,
+    args: Mapping[str, Any] | None = None,
+    queue: str | None = None,
+    state: JobState | str | None = None,
+    count: int | None = None,
+) -> Job[Any]:
+    """Assert a matching job exists (``count``: exactly that many); returns the newest.
+
+    ``args`` matches as a subset of the stored args. ``state`` defaults to any state.
+    Raises AssertionError describing what was found instead.
+    """
+    if kind is None and queue is None and args is None:
+        raise ValidationError("kind", "assert_enqueued needs kind=, queue= or args=")
+    core = _core(client)
+    jobs = await core.list_jobs(state=state, kind=kind, queue=queue, limit=10_000)
+    matching = [job for job in jobs if _matches(job, args)]
+    wanted = f"kind={kind!r} queue={queue!r} args={args!r} state={state!r}"
+    if count is not None and len(matching) != count:
+        raise AssertionError(f"expected {count} job(s) with {wanted}, found {len(matching)}")
+    if not matching:
+        seen = ", ".join(f"#{j.id} {j.kind}@{j.queue} {j.args!r}" for j in jobs[:10]) or "none"
+        raise AssertionError(f"no job enqueued with {wanted}; candidates: {seen}")
+    return matching[0]
+
+
+__all__ = ["assert_enqueued", "drain_queue", "inline", "work_one"]

@@ -1,0 +1,113 @@
+"""The job features' share of a worker: periodic jobs, the dead letter queue, priority
+aging, progress flushing and external-callback timeouts.
+
+:class:`Features` keeps these out of the hot path and out of the runtime's core: the
+runtime asks it for its leader services (:meth:`maintenance`), runs :meth:`prepare` at
+start and :meth:`prune` with the other retention work, and hands :attr:`job_services` to
+the executor so handlers can reach progress and callbacks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+from awa.config import WorkerConfig
+from awa.db import sql
+from awa.maintenance import aging, callbacks, pruner
+from awa.maintenance.cron import Clock, CronService, register, utc_now
+from awa.maintenance.periodic import Periodic
+from awa.periodic import PeriodicJob
+from awa.worker import progress
+from awa.worker.executor import Executor
+
+
+class Features:
+    """Builds and owns the feature services of one worker."""
+
+    def __init__(
+        self,
+        pool: AsyncConnectionPool,
+        config: WorkerConfig,
+        schedules: Sequence[PeriodicJob] = (),
+        clock: Clock = utc_now,
+    ) -> None:
+        self.pool = pool
+        self.config = config
+        self.schedules = list(schedules)
+        self.cron = CronService(pool, clock)
+        self.job_services = progress.JobServices(pool)
+        self.aging_intervals = aging.aging_queues(config.queues)
+        self.progress_flusher = Periodic(
+            "progress", config.heartbeat_interval_ms / 1000, self._flush_progress
+        )
+        self._executor: Executor | None = None
+        self._on_rescued: Callable[[str, Any], None] | None = None
+
+    def attach(self, executor: Executor, on_rescued: Callable[[str, Any], None]) -> None:
+        """Give handlers launched by ``executor`` access to progress and callbacks."""
+        self._executor = executor
+        self._on_rescued = on_rescued
+        executor.services = self.job_services
+
+    def maintenance(self) -> list[Periodic]:
+        """Services the elected leader runs."""
+        c = self.config
+        # Cron runs even when this process registered no schedule: others may have.
+        services = [
+            Periodic("cron", c.cron_interval_ms / 1000, self._cron),
+            Periodic("callback-timeout", c.callback_rescue_interval_ms / 1000, self._timeouts),
+        ]
+        if self.aging_intervals:
+            services.append(
+                Periodic(
+                    "priority-aging",
+                    aging.tick_seconds(self.aging_intervals),
+                    self._age,
+                )
+            )
+        return services
+
+    async def prepare(self) -> None:
+        """At start: store schedules and DLQ flags; bind handlers' sync calls to this loop."""
+        self.job_services.bind(asyncio.get_running_loop())
+        await register(self.pool, self.schedules)
+        async with self.pool.connection() as conn:
+            await conn.execute(
+                sql.QUEUE_META_SET_DLQ,
+                {
+                    "queues": [q.name for q in self.config.queues],
+                    "dlq": [q.dlq for q in self.config.queues],
+                },
+            )
+        self.progress_flusher.start()
+
+    async def stop(self) -> None:
+        """Stop this process's own services (the leader stops the maintenance ones)."""
+        await self.progress_flusher.stop()
+
+    async def prune(self) -> None:
+        """Retention of the dead letter queue."""
+        await pruner.prune_dlq(self.pool, self.config.dlq_retention_ms)
+
+    # -- ticks -----------------------------------------------------------------------
+
+    async def _cron(self) -> None:
+        await self.cron.tick()
+
+    async def _age(self) -> None:
+        await aging.age_priorities(self.pool, self.aging_intervals)
+
+    async def _timeouts(self) -> None:
+        rows = await callbacks.rescue_callback_timeouts(self.pool)
+        if rows and self._on_rescued is not None:
+            self._on_rescued("callback_timeout", rows)
+
+    async def _flush_progress(self) -> None:
+        if self._executor is None:
+            return
+        jobs = [attempt.job for attempt in list(self._executor.attempts.values())]
+        await progress.write_many(self.pool, jobs)

@@ -1,0 +1,248 @@
+"""Periodic jobs on real PostgreSQL: firing, DST, exactly-once under races, admin, CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import psycopg
+import pytest
+
+import awa
+from awa.cli.main import main as cli
+from awa.maintenance.cron import CronService, register
+from tests.helpers import FAST_WORKER, wait_for
+
+CRON_FAST = {**FAST_WORKER, "cron_interval_ms": 50}
+
+
+def _fires(db: psycopg.Connection[Any], name: str) -> list[datetime]:
+    rows = db.execute(
+        "SELECT (metadata->>'cron_fire_at')::timestamptz FROM awa.jobs "
+        "WHERE metadata->>'cron_name' = %s ORDER BY id",
+        (name,),
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+async def _count_fires(db: psycopg.Connection[Any], name: str, n: int) -> bool:
+    return len(_fires(db, name)) >= n
+
+
+async def test_a_schedule_fires_on_the_leader_and_its_jobs_run(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    ran: list[int] = []
+
+    @client.task(None, kind="tick", queue="q")
+    async def tick(job: awa.Job[Any]) -> None:
+        ran.append(job.id)
+
+    client.periodic("every-second", "* * * * * *", {"n": 1}, kind="tick", queue="q",
+                    tags=["cron"], metadata={"source": "test"})  # fmt: skip
+    await client.start([("q", 2)], **CRON_FAST)
+    try:
+        await wait_for(lambda: _count_fires(db, "every-second", 2))
+
+        async def ran_two() -> bool:
+            return len(ran) >= 2
+
+        await wait_for(ran_two)
+    finally:
+        await client.shutdown()
+    job = await client.get_job(ran[0])
+    assert job.kind == "tick" and job.args == {"n": 1} and job.tags == ["cron"]
+    assert job.metadata["source"] == "test" and job.metadata["cron_name"] == "every-second"
+    fires = _fires(db, "every-second")
+    assert len(set(fires)) == len(fires)  # never the same fire twice
+    (schedule,) = await client.list_cron_schedules()
+    assert schedule.name == "every-second" and schedule.last_fire_at == max(fires)
+    assert schedule.next_fire_at is not None and schedule.next_fire_at > schedule.last_fire_at
+
+
+async def _define(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], created_at: datetime, *defs: Any
+) -> None:
+    await register(await client._get_pool(), list(defs))
+    db.execute("UPDATE awa.cron_schedules SET created_at = %s", (created_at,))
+
+
+def _walk(client: awa.AsyncClient, start: datetime, step: timedelta, steps: int) -> Any:
+    async def run() -> list[datetime]:
+        clock = [start]
+        service = CronService(await client._get_pool(), clock=lambda: clock[0])
+        for _ in range(steps):
+            clock[0] += step
+            await service.tick()
+        return clock
+
+    return run()
+
+
+@pytest.mark.parametrize(
+    ("day", "expected"),
+    [
+        # Spring forward (02:00 → 03:00): 02:30 does not exist; it fires once, at 03:30.
+        (datetime(2024, 3, 9, 12, tzinfo=UTC),
+         ["2024-03-10 01:30-0500", "2024-03-10 03:30-0400",
+          "2024-03-11 01:30-0400", "2024-03-11 02:30-0400"]),
+        # Fall back (02:00 → 01:00): 01:30 happens twice; a daily job fires once, the first.
+        (datetime(2024, 11, 2, 12, tzinfo=UTC),
+         ["2024-11-03 01:30-0400", "2024-11-03 02:30-0500",
+          "2024-11-04 01:30-0500", "2024-11-04 02:30-0500"]),
+    ],
+    ids=["spring-forward", "fall-back"],
+)  # fmt: skip
+async def test_daily_schedules_across_a_dst_change(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], day: datetime, expected: list[str]
+) -> None:
+    ny = "America/New_York"
+    await _define(
+        client,
+        db,
+        day,
+        client.periodic("at-0130", "30 1 * * *", {}, kind="k", timezone=ny,
+                        missed_fire_policy="catch_up"),
+        client.periodic("at-0230", "30 2 * * *", {}, kind="k", timezone=ny,
+                        missed_fire_policy="catch_up"),
+    )  # fmt: skip
+    await _walk(client, day, timedelta(minutes=10), 6 * 48)  # two days in 10-minute ticks
+    fires = sorted(_fires(db, "at-0130") + _fires(db, "at-0230"))
+    assert [f.astimezone(ZoneInfo(ny)).strftime("%Y-%m-%d %H:%M%z") for f in fires] == expected
+
+
+async def test_hourly_schedule_fires_in_both_repeated_hours_at_fall_back(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    start = datetime(2024, 11, 3, 3, 50, tzinfo=UTC)  # 23:50 EDT on the 2nd
+    await _define(client, db, start, client.periodic("hourly", "0 * * * *", {}, kind="k",
+                  timezone="America/New_York", missed_fire_policy="catch_up"))  # fmt: skip
+    await _walk(client, start, timedelta(minutes=5), 12 * 5)  # five hours
+    fires = _fires(db, "hourly")
+    gaps = {b - a for a, b in itertools.pairwise(fires)}
+    assert len(fires) == 5 and gaps == {timedelta(hours=1)}  # 00, 01 EDT, 01 EST, 02, 03
+
+
+async def test_two_processes_racing_on_a_schedule_enqueue_each_fire_once(
+    client: awa.AsyncClient, database_url: str, db: psycopg.Connection[Any]
+) -> None:
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    await _define(client, db, start, client.periodic("race", "*/10 * * * * *", {}, kind="k",
+                                                     missed_fire_policy="catch_up"))  # fmt: skip
+    async with awa.AsyncClient(database_url) as other:
+        clock = [start]
+        mine = CronService(await client._get_pool(), clock=lambda: clock[0])
+        theirs = CronService(await other._get_pool(), clock=lambda: clock[0])
+        for _ in range(30):
+            clock[0] += timedelta(seconds=7)
+            await asyncio.gather(mine.tick(), theirs.tick(), mine.tick())
+    fires = _fires(db, "race")
+    expected = [start + timedelta(seconds=10 * i) for i in range(1, 22)]  # 210 s / 10 s
+    assert fires == expected
+    assert mine.fired + theirs.fired == len(expected) and mine.fired and theirs.fired >= 0
+
+
+async def test_leader_failover_neither_skips_nor_repeats_a_fire(
+    database_url: str, db: psycopg.Connection[Any]
+) -> None:
+    first = awa.AsyncClient(database_url)
+    second = awa.AsyncClient(database_url)
+    try:
+        for c in (first, second):
+            c.periodic("failover", "* * * * * *", {}, kind="k", queue="idle",
+                       missed_fire_policy="catch_up")  # fmt: skip
+        await first.start([("unused", 1)], **CRON_FAST)
+        await second.start([("unused", 1)], **CRON_FAST)
+        await wait_for(lambda: _count_fires(db, "failover", 2))
+        leader, follower = (first, second) if (await first.health_check()).leader else (
+            second, first)  # fmt: skip
+        await leader.shutdown()  # the lock goes with its connection
+        before = len(_fires(db, "failover"))
+        await wait_for(lambda: _count_fires(db, "failover", before + 2))
+        assert (await follower.health_check()).leader
+    finally:
+        await first.close()
+        await second.close()
+    fires = _fires(db, "failover")
+    assert len(set(fires)) == len(fires)
+    assert all(b - a == timedelta(seconds=1) for a, b in itertools.pairwise(fires))
+
+
+async def test_coalesce_enqueues_one_job_after_downtime_catch_up_one_per_miss(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    start = datetime(2024, 6, 1, tzinfo=UTC)
+    await _define(
+        client,
+        db,
+        start,
+        client.periodic("co", "*/5 * * * *", {}, kind="k"),
+        client.periodic("cu", "*/5 * * * *", {}, kind="k", missed_fire_policy="catch_up"),
+    )
+    await _walk(client, start, timedelta(minutes=60), 1)  # one tick after an hour down
+    assert _fires(db, "co") == [start + timedelta(minutes=60)]
+    assert _fires(db, "cu") == [start + timedelta(minutes=5 * i) for i in range(1, 13)]
+
+
+async def test_pause_resume_trigger_remove(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    start = datetime.now(UTC) - timedelta(hours=2)
+    await _define(client, db, start, client.periodic("ops", "0 * * * *", {"a": 1}, kind="k"))
+    paused = await client.pause_cron("ops")
+    assert paused.paused and paused.next_fire_at is None
+    service = CronService(await client._get_pool())
+    assert await service.tick() == 0  # paused: nothing fires
+    resumed = await client.resume_cron("ops")
+    assert not resumed.paused and resumed.last_fire_at is not None
+    assert await service.tick() == 0  # fires missed while paused are skipped
+    job = await client.trigger_cron("ops")
+    assert job.kind == "k" and job.args == {"a": 1} and job.metadata["cron_name"] == "ops"
+    assert (await client.list_cron_schedules())[0].last_fire_at == resumed.last_fire_at
+    await client.remove_cron("ops")
+    assert await client.list_cron_schedules() == []
+    for action in (client.pause_cron, client.resume_cron, client.trigger_cron, client.remove_cron):
+        with pytest.raises(awa.ScheduleNotFound, match="ops"):
+            await action("ops")
+
+
+async def test_registration_validates_every_field(client: awa.AsyncClient) -> None:
+    cases: list[tuple[str, dict[str, Any]]] = [
+        ("cron_expr", {"cron_expr": "* * *"}),
+        ("cron_expr", {"cron_expr": "61 * * * *"}),
+        ("timezone", {"timezone": "Mars/Olympus"}),
+        ("missed_fire_policy", {"missed_fire_policy": "sometimes"}),
+        ("priority", {"priority": 9}),
+        ("name", {"name": ""}),
+        ("kind", {"kind": None}),
+    ]
+    for field, override in cases:
+        params: dict[str, Any] = {"name": "n", "cron_expr": "* * * * *", "kind": "k", **override}
+        with pytest.raises(awa.ValidationError) as info:
+            client.periodic(params.pop("name"), params.pop("cron_expr"), {}, **params)
+        assert info.value.field == field
+    client.periodic("dup", "@daily", {}, kind="k")
+    with pytest.raises(awa.ValidationError, match="already registered"):
+        client.periodic("dup", "@hourly", {}, kind="k")
+
+
+def test_cron_cli(database_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with awa.Client(database_url) as client:
+        client.periodic("nightly", "0 3 * * *", {}, kind="k", timezone="Europe/Paris")
+        client.start([("q", 1)], **CRON_FAST)
+        client.shutdown()
+    base = ["--database-url", database_url, "cron"]
+    assert cli([*base, "list", "--json"]) == 0
+    assert '"name": "nightly"' in capsys.readouterr().out
+    assert cli([*base, "pause", "nightly"]) == 0
+    assert cli([*base, "list", "--json"]) == 0
+    assert '"paused": true' in capsys.readouterr().out
+    assert cli([*base, "resume", "nightly"]) == 0
+    assert cli([*base, "trigger", "nightly"]) == 0
+    assert "enqueued job" in capsys.readouterr().out
+    assert cli([*base, "remove", "nightly"]) == 0
+    assert cli([*base, "trigger", "nightly"]) == 1
+    assert "not found" in capsys.readouterr().err

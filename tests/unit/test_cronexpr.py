@@ -1,0 +1,128 @@
+"""The cron expression parser and its fire times, including daylight saving changes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from awa.cronexpr import CronExpression
+from awa.errors import ValidationError
+
+NY = "America/New_York"
+
+
+def _next(expr: str, after: datetime, n: int = 1, tz: str = "UTC") -> list[datetime]:
+    cron = CronExpression.parse(expr, tz)
+    out: list[datetime] = []
+    for _ in range(n):
+        nxt = cron.next_after(after)
+        assert nxt is not None
+        out.append(nxt)
+        after = nxt
+    return out
+
+
+def _local(instants: list[datetime], tz: str) -> list[str]:
+    return [i.astimezone(ZoneInfo(tz)).strftime("%m-%d %H:%M:%S%z") for i in instants]
+
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)  # a Monday
+
+
+@pytest.mark.parametrize(
+    ("expr", "expected"),
+    [
+        ("* * * * *", ["00:01:00", "00:02:00"]),
+        ("*/15 * * * *", ["00:15:00", "00:30:00"]),
+        ("5,10 * * * *", ["00:05:00", "00:10:00"]),
+        ("0 9-10 * * *", ["09:00:00", "10:00:00"]),
+        ("0 0-12/6 * * *", ["06:00:00", "12:00:00"]),
+        ("30/10 * * * *", ["00:30:00", "00:40:00"]),
+        ("*/20 * * * * *", ["00:00:20", "00:00:40"]),  # six fields: seconds first
+        ("@hourly", ["01:00:00", "02:00:00"]),
+    ],
+)
+def test_fields_steps_ranges_lists(expr: str, expected: list[str]) -> None:
+    fires = _next(expr, T0, len(expected))
+    assert [f.strftime("%H:%M:%S") for f in fires] == expected
+
+
+def test_names_and_day_semantics() -> None:
+    assert _next("0 0 * jan-feb mon", T0, 2) == [
+        datetime(2024, 1, 8, tzinfo=UTC),
+        datetime(2024, 1, 15, tzinfo=UTC),
+    ]
+    # Both day fields restricted: either matches (the 13th, or any Friday).
+    fires = _next("0 0 13 * fri", T0, 3)
+    assert [f.day for f in fires] == [5, 12, 13]
+    assert _next("0 0 * * 7", T0)[0].isoweekday() == 7  # 7 is Sunday too
+    assert _next("@yearly", T0)[0] == datetime(2025, 1, 1, tzinfo=UTC)
+    assert _next("0 0 29 2 *", T0 + timedelta(days=90))[0] == datetime(2028, 2, 29, tzinfo=UTC)
+
+
+def test_next_is_strictly_after() -> None:
+    at = datetime(2024, 1, 1, 0, 5, tzinfo=UTC)
+    assert _next("5 * * * *", at)[0] == datetime(2024, 1, 1, 1, 5, tzinfo=UTC)
+    assert _next("* * * * * *", at + timedelta(microseconds=500))[0] == at + timedelta(seconds=1)
+
+
+def test_spring_forward_skipped_time_fires_once_after_the_gap() -> None:
+    day = datetime(2024, 3, 9, 12, tzinfo=UTC)
+    assert _local(_next("30 2 * * *", day, 2, NY), NY) == [
+        "03-10 03:30:00-0400",  # 02:30 did not exist
+        "03-11 02:30:00-0400",
+    ]
+    # Every hour: the missing hour is simply absent, nothing doubles.
+    hourly = _local(_next("0 * * * *", datetime(2024, 3, 10, 5, tzinfo=UTC), 3, NY), NY)
+    assert hourly == ["03-10 01:00:00-0500", "03-10 03:00:00-0400", "03-10 04:00:00-0400"]
+    # Starting inside the shifted window still finds the shifted fire.
+    inside = datetime(2024, 3, 10, 7, 10, tzinfo=UTC)  # 03:10 EDT
+    assert _local(_next("30 2 * * *", inside, 1, NY), NY) == ["03-10 03:30:00-0400"]
+
+
+def test_fall_back_repeated_time_fires_once_unless_hourly() -> None:
+    day = datetime(2024, 11, 2, 12, tzinfo=UTC)
+    assert _local(_next("30 1 * * *", day, 2, NY), NY) == [
+        "11-03 01:30:00-0400",  # the first 01:30 only
+        "11-04 01:30:00-0500",
+    ]
+    quarter = _local(_next("*/30 * * * *", datetime(2024, 11, 3, 4, 45, tzinfo=UTC), 4, NY), NY)
+    assert quarter == [
+        "11-03 01:00:00-0400",
+        "11-03 01:30:00-0400",
+        "11-03 01:00:00-0500",
+        "11-03 01:30:00-0500",
+    ]
+
+
+def test_fires_between_keeps_the_newest() -> None:
+    cron = CronExpression.parse("*/10 * * * *")
+    fires = cron.fires_between(T0, T0 + timedelta(hours=1), 2)
+    assert fires == [T0 + timedelta(minutes=50), T0 + timedelta(minutes=60)]
+
+
+@pytest.mark.parametrize(
+    ("expr", "tz", "field", "message"),
+    [
+        ("* * * *", "UTC", "cron_expr", "4 fields"),
+        ("* * * * * * *", "UTC", "cron_expr", "7 fields"),
+        ("60 * * * *", "UTC", "cron_expr", "minute: 60 is outside 0-59"),
+        ("* 24 * * *", "UTC", "cron_expr", "hour"),
+        ("* * 0 * *", "UTC", "cron_expr", "day of month"),
+        ("* * * 13 *", "UTC", "cron_expr", "month"),
+        ("* * * * 8", "UTC", "cron_expr", "day of week"),
+        ("*/0 * * * *", "UTC", "cron_expr", "step"),
+        ("5-1 * * * *", "UTC", "cron_expr", "backwards"),
+        ("x * * * *", "UTC", "cron_expr", "not a number"),
+        ("1,,2 * * * *", "UTC", "cron_expr", "empty"),
+        ("0 0 31 2 *", "UTC", "cron_expr", "never"),
+        ("* * * * *", "Nowhere/City", "timezone", "unknown"),
+        ("* * * * *", "", "timezone", "IANA"),
+    ],
+)
+def test_invalid_expressions_name_the_field(expr: str, tz: str, field: str, message: str) -> None:
+    with pytest.raises(ValidationError, match=message) as info:
+        CronExpression.parse(expr, tz)
+    assert info.value.field == field
