@@ -153,12 +153,6 @@ def _entry_json(entry: dict[str, Any]) -> dict[str, Any]:
     return {**entry, "stored": _stored_json(entry["stored"])}
 
 
-def _value(worker: dict[str, Any], key: str) -> str:
-    effective, configured = worker["effective"].get(key), worker["configured"].get(key)
-    text = "-" if effective is None else str(effective)
-    return text if effective == configured else f"{text} (was {configured})"
-
-
 SHORT = ("poll ms", "batch", "rate/s", "deadline ms")
 
 
@@ -169,15 +163,16 @@ def _print_show(entries: list[dict[str, Any]]) -> None:
           getattr(e["stored"], "updated_at", None)) for e in entries),
         title="stored overrides (- = start-time value)",
     )  # fmt: skip
-    rows = [
-        (e["queue"], f"{w['hostname']}:{w['pid']}", *(_value(w, k) for k in SETTINGS),
-         "; ".join(f"{k}: {why}" for k, why in w["ignored"].items()) or "-")
-        for e in entries for w in e["workers"]
-    ]  # fmt: skip
-    if rows:
-        print_table(("queue", "worker", *SHORT, "ignored"), rows, title="effective per worker")
-    else:
+    workers = [(e["queue"], w) for e in entries for w in e["workers"]]
+    if not workers:
         print("no live worker runs these queues")
+    for queue, w in workers:
+        print(f"\n{queue} on worker {w['hostname']}:{w['pid']} ({w['instance_id'][:8]}):")
+        print_table(
+            ("setting", "configured", "override", "effective", "ignored because"),
+            ((k, w["configured"].get(k), w["overrides"].get(k), w["effective"].get(k),
+              w["ignored"].get(k)) for k in SETTINGS),
+        )  # fmt: skip
 
 
 def _print_stored(queue: str, stored: awa.RuntimeOverrides) -> None:

@@ -72,20 +72,23 @@ def _capacity_text(capacity: awa.HardReserved | awa.Weighted) -> str:
     return f"min {capacity.min_workers}, weight {capacity.weight}"
 
 
-def _rows(instances: list[awa.RuntimeInstance]) -> list[tuple[Any, ...]]:
+def _print_instances(instances: list[awa.RuntimeInstance]) -> None:
     now = datetime.now(UTC)
-    rows: list[tuple[Any, ...]] = []
     for i in instances:
-        seen = f"{(now - i.last_seen_at).total_seconds():.0f} s ago"
-        head = (i.instance_id[:8], i.hostname, i.pid, "yes" if i.is_leader else "",
-                i.snapshot.mode if i.snapshot else "-")  # fmt: skip
-        queues = sorted(i.snapshot.queues.items()) if i.snapshot else []
-        if not queues:
-            rows.append((*head, "-", "-", "-", "-", seen))
-        for name, q in queues:
+        snap = i.snapshot
+        mode = "-" if snap is None else snap.mode
+        if snap is not None and snap.global_max_workers is not None:
+            mode += f", global max {snap.global_max_workers}"
+        seen = (now - i.last_seen_at).total_seconds()
+        print(
+            f"worker {i.hostname}:{i.pid} ({i.instance_id[:8]})"
+            f"{' · leader' if i.is_leader else ''} · {mode} · seen {seen:.0f} s ago"
+        )
+        rows = []
+        for name, q in sorted(snap.queues.items()) if snap else []:
             held = q.capacity.overflow_held if isinstance(q.capacity, awa.Weighted) else "-"
-            rows.append((*head, name, q.in_flight, _capacity_text(q.capacity), held, seen))
-    return rows
+            rows.append((name, q.in_flight, _capacity_text(q.capacity), held, q.paused))
+        print_table(("queue", "in flight", "capacity", "overflow held", "paused"), rows)
 
 
 async def run(args: argparse.Namespace, url: str | None) -> int:
@@ -96,9 +99,5 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
     elif not instances:
         print("no live workers")
     else:
-        print_table(
-            ("instance", "host", "pid", "leader", "mode", "queue", "in flight", "capacity",
-             "overflow held", "last seen"),
-            _rows(instances),
-        )  # fmt: skip
+        _print_instances(instances)
     return 0

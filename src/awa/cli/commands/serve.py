@@ -56,6 +56,8 @@ def register(sub: Any) -> None:
     p.add_argument("--read-only", action="store_true", help="hide every action; POSTs get 403")
     p.add_argument("--refresh-ms", type=positive_int, default=2_000, metavar="MS",
                    help="how often pages refresh (default 2000)")  # fmt: skip
+    p.add_argument("--sample-interval-ms", type=positive_int, default=5_000, metavar="MS",
+                   help="how often the charts sample queue_stats() (default 5000)")  # fmt: skip
     p.set_defaults(handler=run, needs_db=lambda a: False)
 
 
@@ -92,6 +94,7 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
         token=token,
         read_only=args.read_only,
         refresh_ms=args.refresh_ms,
+        sample_interval_s=args.sample_interval_ms / 1000,
     )
     return await _serve(settings, args.port)
 

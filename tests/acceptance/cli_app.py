@@ -1,0 +1,23 @@
+"""The client ``awa worker tests.acceptance.cli_app:client`` runs in the CLI tests.
+
+The database comes from AWA_DATABASE_URL. Kind ``cli_echo`` completes at once; kind
+``cli_fail`` fails for good.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import awa
+
+client = awa.AsyncClient()
+
+
+@client.task(None, kind="cli_echo", queue="cli")
+async def cli_echo(job: awa.Job[Any]) -> None:
+    return None
+
+
+@client.task(None, kind="cli_fail", queue="cli")
+async def cli_fail(job: awa.Job[Any]) -> None:
+    raise awa.TerminalError("this job always fails")

@@ -1,0 +1,316 @@
+"""The ``awa`` command line, driven as ``python -m awa`` subprocesses on a real database.
+
+Every command's happy path and ``--json`` shape, bad input (exit 2, one stderr line that
+names the flag, nothing written), and the long-running ``worker`` and ``serve``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import subprocess
+import sys
+from typing import Any
+
+import psycopg
+import pytest
+
+import awa
+from awa.cli.main import build_parser
+from tests.acceptance.conftest import Awa
+from tests.acceptance.support import ROOT, cli_env, db_state, http, start_serve, stop_serve
+from tests.helpers import wait_until
+
+SETTINGS = ["poll_interval_ms", "claim_batch_size", "rate_limit", "deadline_ms"]
+
+
+def _leaves(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> list[Any]:
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        return [(path, parser)]
+    return [leaf for s in subs for name, child in s.choices.items()
+            for leaf in _leaves(child, (*path, name))]  # fmt: skip
+
+
+def test_every_command_has_an_example_in_its_help() -> None:
+    leaves = _leaves(build_parser())
+    names = {" ".join(path) for path, _ in leaves}
+    assert {"queue overrides set", "queue overrides clear", "queue overrides show",
+            "runtime list", "serve"} <= names  # fmt: skip
+    for path, parser in leaves:
+        text = parser.format_help()
+        assert "example:" in text and "awa " in text.split("example:")[1], path
+        assert "--json" in text, path
+
+
+def test_help_runs_as_a_subprocess(awa_cli: Awa) -> None:
+    result = awa_cli("queue", "overrides", "set", "--help")
+    assert result.returncode == 0
+    assert "whole-state" in result.stdout and "refresh cadence" in result.stdout
+    assert "example:" in result.stdout
+
+
+# -- migrate, health ------------------------------------------------------------------
+
+
+def test_migrate_and_health(awa_cli: Awa, empty_database_url: str) -> None:
+    before = awa_cli("health", "--json", url=empty_database_url)
+    assert before.returncode == 1 and before.json()["ready"] is False
+    applied = awa_cli("migrate", "--json", url=empty_database_url)
+    assert applied.returncode == 0
+    versions = applied.json()["applied"]
+    assert versions[0] == 1 and versions == sorted(versions)
+    again = awa_cli("migrate", url=empty_database_url)
+    assert again.returncode == 0 and "up to date" in again.stdout
+    health = awa_cli("health", "--json", url=empty_database_url)
+    assert health.returncode == 0
+    assert health.json() == {"ready": True, "postgres_connected": True,
+                             "schema_current": True, "reason": "ok"}  # fmt: skip
+    sql = awa_cli("migrate", "--sql")
+    assert sql.returncode == 0 and "CREATE TABLE" in sql.stdout
+
+
+# -- queues and jobs ------------------------------------------------------------------
+
+
+def test_queue_commands(awa_cli: Awa, sync_client: awa.Client, database_url: str) -> None:
+    sync_client.insert_many([{"n": i} for i in range(3)], kind="k", queue="mail")
+    stats = awa_cli("queue", "stats", "--json")
+    assert stats.returncode == 0
+    [row] = stats.json()
+    assert row["queue"] == "mail" and row["available"] == 3 and row["paused"] is False
+    assert set(row) >= {"scheduled", "running", "failed", "completed_last_hour", "lag_seconds"}
+    assert awa_cli("queue", "stats").returncode == 0
+
+    paused = awa_cli("queue", "pause", "mail", "--by", "alice")
+    assert paused.returncode == 0 and "paused mail" in paused.stdout
+    with psycopg.connect(database_url) as conn:
+        row2 = conn.execute(
+            "SELECT paused, paused_by FROM awa.queue_meta WHERE queue = 'mail'"
+        ).fetchone()
+    assert row2 == (True, "alice")
+    assert awa_cli("queue", "list", "--json").json() == [{"queue": "mail", "paused": True}]
+    assert awa_cli("queue", "resume", "mail").returncode == 0
+    assert awa_cli("queue", "list", "--json").json() == [{"queue": "mail", "paused": False}]
+
+    drained = awa_cli("queue", "drain", "mail")
+    assert drained.returncode == 0 and "3 job(s) cancelled" in drained.stdout
+
+
+def test_job_commands(awa_cli: Awa, sync_client: awa.Client) -> None:
+    job = sync_client.insert({"to": "ada"}, kind="send", queue="mail")
+    listed = awa_cli("job", "list", "--queue", "mail", "--json")
+    assert listed.returncode == 0
+    [entry] = listed.json()
+    assert entry["id"] == job.id and entry["args"] == {"to": "ada"}
+    assert entry["state"] == "available"
+    assert set(entry) >= {"kind", "queue", "attempt", "max_attempts", "errors", "run_at"}
+    assert awa_cli("job", "list", "--state", "failed", "--json").json() == []
+
+    got = awa_cli("job", "get", str(job.id), "--json").json()
+    assert got["id"] == job.id and got["kind"] == "send"
+    assert awa_cli("job", "get", str(job.id)).returncode == 0
+    dumped = awa_cli("job", "dump", str(job.id))
+    assert dumped.returncode == 0 and dumped.json()["id"] == job.id
+
+    cancelled = awa_cli("job", "cancel", str(job.id), "--json")
+    assert cancelled.returncode == 0 and cancelled.json()["state"] == "cancelled"
+    retried = awa_cli("job", "retry", str(job.id), "--json")
+    assert retried.returncode == 0 and retried.json()["state"] == "available"
+
+    missing = awa_cli("job", "get", "999999")
+    assert missing.returncode == 1 and len(missing.stderr_lines) == 1
+
+
+# -- runtime overrides ----------------------------------------------------------------
+
+
+def test_overrides_set_show_clear(awa_cli: Awa, sync_client: awa.Client) -> None:
+    result = awa_cli(
+        "queue", "overrides", "set", "email", "--poll-interval-ms", "500",
+        "--rate-limit", "2.5", "--json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    body = result.json()
+    assert body["queue"] == "email"
+    stored = body["stored"]
+    assert {k: stored[k] for k in SETTINGS} == {
+        "poll_interval_ms": 500, "claim_batch_size": None, "rate_limit": 2.5, "deadline_ms": None
+    }  # fmt: skip
+    assert stored["updated_at"]
+    assert "refresh cadence" in result.stderr  # the note about when workers apply it
+    overrides = sync_client.queue_runtime_overrides("email")
+    assert overrides is not None and overrides.poll_interval_ms == 500
+
+    # Whole-state: a second set without --rate-limit reverts the rate.
+    assert awa_cli("queue", "overrides", "set", "email", "--claim-batch-size", "7").returncode == 0
+    overrides = sync_client.queue_runtime_overrides("email")
+    assert overrides is not None
+    assert (overrides.poll_interval_ms, overrides.claim_batch_size, overrides.rate_limit) == (
+        None, 7, None,
+    )  # fmt: skip
+
+    shown = awa_cli("queue", "overrides", "show", "email", "--json").json()
+    assert shown["queue"] == "email" and shown["stored"]["claim_batch_size"] == 7
+    assert shown["workers"] == []
+    everything = awa_cli("queue", "overrides", "show", "--json").json()
+    assert [e["queue"] for e in everything] == ["email"]
+    table = awa_cli("queue", "overrides", "show")
+    assert table.returncode == 0 and "email" in table.stdout
+
+    cleared = awa_cli("queue", "overrides", "clear", "email", "--json")
+    assert cleared.returncode == 0
+    assert all(cleared.json()["stored"][k] is None for k in SETTINGS)
+    overrides = sync_client.queue_runtime_overrides("email")
+    assert overrides is not None and overrides.claim_batch_size is None
+
+
+def test_overrides_show_reports_effective_values_of_live_workers(
+    awa_cli: Awa, live_worker: awa.Client
+) -> None:
+    # "reports" was started without a rate limiter: a rate override is ignored there.
+    live_worker.set_runtime_overrides("reports", rate_limit=5.0, claim_batch_size=3)
+    live_worker.set_runtime_overrides("email", poll_interval_ms=400)
+
+    def applied() -> dict[str, Any] | None:
+        [instance] = live_worker.list_runtime_instances()
+        assert instance.snapshot is not None
+        reports = instance.snapshot.queues["reports"]
+        email = instance.snapshot.queues["email"]
+        done = reports.effective["claim_batch_size"] == 3 and "rate_limit" in reports.ignored
+        return email.effective if done and email.effective["poll_interval_ms"] == 400 else None
+
+    wait_until(applied)
+    shown = awa_cli("queue", "overrides", "show", "reports", "--json").json()
+    [worker] = shown["workers"]
+    assert worker["effective"]["claim_batch_size"] == 3
+    assert worker["configured"]["claim_batch_size"] == 512
+    assert worker["overrides"]["rate_limit"] == 5.0
+    assert worker["effective"]["rate_limit"] is None
+    assert worker["ignored"]["rate_limit"]  # a reason, in words
+    assert set(worker) == {"instance_id", "hostname", "pid", "configured", "overrides",
+                           "effective", "ignored"}  # fmt: skip
+    everything = awa_cli("queue", "overrides", "show", "--json").json()
+    assert [e["queue"] for e in everything] == ["email", "reports"]
+    table = awa_cli("queue", "overrides", "show")
+    assert table.returncode == 0 and "ignored because" in table.stdout
+
+
+# -- runtime --------------------------------------------------------------------------
+
+
+def test_runtime_list(awa_cli: Awa, live_worker: awa.Client) -> None:
+    [instance] = awa_cli("runtime", "list", "--json").json()
+    assert instance["mode"] == "weighted" and instance["global_max_workers"] == 6
+    assert instance["is_leader"] in (True, False)
+    assert set(instance) == {"instance_id", "hostname", "pid", "is_leader", "started_at",
+                             "last_seen_at", "mode", "global_max_workers", "queues"}  # fmt: skip
+    email = instance["queues"]["email"]
+    assert email["capacity"] == {"mode": "weighted", "min_workers": 2, "weight": 2,
+                                 "overflow_held": 0}  # fmt: skip
+    assert email["in_flight"] == 0 and email["paused"] is False
+    table = awa_cli("runtime", "list")
+    assert table.returncode == 0 and "weighted" in table.stdout and "email" in table.stdout
+
+
+def test_runtime_list_without_workers(awa_cli: Awa) -> None:
+    assert awa_cli("runtime", "list", "--json").json() == []
+    result = awa_cli("runtime", "list")
+    assert result.returncode == 0 and "no live workers" in result.stdout
+
+
+def test_worker_runs_jobs_and_stops_on_sigterm(
+    database_url: str, sync_client: awa.Client, awa_cli: Awa
+) -> None:
+    ok = sync_client.insert({}, kind="cli_echo", queue="cli")
+    bad = sync_client.insert({}, kind="cli_fail", queue="cli")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "awa", "--database-url", database_url, "worker",
+         "tests.acceptance.cli_app:client", "--queue", "cli=2"],
+        cwd=ROOT, env=cli_env(AWA_DATABASE_URL=database_url),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: sync_client.get_job(bad.id).state == awa.JobState.FAILED)
+        assert sync_client.get_job(ok.id).state == awa.JobState.COMPLETED
+        [instance] = wait_until(lambda: awa_cli("runtime", "list", "--json").json())
+        assert instance["pid"] == proc.pid
+        assert instance["queues"]["cli"]["capacity"] == {"mode": "hard_reserved", "max_workers": 2}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr
+    assert awa_cli("runtime", "list", "--json").json() == []  # it unregistered itself
+
+
+# -- bad input ------------------------------------------------------------------------
+
+BAD_INPUT = [
+    (["queue", "overrides", "set", "email", "--poll-interval-ms", "0"], "--poll-interval-ms"),
+    (["queue", "overrides", "set", "email", "--poll-interval-ms", "9999999999"],
+     "--poll-interval-ms"),
+    (["queue", "overrides", "set", "email", "--claim-batch-size", "abc"], "--claim-batch-size"),
+    (["queue", "overrides", "set", "email", "--rate-limit", "-1"], "--rate-limit"),
+    (["queue", "overrides", "set", "email", "--rate-limit", "nan"], "--rate-limit"),
+    (["queue", "overrides", "set", "email", "--rate-limit", "inf"], "--rate-limit"),
+    (["queue", "overrides", "set", "email", "--deadline-ms", "-5"], "--deadline-ms"),
+    (["queue", "overrides", "set", "email"], "--poll-interval-ms"),
+    (["queue", "overrides", "set", "", "--rate-limit", "1"], "queue"),
+    (["queue", "overrides", "bogus", "email"], "ACTION"),
+    (["queue", "pause"], "QUEUE"),
+    (["job", "get", "0"], "ID"),
+    (["job", "list", "--limit", "0"], "--limit"),
+    (["job", "list", "--state", "nope"], "--state"),
+    (["runtime", "list", "--fresh-ms", "0"], "--fresh-ms"),
+    (["serve", "--port", "70000"], "--port"),
+    (["serve", "--host", "0.0.0.0"], "--host"),
+    (["serve", "--token", ""], "--token"),
+    (["serve", "--refresh-ms", "0"], "--refresh-ms"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "flag"), BAD_INPUT, ids=[" ".join(a) for a, _ in BAD_INPUT])
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(
+    awa_cli: Awa, sync_client: awa.Client, database_url: str, args: list[str], flag: str
+) -> None:
+    sync_client.insert({"n": 1}, kind="k", queue="email")
+    sync_client.set_runtime_overrides("email", poll_interval_ms=300)
+    before = db_state(database_url)
+    result = awa_cli(*args)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert len(result.stderr_lines) == 1, result.stderr
+    assert flag in result.stderr_lines[0]
+    assert result.stdout == ""
+    assert db_state(database_url) == before
+
+
+# -- serve ----------------------------------------------------------------------------
+
+
+def test_serve_starts_on_loopback_and_answers(database_url: str) -> None:
+    proc, base = start_serve(database_url)
+    try:
+        assert base.startswith("http://127.0.0.1:")
+        assert http(base + "healthz") == (200, '{"ok":true}')
+        status, body = http(base)
+        assert status == 200 and "Queues" in body
+    finally:
+        stop_serve(proc)
+
+
+def test_serve_with_a_token_from_the_environment(database_url: str) -> None:
+    # (The tests bind loopback only; `--host 0.0.0.0` without a token is refused above.)
+    proc, base = start_serve(database_url, "--read-only", AWA_DASHBOARD_TOKEN="s3cret")
+    try:
+        assert http(base)[0] == 401
+        assert http(base, headers={"Authorization": "Bearer wrong"})[0] == 401
+        status, body = http(base, headers={"Authorization": "Bearer s3cret"})
+        assert status == 200 and "read-only" in body
+    finally:
+        stop_serve(proc)
+
+
+def test_demo_runs_to_completion(awa_cli: Awa) -> None:
+    result = awa_cli("demo", "--jobs", "20", timeout=50)
+    assert result.returncode == 0, result.stderr
+    assert "done: 60 jobs" in result.stdout
