@@ -1,0 +1,165 @@
+"""External callbacks on real PostgreSQL: park, resolve from outside, time out."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import psycopg
+import pytest
+
+import awa
+from tests.helpers import FAST_WORKER, wait_for
+
+SLOW_RESCUE = {**FAST_WORKER, "callback_rescue_interval_ms": 50}
+
+
+async def _state(client: awa.AsyncClient, job_id: int, state: awa.JobState) -> awa.Job[Any]:
+    async def reached() -> awa.Job[Any] | None:
+        job = await client.get_job(job_id)
+        return job if job.state is state else None
+
+    job: awa.Job[Any] = await wait_for(reached)
+    return job
+
+
+def _register(client: awa.AsyncClient, tokens: dict[int, str], timeout: float = 60) -> None:
+    @client.task(None, kind="external", queue="q")
+    async def external(job: awa.Job[Any]) -> awa.WaitForCallback | None:
+        if job.metadata.get("callback_payload") is not None:
+            return None  # resumed after retry_external: finish
+        token = await job.register_callback(timeout_seconds=timeout)
+        tokens[job.id] = token
+        return awa.WaitForCallback(token)
+
+    @client.task(None, kind="external_sync", queue="q")
+    def external_sync(job: awa.Job[Any]) -> awa.WaitForCallback:
+        token = job.register_callback_sync(timeout_seconds=timeout)
+        tokens[job.id] = token
+        return awa.WaitForCallback(token)
+
+
+async def test_park_then_complete_fail_retry_and_heartbeat(client: awa.AsyncClient) -> None:
+    tokens: dict[int, str] = {}
+    _register(client, tokens)
+    done = await client.insert({}, kind="external", queue="q")
+    failed = await client.insert({}, kind="external_sync", queue="q")
+    again = await client.insert({}, kind="external", queue="q")
+    await client.start([("q", 3)], **FAST_WORKER)
+    try:
+        for job in (done, failed, again):
+            parked = await _state(client, job.id, awa.JobState.WAITING_EXTERNAL)
+            assert parked.finalized_at is None
+        before = (await client.get_job(done.id)).run_lease
+        beat = await client.heartbeat_callback(tokens[done.id], timeout_seconds=120)
+        assert beat.state is awa.JobState.WAITING_EXTERNAL and beat.run_lease == before
+
+        completed = await client.complete_external(tokens[done.id], payload={"receipt": 7})
+        assert completed.state is awa.JobState.COMPLETED and completed.finalized_at
+        assert completed.metadata["callback_payload"] == {"receipt": 7}
+
+        failure = await client.fail_external(uuid.UUID(tokens[failed.id]), "card declined")
+        assert failure.state is awa.JobState.FAILED
+        assert failure.errors[-1] == {**failure.errors[-1], "error": "card declined",
+                                      "type": "ExternalFailure"}  # fmt: skip
+
+        first_token = tokens[again.id]
+        await client.retry_external(first_token)
+        reparked = await _state(client, again.id, awa.JobState.WAITING_EXTERNAL)
+        assert reparked.attempt == 2 and tokens[again.id] != first_token
+        with pytest.raises(awa.CallbackNotFound):  # the first attempt's token is spent
+            await client.complete_external(first_token)
+        await client.complete_external(tokens[again.id])
+    finally:
+        await client.shutdown()
+    for token in (tokens[done.id], tokens[failed.id]):  # resolved once, then unknown
+        with pytest.raises(awa.CallbackNotFound, match="no job is waiting"):
+            await client.retry_external(token)
+
+
+async def test_unknown_and_malformed_callback_ids(client: awa.AsyncClient) -> None:
+    with pytest.raises(awa.CallbackNotFound):
+        await client.complete_external(str(uuid.uuid4()))
+    with pytest.raises(awa.CallbackNotFound):
+        await client.heartbeat_callback(uuid.uuid4(), timeout_seconds=5)
+    with pytest.raises(awa.ValidationError) as info:
+        await client.fail_external("not-a-uuid", "x")
+    assert info.value.field == "callback_id"
+    with pytest.raises(awa.ValidationError):
+        await client.heartbeat_callback(uuid.uuid4(), timeout_seconds=0)
+
+
+async def test_timeout_retries_then_fails_on_the_last_attempt(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    tokens: dict[int, str] = {}
+    _register(client, tokens, timeout=0.2)
+    job = await client.insert({}, kind="external", queue="q", max_attempts=2)
+    await client.start([("q", 1)], **SLOW_RESCUE)
+    try:
+        failed = await _state(client, job.id, awa.JobState.FAILED)
+    finally:
+        await client.shutdown()
+    assert failed.attempt == 2
+    assert [e["type"] for e in failed.errors] == ["CallbackTimeout", "CallbackTimeout"]
+    row = db.execute("SELECT callback_id FROM awa.jobs WHERE id = %s", (job.id,)).fetchone()
+    assert row == (None,)
+    with pytest.raises(awa.CallbackNotFound):  # a late callback finds nothing
+        await client.complete_external(tokens[job.id])
+
+
+async def test_callback_arriving_before_the_handler_returns(client: awa.AsyncClient) -> None:
+    resolved = asyncio.Event()
+
+    @client.task(None, kind="quick", queue="q")
+    async def quick(job: awa.Job[Any]) -> awa.WaitForCallback:
+        token = await job.register_callback(timeout_seconds=60)
+        await client.complete_external(token, payload="early")
+        resolved.set()
+        return awa.WaitForCallback(token)
+
+    job = await client.insert({}, kind="quick", queue="q")
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+        done = await _state(client, job.id, awa.JobState.COMPLETED)
+        await wait_for(lambda: _stale(client))
+    finally:
+        await client.shutdown()
+    assert resolved.is_set() and done.metadata["callback_payload"] == "early"
+
+
+async def _stale(client: awa.AsyncClient) -> bool:
+    return bool(client._worker.completer.stale >= 1)  # the late WaitForCallback was fenced
+
+
+async def test_wait_for_callback_without_registering_fails_the_job(
+    client: awa.AsyncClient,
+) -> None:
+    @client.task(None, kind="bad", queue="q")
+    async def bad(job: awa.Job[Any]) -> awa.WaitForCallback:
+        return awa.WaitForCallback(str(uuid.uuid4()))
+
+    job = await client.insert({}, kind="bad", queue="q")
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+        failed = await _state(client, job.id, awa.JobState.FAILED)
+    finally:
+        await client.shutdown()
+    assert failed.errors[-1]["type"] == "CallbackNotRegistered"
+
+
+async def test_cancel_a_parked_job(client: awa.AsyncClient) -> None:
+    tokens: dict[int, str] = {}
+    _register(client, tokens)
+    job = await client.insert({}, kind="external", queue="q")
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+        await _state(client, job.id, awa.JobState.WAITING_EXTERNAL)
+        assert (await client.cancel(job.id)).state is awa.JobState.CANCELLED
+    finally:
+        await client.shutdown()
+    with pytest.raises(awa.CallbackNotFound):
+        await client.complete_external(tokens[job.id])
+    stats = {s.queue: s for s in await client.queue_stats()}
+    assert stats["q"].waiting_external == 0 and stats["q"].cancelled == 1

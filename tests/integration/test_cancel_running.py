@@ -1,0 +1,110 @@
+"""Cancelling running jobs end to end, for async and sync handlers, from another process."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import awa
+from tests.helpers import FAST_WORKER, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def _cancel_from_another_process(database_url: str, job_id: int) -> str:
+    """``awa job cancel ID`` in a separate Python process (its own connection)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "awa", "--database-url", database_url, "--json", "job", "cancel",
+        str(job_id), cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    return out.decode()
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+async def test_cancel_from_another_process_stops_the_running_handler(
+    client: awa.AsyncClient, database_url: str, sync: bool
+) -> None:
+    started = threading.Event()
+    stopped = threading.Event()
+    events: list[tuple[str, int]] = []
+    client.on_event("cancelled", lambda e: events.append((e.name, e.job.id)))
+
+    if sync:
+
+        @client.task(None, kind="long", queue="q")
+        def long_sync(job: awa.Job[Any]) -> None:
+            started.set()
+            while not job.is_cancelled():
+                stopped.wait(0.01)
+            stopped.set()
+
+    else:
+
+        @client.task(None, kind="long", queue="q")
+        async def long(job: awa.Job[Any]) -> None:
+            started.set()
+            try:
+                await asyncio.Event().wait()
+            finally:
+                stopped.set()
+
+    job = await client.insert({}, kind="long", queue="q")
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+        assert await asyncio.to_thread(started.wait, 15)
+        out = await _cancel_from_another_process(database_url, job.id)
+        assert '"state": "cancelled"' in out
+        assert await asyncio.to_thread(stopped.wait, 15)
+        permits = client._worker.dispatchers["q"].permits
+
+        async def permit_back() -> bool:
+            return bool(permits.in_flight == 0)
+
+        await wait_for(permit_back)
+
+        async def hook_fired() -> bool:
+            return ("cancelled", job.id) in events
+
+        await wait_for(hook_fired)
+        final = await client.get_job(job.id)
+        assert final.state is awa.JobState.CANCELLED and final.finalized_at is not None
+        assert final.errors[-1]["type"] == "Cancelled"
+        assert client._worker.completer.applied == 0  # the late outcome wrote nothing
+    finally:
+        await client.shutdown()
+
+
+async def test_cancel_that_misses_the_notice_is_caught_by_the_heartbeat(
+    client: awa.AsyncClient,
+) -> None:
+    started = asyncio.Event()
+    stopped = asyncio.Event()
+
+    @client.task(None, kind="long", queue="q")
+    async def long(job: awa.Job[Any]) -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            stopped.set()
+
+    job = await client.insert({}, kind="long", queue="q")
+    await client.start([("q", 1)], **{**FAST_WORKER, "heartbeat_interval_ms": 100})
+    try:
+        await asyncio.wait_for(started.wait(), 15)
+        await client._worker.listener.stop()  # the awa_control notice will not arrive
+        await client.cancel(job.id)
+        await asyncio.wait_for(stopped.wait(), 15)  # the next heartbeat finds the lease gone
+    finally:
+        await client.shutdown()
+    assert (await client.get_job(job.id)).state is awa.JobState.CANCELLED
