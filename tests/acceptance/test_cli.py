@@ -7,13 +7,13 @@ names the flag, nothing written), and the long-running ``worker`` and ``serve``.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import signal
 import subprocess
 import sys
 from typing import Any
 
 import psycopg
-import pytest
 
 import awa
 from awa.cli.main import build_parser
@@ -269,18 +269,20 @@ BAD_INPUT = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("args", "flag"), BAD_INPUT, ids=[" ".join(a) for a, _ in BAD_INPUT])
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(
-    awa_cli: Awa, sync_client: awa.Client, database_url: str, args: list[str], flag: str
+    awa_cli: Awa, sync_client: awa.Client, database_url: str
 ) -> None:
     sync_client.insert({"n": 1}, kind="k", queue="email")
     sync_client.set_runtime_overrides("email", poll_interval_ms=300)
     before = db_state(database_url)
-    result = awa_cli(*args)
-    assert result.returncode == 2, (result.stdout, result.stderr)
-    assert len(result.stderr_lines) == 1, result.stderr
-    assert flag in result.stderr_lines[0]
-    assert result.stdout == ""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:  # 2 cores
+        results = list(pool.map(lambda case: awa_cli(*case[0]), BAD_INPUT))
+    for (args, flag), result in zip(BAD_INPUT, results, strict=True):
+        case = " ".join(args)
+        assert result.returncode == 2, (case, result.stdout, result.stderr)
+        assert len(result.stderr_lines) == 1, (case, result.stderr)
+        assert flag in result.stderr_lines[0], (case, result.stderr)
+        assert result.stdout == "", case
     assert db_state(database_url) == before
 
 
