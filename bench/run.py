@@ -1,0 +1,193 @@
+"""Side-by-side benchmark of awa and its peers (see shared/spec/BENCHMARKS.md).
+
+    python bench/run.py                 # full: 3 interleaved repetitions → bench/results/
+    python bench/run.py --quick         # smoke: small sizes, 1 repetition → bench/results/tmp/
+    python bench/run.py --systems awa,pgqueuer --workloads W1,W2 --reps 2
+    python bench/run.py --profile       # py-spy profile of the awa worker during W1
+    python bench/run.py --pg-bin /usr/lib/postgresql/15/bin   # or DATABASE_URL=… (a server)
+
+Run it with awa's interpreter (`make bench` does); peers get their own virtualenvs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import machine
+from harness.adapter import Adapter, AdapterError
+from harness.docs import write_docs, write_results_md
+from harness.peers import BENCH, PEERS, REPO, TOOLS, Peer, PeerUnavailable, python_for
+from harness.profile import profile_awa
+from harness.server import start_server
+from harness.workloads import Runner, Settings, WorkloadFailed
+
+WORKLOADS = ["W1", "W2", "W3", "W4", "ceiling"]
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="small sizes, 1 repetition")
+    parser.add_argument("--reps", type=int, help="repetitions (default 3, quick 1)")
+    parser.add_argument(
+        "--systems", help="comma-separated subset of: " + ", ".join(p.name for p in PEERS)
+    )
+    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--pg-bin", help="directory with initdb/pg_ctl/pgbench to use instead")
+    parser.add_argument("--out", type=Path, help="results directory")
+    parser.add_argument("--profile", action="store_true", help="only profile awa's W1 worker")
+    return parser.parse_args()
+
+
+class Session:
+    """One benchmark run: the server, the systems, the raw results."""
+
+    def __init__(self, args: argparse.Namespace, settings: Settings, out: Path) -> None:
+        self.args = args
+        self.settings = settings
+        self.out = out
+        self.logs = BENCH / "results" / "tmp" / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.adapters: dict[str, Adapter] = {}
+        self.info: dict[str, dict[str, Any]] = {}
+        self.results: dict[str, Any] = {"meta": {}, "runs": []}
+
+    def prepare(self, peers: list[Peer]) -> None:
+        systems: dict[str, Any] = {}
+        skipped: dict[str, str] = {}
+        for peer in peers:
+            systems[peer.name] = {"adapter": peer.adapter, "role": peer.role}
+            try:
+                python = python_for(peer, self.logs / "venvs.log")
+                adapter = Adapter(peer, python, self.logs)
+                info = adapter.call("describe")
+            except (PeerUnavailable, AdapterError, subprocess.CalledProcessError) as exc:
+                skipped[peer.name] = str(exc)
+                print(f"  skipping {peer.name}: {exc}", flush=True)
+                continue
+            self.adapters[peer.name] = adapter
+            self.info[peer.name] = info
+            systems[peer.name].update(version=info["version"], notes=info["notes"], python=python)
+        self.results["meta"].update(systems=systems, skipped=skipped)
+
+    def record(self, workload: str, system: str, rep: int, run: Any) -> None:
+        began = time.monotonic()
+        try:
+            result = run()
+        except (AdapterError, WorkloadFailed, subprocess.CalledProcessError) as exc:
+            result = {"error": str(exc)}
+        except Exception as exc:  # keep the other systems' results whatever happens
+            traceback.print_exc()
+            result = {"error": f"{type(exc).__name__}: {exc}"}
+        result.update(
+            workload=workload, system=system, rep=rep, seconds=round(time.monotonic() - began, 1)
+        )
+        self.results["runs"].append(result)
+        shown = {
+            k: round(v, 1) if isinstance(v, float) else v
+            for k, v in result.items()
+            if k not in ("workload", "system", "rep")
+        }
+        print(f"  [{rep}] {workload:<7} {system:<14} {shown}", flush=True)
+        self.save()
+
+    def save(self) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / "results.json").write_text(json.dumps(self.results, indent=1) + "\n")
+
+
+def run_reps(session: Session, runner: Runner, workloads: list[str], reps: int) -> None:
+    names = list(session.adapters)
+    for rep in range(1, reps + 1):
+        order = names[(rep - 1) % len(names) :] + names[: (rep - 1) % len(names)]
+        print(f"repetition {rep}/{reps}: {', '.join(order)}", flush=True)
+        for name in order if "W1" in workloads else []:
+            adapter, info = session.adapters[name], session.info[name]
+            session.record("W1", name, rep, lambda a=adapter, i=info: runner.drain(a, i))
+        for name in order if "W2" in workloads else []:
+            adapter, info = session.adapters[name], session.info[name]
+            session.record("W2", name, rep, lambda a=adapter, i=info: runner.latency(a, i))
+        for name in order if "W3" in workloads else []:
+            adapter = session.adapters[name]
+            session.record("W3", name, rep, lambda a=adapter: runner.insert(a))
+        if "W4" in workloads and "awa" in session.adapters:
+            modes = ["hard", "weighted"] if rep % 2 else ["weighted", "hard"]
+            for mode in modes:
+                extra = ("--queues", "4", "--mode", mode)
+                awa, info = session.adapters["awa"], session.info["awa"]
+                session.record(
+                    "W4", f"awa {mode}", rep, lambda e=extra, a=awa, i=info: runner.drain(a, i, *e)
+                )
+        if "ceiling" in workloads:
+            session.record("ceiling", "pgbench", rep, runner.ceiling)
+
+
+def plot(results_json: Path, png: Path) -> None:
+    try:
+        python = python_for(TOOLS, results_json.parent / "tools.log")
+        subprocess.run([python, str(BENCH / "plot.py"), str(results_json), str(png)], check=True)
+    except (PeerUnavailable, subprocess.CalledProcessError) as exc:
+        print(f"  no plot: {exc}", flush=True)
+
+
+def main() -> None:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanups below
+    args = parse_args()
+    settings = Settings.quick() if args.quick else Settings()
+    reps = args.reps or (1 if args.quick else 3)
+    out = args.out or (BENCH / "results" / "tmp" / "quick" if args.quick else BENCH / "results")
+    wanted = args.systems.split(",") if args.systems else [p.name for p in PEERS]
+    peers = [p for p in PEERS if p.name in wanted]
+    workloads = args.workloads.split(",")
+    session = Session(args, settings, out)
+    with tempfile.TemporaryDirectory(prefix="awa-bench-") as work:
+        server, source = start_server(args.pg_bin, Path(work))
+        try:
+            if args.profile:
+                profile_awa(server, settings, BENCH / "results", session.logs)
+                return
+            print(f"server: {source}; preparing systems", flush=True)
+            session.prepare(peers)
+            session.results["meta"].update(
+                command=shlex.join(["python", "bench/run.py", *sys.argv[1:]]),
+                started=datetime.now(UTC).isoformat(timespec="seconds"),
+                machine=machine.describe(),
+                server=server.describe(),
+                server_source=source,
+                settings={**settings.__dict__, "reps": reps},
+            )
+            run_reps(session, Runner(server, settings), workloads, reps)
+        finally:
+            server.close()
+    session.results["meta"]["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
+    session.save()
+    write_results_md(session.results, out / "results.md")
+    plot(out / "results.json", out / "results.png")
+    if out == BENCH / "results" and not args.quick:
+        docs = REPO / "docs" / "benchmarks.md"
+        write_docs(
+            session.results,
+            docs,
+            "../bench/results/results.png",
+            BENCH / "results" / "profile-awa-w1.md",
+        )
+        print(f"wrote {docs.relative_to(REPO)}")
+    print((out / "results.md").read_text())
+
+
+if __name__ == "__main__":
+    main()
