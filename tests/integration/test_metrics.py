@@ -28,7 +28,7 @@ import awa
 import awa.metrics
 from awa.cli.main import build_parser
 from awa.metrics import spec
-from tests.helpers import FAST_WORKER, wait_for
+from tests.helpers import FAST_WORKER, wait_for, wait_until
 
 Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -441,3 +441,34 @@ async def test_dashboard_serves_metrics(client: awa.AsyncClient, database_url: s
     body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
     assert start["status"] == 200, body
     assert value(parse(body), "awa_queue_depth", queue="shown", state="available") == 1
+
+
+def test_sync_client_metrics_render_and_serve(sync_client: awa.Client) -> None:
+    @sync_client.task(None, kind="ok", queue="sync")
+    def ok(job: awa.Job[Any]) -> None:
+        return None
+
+    metrics = awa.metrics.instrument(sync_client, otel_enabled=False, stats_max_age_s=0)
+    sync_client.insert_many([{}, {}, {}], kind="ok", queue="sync")
+    with metrics.serve(port=0) as server:
+        sync_client.start([("sync", 2)], **FAST_WORKER)
+        try:
+            with pytest.raises(awa.ValidationError, match="before start"):
+                awa.metrics.instrument(sync_client)
+
+            def done() -> Series | None:
+                with urllib.request.urlopen(server.url, timeout=10) as response:
+                    series = parse(response.read())
+                completed = value(
+                    series, "awa_jobs_total", queue="sync", kind="ok", outcome="completed"
+                )
+                return series if completed == 3 else None
+
+            series = wait_until(done)
+        finally:
+            sync_client.shutdown()
+    assert value(series, "awa_job_duration_seconds_count", queue="sync") == 3
+    # render() from a thread without an event loop reads queue_stats() itself.
+    rendered = parse(metrics.render())
+    assert value(rendered, "awa_queue_depth", queue="sync", state="available") == 0
+    assert value(rendered, "awa_queue_in_flight", queue="sync") is None  # worker stopped

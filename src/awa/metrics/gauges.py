@@ -86,7 +86,7 @@ class StatsCache:
                 stats = await asyncio.to_thread(self._client.queue_stats)
             else:
                 current = asyncio.get_running_loop()
-                if self.loop is None or self.loop.is_closed():
+                if self.loop is None or self.loop.is_closed() or not self.loop.is_running():
                     self.loop = current
                 if self.loop is current:
                     stats = await self._client.queue_stats()

@@ -21,14 +21,14 @@ if TYPE_CHECKING:
     from awa.worker.runtime import Worker
 
 
+Hook = Callable[[float], None]
+
+
 class Recorder(Protocol):
     """A metrics backend: counters are added to, histograms observed."""
 
-    def add(self, instrument: spec.Instrument, labels: tuple[str, ...], value: float) -> None:
-        """Add ``value`` to the counter ``instrument`` with these label values."""
-
-    def observe(self, instrument: spec.Instrument, labels: tuple[str, ...], value: float) -> None:
-        """Record ``value`` in the histogram ``instrument`` with these label values."""
+    def bind(self, instrument: spec.Instrument, labels: tuple[str, ...]) -> Hook:
+        """The function adding to (counter) or observing (histogram) one labelled series."""
 
 
 class MetricsObserver(Observer):
@@ -43,14 +43,23 @@ class MetricsObserver(Observer):
         self._on_start = on_start
         self.worker: Worker | None = None
         self._settings: dict[str, tuple[dict[str, Any], dict[str, str]]] = {}
+        # Per job this is the whole cost: one dict lookup, then the backends' own update.
+        self._hooks: dict[tuple[str, tuple[str, ...]], tuple[Hook, ...]] = {}
+
+    def _series(self, instrument: spec.Instrument, labels: tuple[str, ...]) -> tuple[Hook, ...]:
+        key = (instrument.name, labels)
+        hooks = self._hooks.get(key)
+        if hooks is None:
+            hooks = self._hooks[key] = tuple(r.bind(instrument, labels) for r in self._recorders)
+        return hooks
 
     def _add(self, instrument: spec.Instrument, labels: tuple[str, ...], value: float = 1) -> None:
-        for recorder in self._recorders:
-            recorder.add(instrument, labels, value)
+        for hook in self._series(instrument, labels):
+            hook(value)
 
     def _observe(self, instrument: spec.Instrument, labels: tuple[str, ...], value: float) -> None:
-        for recorder in self._recorders:
-            recorder.observe(instrument, labels, value)
+        for hook in self._series(instrument, labels):
+            hook(value)
 
     # -- lifecycle -------------------------------------------------------------------
 

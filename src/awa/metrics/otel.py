@@ -12,6 +12,7 @@ from typing import Any
 
 from awa.metrics import spec
 from awa.metrics.gauges import Samples
+from awa.metrics.observer import Hook
 
 try:
     from opentelemetry import metrics as otel_metrics
@@ -73,13 +74,22 @@ class OtelRecorder:
             attrs = self._attributes[key] = dict(zip(instrument.labels, labels, strict=True))
         return attrs
 
-    def add(self, instrument: spec.Instrument, labels: tuple[str, ...], value: float) -> None:
-        """Add to a counter."""
-        self._counters[instrument.name].add(value, self._attrs(instrument, labels))
+    def bind(self, instrument: spec.Instrument, labels: tuple[str, ...]) -> Hook:
+        """Adds to (counter) or records in (histogram) the series with these attributes."""
+        attrs = self._attrs(instrument, labels)
+        if instrument.name in self._counters:
+            add = self._counters[instrument.name].add
 
-    def observe(self, instrument: spec.Instrument, labels: tuple[str, ...], value: float) -> None:
-        """Record a histogram value."""
-        self._histograms[instrument.name].record(value, self._attrs(instrument, labels))
+            def counter(value: float) -> None:
+                add(value, attrs)
+
+            return counter
+        record = self._histograms[instrument.name].record
+
+        def histogram(value: float) -> None:
+            record(value, attrs)
+
+        return histogram
 
     def _callback(self, instrument: spec.Instrument) -> Callable[[Any], Iterable[Any]]:
         assert otel_metrics is not None

@@ -4,7 +4,6 @@ collected at scrape time."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -12,6 +11,7 @@ from prometheus_client.registry import Collector
 
 from awa.metrics import spec
 from awa.metrics.gauges import Samples
+from awa.metrics.observer import Hook
 
 
 class PrometheusRecorder:
@@ -31,23 +31,13 @@ class PrometheusRecorder:
                 registry=registry,
                 buckets=spec.SECONDS_BUCKETS,
             )
-        # Label lookups cost more than the update itself: keep each child once.
-        self._children: dict[tuple[str, tuple[str, ...]], Any] = {}
 
-    def _child(self, instrument: spec.Instrument, labels: tuple[str, ...]) -> Any:
-        key = (instrument.name, labels)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = self._families[instrument.name].labels(*labels)
-        return child
-
-    def add(self, instrument: spec.Instrument, labels: tuple[str, ...], value: float) -> None:
-        """Increment a counter."""
-        self._child(instrument, labels).inc(value)
-
-    def observe(self, instrument: spec.Instrument, labels: tuple[str, ...], value: float) -> None:
-        """Observe a histogram value."""
-        self._child(instrument, labels).observe(value)
+    def bind(self, instrument: spec.Instrument, labels: tuple[str, ...]) -> Hook:
+        """``inc`` or ``observe`` of the child series with these label values."""
+        family = self._families[instrument.name]
+        if isinstance(family, Counter):
+            return family.labels(*labels).inc
+        return family.labels(*labels).observe
 
 
 class GaugeCollector(Collector):
