@@ -80,13 +80,14 @@ def stop_serve(proc: subprocess.Popen[str]) -> str:
     return stderr
 
 
-def http(
+def http_response(
     url: str,
     *,
     data: dict[str, str] | None = None,
     headers: dict[str, str] | None = None,
-) -> tuple[int, str]:
-    """GET (or POST a form when ``data`` is given); returns (status, body), no redirects."""
+) -> tuple[int, str, dict[str, str]]:
+    """GET (or POST a form when ``data`` is given), following no redirect:
+    (status, body, lower-cased headers)."""
 
     class NoRedirect(urllib.request.HTTPRedirectHandler):
         def redirect_request(self, *args: Any, **kwargs: Any) -> None:
@@ -97,6 +98,19 @@ def http(
     opener = urllib.request.build_opener(NoRedirect)
     try:
         with opener.open(request, timeout=10) as response:
-            return response.status, response.read().decode()
+            got = {k.lower(): v for k, v in response.headers.items()}
+            return response.status, response.read().decode(), got
     except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
+        got = {k.lower(): v for k, v in exc.headers.items()}
+        return exc.code, exc.read().decode(), got
+
+
+def http(
+    url: str,
+    *,
+    data: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, str]:
+    """(status, body) of :func:`http_response`."""
+    status, body, _ = http_response(url, data=data, headers=headers)
+    return status, body

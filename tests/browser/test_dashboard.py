@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 import awa
-from tests.acceptance.support import ROOT, http
+from tests.acceptance.support import ROOT, http, http_response
 from tests.browser.conftest import BuildReport, Seeded, SendEmail, Serve
 from tests.helpers import wait_until
 
@@ -248,6 +248,9 @@ def test_token_is_required_when_set(driver: Any, serve: Serve, seeded: Seeded) -
     bearer = {"Authorization": "Bearer s3cret-token"}
     assert http(guarded + "actions/queue/pause", data={"queue": "email"})[0] == 401
     assert http(guarded + "actions/queue/pause", data={"queue": "email"}, headers=bearer)[0] == 403
+    # The login redirect never leaves the site.
+    status, _, headers = http_response(guarded + "/evil.example/?token=s3cret-token")
+    assert (status, headers["location"]) == (303, "/evil.example/")
     # ...and the browser, which has both, may act.
     click(driver, "button[data-action='pause'][data-queue='email']")
     confirm(driver)

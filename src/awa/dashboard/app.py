@@ -29,6 +29,7 @@ from awa.dashboard.security import (
     Guard,
     GuardMiddleware,
     is_loopback,
+    local_path,
 )
 
 HERE = Path(__file__).parent
@@ -77,7 +78,7 @@ class Dashboard:
             "operator": request.cookies.get(OPERATOR_COOKIE, ""),
             "refresh_ms": self.settings.refresh_ms,
             "version": awa.__version__,
-            "path": request.url.path,
+            "path": local_path(request.url.path),
             "live_url": live_url(request),
             **(context or {}),
         }
@@ -101,7 +102,7 @@ def dashboard(request: Request) -> Dashboard:
 def live_url(request: Request) -> str:
     """This page's URL asking for its live fragment only."""
     params = [(k, v) for k, v in request.query_params.multi_items() if k != "fragment"]
-    return f"{request.url.path}?{urlencode([*params, ('fragment', 'live')])}"
+    return f"{local_path(request.url.path)}?{urlencode([*params, ('fragment', 'live')])}"
 
 
 def who(request: Request) -> str:

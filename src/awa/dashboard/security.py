@@ -44,6 +44,12 @@ SECURITY_HEADERS = {
 }
 
 
+def local_path(path: str) -> str:
+    """``path`` as a same-site path: ``//evil.example`` or ``/\\evil.example`` would leave
+    the site when used as a link, a form action or a redirect."""
+    return "/" + path.lstrip("/\\")
+
+
 def is_loopback(host: str) -> bool:
     """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
     if host.lower() in LOOPBACK_NAMES:
@@ -167,7 +173,7 @@ class GuardMiddleware(BaseHTTPMiddleware):
         if request.method != "GET" or not self.guard.token_matches(supplied):
             return self.login_page(request, "That token is not right.")
         query = request.url.remove_query_params("token").query
-        target = request.url.path + (f"?{query}" if query else "")
+        target = local_path(request.url.path) + (f"?{query}" if query else "")
         response = RedirectResponse(target, status_code=303)
         response.set_cookie(
             SESSION_COOKIE, self.guard.session_value(), httponly=True, samesite="lax",

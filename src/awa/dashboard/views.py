@@ -24,14 +24,12 @@ def override_active(overrides: awa.RuntimeOverrides | None) -> bool:
     return overrides is not None and any(getattr(overrides, k) is not None for k in SETTINGS)
 
 
-def capacity_text(capacity: awa.HardReserved | awa.Weighted) -> str:
-    """``hard 10`` or ``weighted min 2 · weight 1 · overflow 3``."""
+def capacity_text(capacity: awa.HardReserved | awa.Weighted, overflow: bool = True) -> str:
+    """``hard 10`` or ``weighted min 2 · weight 1 · overflow 3`` (the overflow held now)."""
     if isinstance(capacity, awa.HardReserved):
         return f"hard {capacity.max_workers}"
-    return (
-        f"weighted min {capacity.min_workers} · weight {capacity.weight} · "
-        f"overflow {capacity.overflow_held}"
-    )
+    text = f"weighted min {capacity.min_workers} · weight {capacity.weight}"
+    return f"{text} · overflow {capacity.overflow_held}" if overflow else text
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,99 @@
+"""The dashboard's pure parts, without a browser or a database: security checks, the
+sampler's arithmetic, the SVG charts and the audit log."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from starlette.requests import Request
+
+from awa.dashboard.audit import AuditLog
+from awa.dashboard.charts import line_chart
+from awa.dashboard.samples import QueuePoint, Sample, Sampler
+from awa.dashboard.security import CSRF_COOKIE, SESSION_COOKIE, Guard, is_loopback, local_path
+
+
+def request(headers: dict[str, str]) -> Request:
+    raw = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+    return Request({"type": "http", "method": "POST", "path": "/", "headers": raw})
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [("127.0.0.1", True), ("127.0.0.2", True), ("localhost", True), ("::1", True),
+     ("[::1]", True), ("0.0.0.0", False), ("192.168.1.5", False), ("example.com", False)],
+)  # fmt: skip
+def test_is_loopback(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
+
+
+def test_local_path_never_leaves_the_site() -> None:
+    assert local_path("//evil.example/x") == "/evil.example/x"
+    assert local_path("/\\evil.example") == "/evil.example"
+    assert local_path("/queues/email") == "/queues/email"
+
+
+def test_token_cookie_is_an_hmac_not_the_token() -> None:
+    guard = Guard("s3cret", read_only=False)
+    assert "s3cret" not in guard.session_value()
+    assert guard.authenticated(request({"cookie": f"{SESSION_COOKIE}={guard.session_value()}"}))
+    assert guard.authenticated(request({"authorization": "Bearer s3cret"}))
+    assert guard.authenticated(request({"x-awa-token": "s3cret"}))
+    assert not guard.authenticated(request({"authorization": "Bearer nope"}))
+    assert not guard.authenticated(request({}))
+    assert Guard(None, read_only=False).authenticated(request({}))
+
+
+def test_csrf_needs_our_signed_cookie_echoed_from_our_origin() -> None:
+    guard = Guard(None, read_only=False)
+    value = guard.new_csrf()
+    cookie = {"cookie": f"{CSRF_COOKIE}={value}", "host": "127.0.0.1:8000"}
+    assert guard.csrf_ok(request(cookie), value)
+    assert guard.csrf_ok(request({**cookie, "origin": "http://127.0.0.1:8000"}), value)
+    assert not guard.csrf_ok(request({**cookie, "origin": "http://evil.example"}), value)
+    assert not guard.csrf_ok(request(cookie), None)
+    assert not guard.csrf_ok(request(cookie), guard.new_csrf())  # another value
+    forged = "nonce.0000"
+    assert not guard.csrf_ok(request({"cookie": f"{CSRF_COOKIE}={forged}"}), forged)
+    other = Guard(None, read_only=False).new_csrf()  # signed by another process
+    assert not guard.csrf_ok(request({"cookie": f"{CSRF_COOKIE}={other}"}), other)
+
+
+def _sampler(points: list[tuple[float, int, int]]) -> Sampler:
+    sampler = Sampler(client=None, interval_s=5.0)  # type: ignore[arg-type]
+    for at, completed, running in points:
+        sampler._samples.append(Sample(at, {"q": QueuePoint(completed, running, 0)}))
+    return sampler
+
+
+def test_throughput_and_series() -> None:
+    sampler = _sampler([(0.0, 100, 1), (30.0, 130, 2), (60.0, 190, 3), (90.0, 190, 0)])
+    assert sampler.throughput_per_minute("q") == pytest.approx(60.0)  # 60 done in 60 s
+    assert sampler.throughput_per_minute("other") is None
+    ago, rate, running = sampler.series("q")
+    assert ago == [60.0, 30.0, 0.0]
+    assert rate == [60.0, 120.0, 0.0]
+    assert running == [2.0, 3.0, 0.0]
+    # Pruning (fewer completed rows than before) never gives a negative rate.
+    assert _sampler([(0.0, 500, 0), (10.0, 20, 0)]).throughput_per_minute("q") == 0.0
+    assert _sampler([(0.0, 1, 0)]).throughput_per_minute("q") is None
+
+
+def test_line_chart_escapes_and_handles_few_points() -> None:
+    empty = line_chart("<b>rate</b>", [], [], "line-rate")
+    assert "collecting samples" in empty and "<b>" not in empty
+    chart = str(line_chart("rate", [10.0, 5.0, 0.0], [1.0, 4.0, 2.0], "line-rate"))
+    assert chart.startswith("<svg") and "<polyline" in chart and ">4<" in chart
+
+
+def test_audit_log_keeps_newest_first_and_logs(caplog: Any) -> None:
+    audit = AuditLog(maxlen=2)
+    with caplog.at_level(logging.INFO, logger="awa.dashboard"):
+        audit.record("alice@127.0.0.1", "pause", "queue email")
+        audit.record("bob@127.0.0.1", "resume", "queue email")
+        audit.record("carol@127.0.0.1", "retry", "job 7", "now available")
+    assert [e.who for e in audit.recent()] == ["carol@127.0.0.1", "bob@127.0.0.1"]
+    assert audit.recent(1)[0].detail == "now available"
+    assert "pause queue email by alice@127.0.0.1" in caplog.text
