@@ -472,3 +472,13 @@ def test_sync_client_metrics_render_and_serve(sync_client: awa.Client) -> None:
     rendered = parse(metrics.render())
     assert value(rendered, "awa_queue_depth", queue="sync", state="available") == 0
     assert value(rendered, "awa_queue_in_flight", queue="sync") is None  # worker stopped
+
+
+def test_without_opentelemetry_the_mirror_is_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    from awa.metrics import otel
+
+    monkeypatch.setattr(otel, "otel_metrics", None)
+    assert not otel.available() and not otel.configured()
+    assert not awa.metrics.Metrics(None).otel_enabled
+    with pytest.raises(RuntimeError, match="opentelemetry-api is not installed"):
+        awa.metrics.Metrics(None, otel_enabled=True)
