@@ -17,6 +17,7 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from awa.db import sql
+from awa.worker import progress
 from awa.worker.observe import Observer
 from awa.worker.results import Finalization
 
@@ -128,6 +129,7 @@ class Completer:
             return
 
     async def _flush(self, batch: list[Finalization]) -> set[int]:
+        progress_values, metadata_values = progress.finalize_values(f.job for f in batch)
         params: dict[str, Any] = {
             "ids": [f.job_id for f in batch],
             "run_leases": [f.run_lease for f in batch],
@@ -135,6 +137,8 @@ class Completer:
             "delays_ms": [f.delay_ms for f in batch],
             "refunds": [f.refund for f in batch],
             "errors": [f.error for f in batch],
+            "progress": progress_values,
+            "metadata": metadata_values,
         }
         async with self._pool.connection() as conn:
             cur = await conn.execute(sql.JOB_FINALIZE_MANY, params)

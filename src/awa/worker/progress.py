@@ -88,6 +88,18 @@ def finalize_values(jobs: Iterable[Job[Any] | None]) -> tuple[list[str | None], 
     return progress, metadata
 
 
+def with_updates(record: dict[str, Any], job: Job[Any] | None) -> dict[str, Any]:
+    """A ``job_finalize_many`` record plus the attempt's progress and metadata, if any."""
+    updates = job._updates if job is not None else None
+    if isinstance(updates, Updates) and job is not None:
+        with updates.lock:
+            if updates.progress_set:
+                record["progress"] = job.progress
+            if updates.metadata_patch:
+                record["metadata"] = dict(updates.metadata_patch)
+    return record
+
+
 def _mark_written(job: Job[Any], version: int) -> None:
     updates = job._updates
     if isinstance(updates, Updates):

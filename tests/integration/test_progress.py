@@ -1,0 +1,145 @@
+"""Progress, checkpoints and metadata updates on real PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import psycopg
+import pytest
+
+import awa
+from tests.helpers import FAST_WORKER, wait_for
+
+
+def _row(db: psycopg.Connection[Any], job_id: int) -> tuple[Any, ...]:
+    row = db.execute(
+        "SELECT state::text, progress, metadata FROM awa.jobs WHERE id = %s", (job_id,)
+    ).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+async def test_progress_survives_a_retry_and_the_handler_resumes_from_its_checkpoint(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    seen: list[Any] = []
+
+    @client.task(None, kind="batch", queue="q")
+    async def batch(job: awa.Job[Any]) -> awa.RetryAfter | None:
+        seen.append((job.attempt, job.checkpoint, dict(job.metadata)))
+        start = (job.checkpoint or {}).get("next", 0)
+        for i in range(start, 10):
+            if i == 5 and job.attempt == 1:
+                raise RuntimeError("crashed half way")
+            job.set_progress(i * 10, f"item {i}", checkpoint={"next": i + 1})
+            job.update_metadata({"last_item": i})
+        return None
+
+    job = await client.insert({}, kind="batch", queue="q", metadata={"owner": "ops"})
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+
+        async def retryable() -> bool:
+            return _row(db, job.id)[0] == "retryable"
+
+        await wait_for(retryable)
+        _, progress, metadata = _row(db, job.id)
+        assert progress == {"percent": 40.0, "message": "item 4", "checkpoint": {"next": 5}}
+        assert metadata == {"owner": "ops", "last_item": 4}
+        await client.retry(job.id)  # run it now instead of after the backoff
+
+        async def completed() -> bool:
+            return _row(db, job.id)[0] == "completed"
+
+        await wait_for(completed)
+    finally:
+        await client.shutdown()
+    assert seen[1] == (2, {"next": 5}, {"owner": "ops", "last_item": 4})
+    _, progress, metadata = _row(db, job.id)
+    assert progress is None  # cleared on completion
+    assert metadata == {"owner": "ops", "last_item": 9}
+
+
+async def test_progress_is_written_with_heartbeats_and_by_flush(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    gate = asyncio.Event()
+    flushed: list[bool] = []
+    sync_gate = threading.Event()
+
+    @client.task(None, kind="slow", queue="q")
+    async def slow(job: awa.Job[Any]) -> None:
+        job.set_progress(25, "a quarter")
+        await gate.wait()
+        job.set_progress(75)
+        flushed.append(await job.flush_progress())
+        await asyncio.Event().wait()
+
+    @client.task(None, kind="slow_sync", queue="q")
+    def slow_sync(job: awa.Job[Any]) -> None:
+        job.update_metadata({"phase": "download"})
+        flushed.append(job.flush_progress_sync())
+        sync_gate.wait(15)
+
+    job = await client.insert({}, kind="slow", queue="q")
+    sync_job = await client.insert({}, kind="slow_sync", queue="q")
+    await client.start([("q", 2)], **{**FAST_WORKER, "heartbeat_interval_ms": 100})
+    try:
+
+        async def beat_wrote() -> bool:
+            return _row(db, job.id)[1] == {"percent": 25.0, "message": "a quarter"}
+
+        await wait_for(beat_wrote)  # written by the heartbeat-cadence flush, no call needed
+        gate.set()
+
+        async def flush_wrote() -> bool:
+            return _row(db, job.id)[1] == {"percent": 75.0}
+
+        await wait_for(flush_wrote)
+
+        async def sync_wrote() -> bool:
+            return _row(db, sync_job.id)[2] == {"phase": "download"}
+
+        await wait_for(sync_wrote)
+        assert _row(db, job.id)[0] == "running"
+    finally:
+        sync_gate.set()
+        await client.cancel(job.id)
+        await client.shutdown()
+    assert flushed == [True, True] or flushed == [True, True][::-1]
+
+
+async def test_progress_validation(client: awa.AsyncClient) -> None:
+    errors: list[str] = []
+
+    @client.task(None, kind="v", queue="q")
+    async def v(job: awa.Job[Any]) -> None:
+        for call in (
+            lambda: job.set_progress(101),
+            lambda: job.set_progress(-1),
+            lambda: job.set_progress(float("nan")),
+            lambda: job.set_progress(True),
+            lambda: job.update_metadata(["not", "a", "dict"]),  # type: ignore[arg-type]
+            lambda: job.set_progress(1, checkpoint=object()),
+        ):
+            try:
+                call()
+            except awa.AwaError as exc:
+                errors.append(type(exc).__name__)
+
+    job = await client.insert({}, kind="v", queue="q")
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+
+        async def done() -> bool:
+            return (await client.get_job(job.id)).state is awa.JobState.COMPLETED
+
+        await wait_for(done)
+    finally:
+        await client.shutdown()
+    assert errors == ["ValidationError"] * 5 + ["SerializationError"]
+    outside = await client.get_job(job.id)
+    with pytest.raises(RuntimeError, match="inside a handler"):
+        outside.set_progress(10)

@@ -1,0 +1,76 @@
+"""awa.testing: work_one, drain_queue, inline mode and assert_enqueued."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+import awa
+import awa.testing
+
+
+@dataclasses.dataclass
+class SendEmail:
+    to: str
+
+
+async def test_work_one_and_drain_queue_use_the_real_path(client: awa.AsyncClient) -> None:
+    sent: list[str] = []
+    events: list[str] = []
+    client.on_event("*", lambda e: events.append(e.name))
+
+    @client.task(SendEmail, queue="email")
+    async def send(job: awa.Job[SendEmail]) -> None:
+        sent.append(job.args.to)
+        job.set_progress(100, "sent")
+        if job.args.to == "bad@example.com":
+            raise ValueError("bounced")
+
+    assert await awa.testing.work_one(client, queue="email") is None  # empty
+    for to in ("a@example.com", "bad@example.com", "c@example.com"):
+        await client.insert(SendEmail(to))
+    first = await awa.testing.work_one(client, queue="email")
+    assert first is not None and first.state is awa.JobState.COMPLETED and first.attempt == 1
+    rest = await awa.testing.drain_queue(client, "email")
+    assert [j.state for j in rest] == [awa.JobState.RETRYABLE, awa.JobState.COMPLETED]
+    assert rest[0].errors[-1]["error"] == "bounced"
+    assert rest[0].progress == {"percent": 100.0, "message": "sent"}  # kept for the retry
+    assert sent == ["a@example.com", "bad@example.com", "c@example.com"]
+    assert events.count("completed") == 2 and events.count("retried") == 1
+    assert await awa.testing.drain_queue(client, "email") == []
+
+
+async def test_inline_mode_runs_jobs_as_they_are_inserted(client: awa.AsyncClient) -> None:
+    ran: list[int] = []
+
+    @client.task(None, kind="k", queue="q")
+    def handler(job: awa.Job[Any]) -> None:  # sync handlers run inline too
+        ran.append(job.args["n"])
+
+    earlier = await client.insert({"n": 0}, kind="k", queue="q")
+    async with awa.testing.inline(client):
+        job = await client.insert({"n": 1}, kind="k", queue="q")
+        many = await client.insert_many([{"n": 2}, {"n": 3}], kind="k", queue="q")
+    assert job.state is awa.JobState.COMPLETED
+    assert [j.state for j in many] == [awa.JobState.COMPLETED] * 2
+    assert ran == [1, 2, 3]  # only the jobs inserted inside the block, in order
+    assert (await client.get_job(earlier.id)).state is awa.JobState.AVAILABLE
+    after = await client.insert({"n": 4}, kind="k", queue="q")
+    assert after.state is awa.JobState.AVAILABLE  # inline mode ended with the block
+
+
+async def test_assert_enqueued(client: awa.AsyncClient) -> None:
+    await client.insert(SendEmail("ada@example.com"), queue="email")
+    await client.insert(SendEmail("bob@example.com"), queue="email")
+    job = await awa.testing.assert_enqueued(client, kind="send_email",
+                                            args={"to": "ada@example.com"})  # fmt: skip
+    assert job.args == {"to": "ada@example.com"}
+    await awa.testing.assert_enqueued(client, queue="email", count=2)
+    with pytest.raises(AssertionError, match="candidates: #"):
+        await awa.testing.assert_enqueued(client, kind="send_email", args={"to": "eve@x"})
+    with pytest.raises(AssertionError, match="expected 1 job"):
+        await awa.testing.assert_enqueued(client, kind="send_email", count=1)
+    with pytest.raises(awa.ValidationError):
+        await awa.testing.assert_enqueued(client)
