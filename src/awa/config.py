@@ -88,6 +88,7 @@ class WorkerConfig:
     cron_interval_ms: int = 1_000
     callback_rescue_interval_ms: int = 1_000
     dlq_retention_ms: int = 30 * 24 * 3_600_000
+    synchronous_commit: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -186,6 +187,9 @@ def parse_override_refresh_ms(raw: str | None, default: int = 10_000) -> tuple[i
     return value, None
 
 
+_BOOLEAN_SETTINGS = frozenset({"synchronous_commit"})
+
+
 def build_worker_config(
     queues: Iterable[QueueSpec] | None,
     *,
@@ -215,6 +219,10 @@ def build_worker_config(
     if unknown:
         raise InvalidSetting("start", f"unknown setting(s): {', '.join(sorted(unknown))}")
     for name, value in settings.items():
+        if name in _BOOLEAN_SETTINGS:
+            if not isinstance(value, bool):
+                raise InvalidSetting(name, f"must be True or False, got {value!r}")
+            continue
         validate.integer(name, value, low=1, error=InvalidSetting)
     if "override_refresh_ms" not in settings:
         refresh, warning = parse_override_refresh_ms(os.environ.get("AWA_OVERRIDE_REFRESH_MS"))

@@ -24,22 +24,23 @@ async def test_sigkill_mid_batch_loses_nothing(
     client: awa.AsyncClient, db: psycopg.Connection[Any], spawn_worker: SpawnWorker
 ) -> None:
     total = 300
-    await client.insert_many([{"ms": 30} for _ in range(total)], kind="chaos_sleep", queue="chaos")
-    victim = spawn_worker("chaos=16")
     survivor = spawn_worker("chaos=4")
+    victim = spawn_worker("chaos=16")
+    # Jobs arrive once both run, and last long enough that the victim dies mid-batch.
+    await client.insert_many([{"ms": 100} for _ in range(total)], kind="chaos_sleep", queue="chaos")
 
     async def victim_is_busy() -> bool:
         counts = _counts(db)
         return counts.get("running", 0) >= 8 and counts.get("completed", 0) >= 20
 
-    await wait_for(victim_is_busy, timeout=30)
+    await wait_for(victim_is_busy, timeout=60)
     victim.send_signal(signal.SIGKILL)
     victim.wait(10)
 
     async def all_done() -> bool:
         return _counts(db).get("completed", 0) == total
 
-    await wait_for(all_done, timeout=60)
+    await wait_for(all_done, timeout=90)
     assert _counts(db) == {"completed": total}
     rescued = db.execute(
         'SELECT count(*) FROM awa.jobs WHERE errors @> \'[{"type": "HeartbeatStale"}]\''

@@ -10,16 +10,16 @@ A failed flush keeps its batch and retries with backoff; nothing is dropped.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Iterator
-from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
 from awa.db import sql
 from awa.worker import progress
 from awa.worker.observe import Observer
-from awa.worker.results import Finalization
+from awa.worker.results import AttemptKey, Finalization, attempt_key
 
 logger = logging.getLogger("awa")
 
@@ -34,8 +34,10 @@ class Completer:
         max_batch: int = 2_000,
         max_backlog: int = 10_000,
         observer: Observer | None = None,
+        synchronous_commit: bool = False,
     ) -> None:
         self._pool = pool
+        self._synchronous_commit = "on" if synchronous_commit else "off"
         self._max_batch = max_batch
         self._max_backlog = max_backlog
         self._pending: list[Finalization] = []
@@ -84,12 +86,12 @@ class Completer:
         self._pending.append(item)
         self._wakeup.set()
 
-    def attempts(self) -> Iterator[tuple[int, int]]:
-        """(id, run_lease) of outcomes not yet written: their jobs still need heartbeats."""
+    def attempts(self) -> Iterator[AttemptKey]:
+        """Attempts whose outcome is not written yet: their jobs still need heartbeats."""
         for item in self._flushing:
-            yield item.job_id, item.run_lease
+            yield attempt_key(item.job)
         for item in self._pending:
-            yield item.job_id, item.run_lease
+            yield attempt_key(item.job)
 
     @property
     def backlog(self) -> int:
@@ -129,16 +131,9 @@ class Completer:
             return
 
     async def _flush(self, batch: list[Finalization]) -> set[int]:
-        progress_values, metadata_values = progress.finalize_values(f.job for f in batch)
-        params: dict[str, Any] = {
-            "ids": [f.job_id for f in batch],
-            "run_leases": [f.run_lease for f in batch],
-            "states": [f.state.value for f in batch],
-            "delays_ms": [f.delay_ms for f in batch],
-            "refunds": [f.refund for f in batch],
-            "errors": [f.error for f in batch],
-            "progress": progress_values,
-            "metadata": metadata_values,
+        params = {
+            "outcomes": json.dumps([progress.with_updates(f.record(), f.job) for f in batch]),
+            "synchronous_commit": self._synchronous_commit,
         }
         async with self._pool.connection() as conn:
             cur = await conn.execute(sql.JOB_FINALIZE_MANY, params)

@@ -48,8 +48,11 @@ class Dispatcher:
         control: QueueControl,
         executor: Executor,
         observer: Observer | None = None,
+        *,
+        synchronous_commit: bool = False,
     ) -> None:
         self.queue = queue
+        self._commit_mode = "on" if synchronous_commit else "off"
         self._pool = pool
         self.permits = permits
         self.control = control
@@ -185,6 +188,11 @@ class Dispatcher:
             cur = conn.cursor(row_factory=job_rows)
             await cur.execute(
                 sql.JOB_CLAIM_AVAILABLE,
-                {"queue": self.queue, "limit": limit, "deadline_ms": deadline_ms},
+                {
+                    "queue": self.queue,
+                    "limit": limit,
+                    "deadline_ms": deadline_ms,
+                    "synchronous_commit": self._commit_mode,
+                },
             )
             return await cur.fetchall()

@@ -78,7 +78,7 @@ class Executor:
         job._services = self.services
         self.attempts[job.id] = attempt
         self.started += 1
-        attempt.task = asyncio.create_task(self._run(attempt), name=f"awa-job-{job.id}")
+        attempt.task = asyncio.create_task(self._run(attempt))
 
     async def _run(self, attempt: Attempt) -> None:
         job = attempt.job
@@ -127,36 +127,50 @@ class Executor:
             return None
         return results.from_return(job, value)
 
-    def _remaining(self, attempt: Attempt) -> float | None:
+    @staticmethod
+    def _expire(attempt: Attempt, interrupt: bool) -> None:
+        """The deadline passed: flag the attempt, and cancel it when it is a coroutine."""
+        if attempt.cancel_reason is None:
+            attempt.cancel_reason = "deadline"
+            if interrupt and attempt.task is not None:
+                attempt.task.cancel()
+
+    def _arm_deadline(self, attempt: Attempt, interrupt: bool) -> asyncio.TimerHandle | None:
         if attempt.deadline_ms <= 0:
             return None
-        return max(0.0, attempt.deadline_ms / 1000 - (time.monotonic() - attempt.started))
+        remaining = attempt.deadline_ms / 1000 - (time.monotonic() - attempt.started)
+        loop = asyncio.get_running_loop()
+        return loop.call_later(max(0.0, remaining), self._expire, attempt, interrupt)
 
     async def _run_async(self, task: Task, attempt: Attempt) -> Any:
-        remaining = self._remaining(attempt)
-        if remaining is None:
-            return await task.handler(attempt.job)
+        timer = self._arm_deadline(attempt, interrupt=True)
         try:
-            async with asyncio.timeout(remaining) as scope:
-                return await task.handler(attempt.job)
-        except TimeoutError:
-            if scope.expired():
-                attempt.cancel_reason = "deadline"
+            return await task.handler(attempt.job)
+        except asyncio.CancelledError:
+            if attempt.cancel_reason == "deadline":
+                current = asyncio.current_task()
+                if current is not None:
+                    current.uncancel()
                 raise _DeadlineExceeded() from None
             raise
+        finally:
+            if timer is not None:
+                timer.cancel()
 
     async def _run_sync(self, task: Task, attempt: Attempt) -> Any:
+        # A thread cannot be interrupted: at the deadline the attempt is only flagged, and
+        # the handler is expected to notice (job.is_cancelled()); its permit stays taken
+        # until the thread is free.
+        timer = self._arm_deadline(attempt, interrupt=False)
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._threads, task.handler, attempt.job)
-        remaining = self._remaining(attempt)
-        done, _ = await asyncio.wait({future}, timeout=remaining)
-        if not done:
-            # A thread cannot be interrupted: flag the attempt and wait for the handler to
-            # notice (job.is_cancelled()); its slot stays taken until the thread is free.
-            attempt.cancel_reason = "deadline"
-            await asyncio.shield(future)
+        try:
+            value = await loop.run_in_executor(self._threads, task.handler, attempt.job)
+        finally:
+            if timer is not None:
+                timer.cancel()
+        if attempt.cancel_reason == "deadline":
             raise _DeadlineExceeded()
-        return future.result()
+        return value
 
     # -- control ---------------------------------------------------------------------
 
@@ -172,9 +186,9 @@ class Executor:
                 attempt.task.cancel()
         return True
 
-    def in_flight(self) -> list[tuple[int, int]]:
-        """(id, run_lease) of every attempt whose handler is still running."""
-        return [(job_id, a.run_lease) for job_id, a in self.attempts.items()]
+    def in_flight(self) -> list[results.AttemptKey]:
+        """The fencing keys of every attempt whose handler is still running."""
+        return [results.attempt_key(a.job) for a in self.attempts.values()]
 
     async def wait_idle(self, timeout: float | None) -> bool:
         """Wait until no handler runs (True) or the timeout passes (False)."""

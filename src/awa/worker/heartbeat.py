@@ -17,20 +17,30 @@ from awa.worker.executor import Executor
 logger = logging.getLogger("awa")
 
 
-async def beat(pool: AsyncConnectionPool, executor: Executor, completer: Completer) -> int:
+async def beat(
+    pool: AsyncConnectionPool,
+    executor: Executor,
+    completer: Completer,
+    synchronous_commit: bool = False,
+) -> int:
     """Refresh heartbeats; returns how many attempts had lost their lease."""
     running = executor.in_flight()
-    attempts = dict(running)
-    attempts.update(completer.attempts())
+    attempts = {key[0]: key for key in running}
+    attempts.update((key[0], key) for key in completer.attempts())
     if not attempts:
         return 0
-    ids = list(attempts)
-    leases = [attempts[i] for i in ids]
+    keys = list(attempts.values())
+    params = {
+        "ids": [key[0] for key in keys],
+        "run_leases": [key[1] for key in keys],
+        "attempted_ats": [key[2] for key in keys],
+        "synchronous_commit": "on" if synchronous_commit else "off",
+    }
     async with pool.connection() as conn:
-        cur = await conn.execute(sql.JOB_HEARTBEAT_MANY, {"ids": ids, "run_leases": leases})
+        cur = await conn.execute(sql.JOB_HEARTBEAT_MANY, params)
         alive = {row[0] for row in await cur.fetchall()}
     lost = 0
-    for job_id, lease in running:
+    for job_id, lease, _ in running:
         if job_id not in alive and executor.cancel(job_id, "lease lost", lease):
             lost += 1
             logger.info(

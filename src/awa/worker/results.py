@@ -7,10 +7,10 @@ backoff until ``max_attempts`` is used up.
 
 from __future__ import annotations
 
-import json
 import random
 import traceback
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from awa.errors import TerminalError
@@ -28,17 +28,49 @@ def backoff_seconds(attempt: int, rng: random.Random | None = None) -> float:
     return min(base + jitter, MAX_BACKOFF_S)
 
 
+AttemptKey = tuple[int, int, datetime]
+"""(job id, run_lease, attempted_at): what every write of one attempt must match."""
+
+
+def attempt_key(job: Job[Any]) -> AttemptKey:
+    """The fencing key of ``job``'s current attempt."""
+    assert job.attempted_at is not None, "only claimed jobs have an attempt"
+    return job.id, job.run_lease, job.attempted_at
+
+
 @dataclass(slots=True)
 class Finalization:
-    """One row change for ``job_finalize_many.sql``."""
+    """One row change for ``job_finalize_many.sql``: the outcome of one attempt of ``job``."""
 
-    job_id: int
-    run_lease: int
+    job: Job[Any] = field(repr=False, compare=False)
     state: JobState
     delay_ms: float | None = None
     refund: bool = False
-    error: str | None = None  # JSON object text, appended to errors
-    job: Job[Any] | None = field(default=None, repr=False, compare=False)
+    error: dict[str, Any] | None = None  # one entry appended to the job's errors
+
+    @property
+    def job_id(self) -> int:
+        """The job's id."""
+        return self.job.id
+
+    @property
+    def run_lease(self) -> int:
+        """The lease of the attempt this outcome belongs to."""
+        return self.job.run_lease
+
+    def record(self) -> dict[str, Any]:
+        """This outcome as one element of ``job_finalize_many``'s jsonb parameter."""
+        job = self.job
+        assert job.attempted_at is not None, "only claimed jobs have outcomes"
+        return {
+            "id": job.id,
+            "run_lease": job.run_lease,
+            "attempted_at": job.attempted_at.isoformat(),
+            "state": self.state.value,
+            "delay_ms": self.delay_ms,
+            "refund": self.refund,
+            "error": self.error,
+        }
 
     @property
     def is_final(self) -> bool:
@@ -46,39 +78,35 @@ class Finalization:
         return self.state.is_final
 
 
-def _error_entry(job: Job[Any], message: str, kind: str, tb: str | None = None) -> str:
+def _error_entry(job: Job[Any], message: str, kind: str, tb: str | None = None) -> dict[str, Any]:
     entry: dict[str, Any] = {"error": message, "attempt": job.attempt, "type": kind}
     if tb:
         entry["traceback"] = tb[-MAX_TRACEBACK_CHARS:]
-    return json.dumps(entry)
+    return entry
 
 
-def _retry_or_fail(job: Job[Any], delay_s: float, error: str) -> Finalization:
+def _retry_or_fail(job: Job[Any], delay_s: float, error: dict[str, Any]) -> Finalization:
     if job.attempt >= job.max_attempts:
-        return Finalization(job.id, job.run_lease, JobState.FAILED, error=error, job=job)
-    return Finalization(
-        job.id, job.run_lease, JobState.RETRYABLE, delay_s * 1000, error=error, job=job
-    )
+        return Finalization(job, JobState.FAILED, error=error)
+    return Finalization(job, JobState.RETRYABLE, delay_s * 1000, error=error)
 
 
 def from_return(job: Job[Any], value: Any) -> Finalization:
     """What a handler's return value means for its job."""
     if value is None:
-        return Finalization(job.id, job.run_lease, JobState.COMPLETED, job=job)
+        return Finalization(job, JobState.COMPLETED)
     if isinstance(value, RetryAfter):
         message = f"retry requested after {value.seconds:g}s"
         return _retry_or_fail(job, value.seconds, _error_entry(job, message, "RetryAfter"))
     if isinstance(value, Snooze):
-        return Finalization(
-            job.id, job.run_lease, JobState.SCHEDULED, value.seconds * 1000, refund=True, job=job
-        )
+        return Finalization(job, JobState.SCHEDULED, value.seconds * 1000, refund=True)
     if isinstance(value, Cancel):
         error = _error_entry(job, value.reason, "Cancel")
-        return Finalization(job.id, job.run_lease, JobState.CANCELLED, error=error, job=job)
+        return Finalization(job, JobState.CANCELLED, error=error)
     if isinstance(value, WaitForCallback):
         return _wait_for_callback(job, value)
     # Anything else is treated as success: handlers often return incidental values.
-    return Finalization(job.id, job.run_lease, JobState.COMPLETED, job=job)
+    return Finalization(job, JobState.COMPLETED)
 
 
 def from_exception(job: Job[Any], exc: BaseException) -> Finalization:
@@ -88,7 +116,7 @@ def from_exception(job: Job[Any], exc: BaseException) -> Finalization:
     tb = "".join(traceback.format_exception(exc))
     error = _error_entry(job, message, kind, tb)
     if isinstance(exc, TerminalError):
-        return Finalization(job.id, job.run_lease, JobState.FAILED, error=error, job=job)
+        return Finalization(job, JobState.FAILED, error=error)
     return _retry_or_fail(job, backoff_seconds(job.attempt), error)
 
 
@@ -96,7 +124,7 @@ def failure(job: Job[Any], message: str, kind: str, *, terminal: bool) -> Finali
     """A failure the worker detected itself (unknown kind, deadline, undecodable args)."""
     error = _error_entry(job, message, kind)
     if terminal:
-        return Finalization(job.id, job.run_lease, JobState.FAILED, error=error, job=job)
+        return Finalization(job, JobState.FAILED, error=error)
     return _retry_or_fail(job, backoff_seconds(job.attempt), error)
 
 

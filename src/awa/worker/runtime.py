@@ -70,7 +70,10 @@ class Worker:
         self.shutting_down = False
         self.observer = Fanout([JobLog(), *observers])
         self.completer = Completer(
-            pool, max_backlog=max(4 * config.total_permits, 1_000), observer=self.observer
+            pool,
+            max_backlog=max(4 * config.total_permits, 1_000),
+            observer=self.observer,
+            synchronous_commit=config.synchronous_commit,
         )
         self.executor = Executor(registry, self.completer, config.total_permits, self.observer)
         self.features = Features(pool, config, schedules)  # cron, DLQ, aging, progress, callbacks
@@ -84,7 +87,13 @@ class Worker:
             bucket = TokenBucket(q.rate_limit[0], q.rate_limit[1]) if q.rate_limit else None
             control = QueueControl(q, bucket, config.override_refresh_ms)
             self.dispatchers[q.name] = Dispatcher(
-                q.name, pool, permits[q.name], control, self.executor, self.observer
+                q.name,
+                pool,
+                permits[q.name],
+                control,
+                self.executor,
+                self.observer,
+                synchronous_commit=config.synchronous_commit,
             )
         self.listener = Listener(url, self._on_available, self._on_control, self._wake_all)
         self.heartbeat = Periodic("heartbeat", config.heartbeat_interval_ms / 1000, self._beat)
@@ -162,7 +171,9 @@ class Worker:
     # -- periodic work ---------------------------------------------------------------
 
     async def _beat(self) -> None:
-        await heartbeat.beat(self.pool, self.executor, self.completer)
+        await heartbeat.beat(
+            self.pool, self.executor, self.completer, self.config.synchronous_commit
+        )
 
     async def _publish(self) -> None:
         snap = self.snapshot()
@@ -233,13 +244,14 @@ class Worker:
         unfinished = self.executor.in_flight()
         if not unfinished:
             return
-        for job_id, _ in unfinished:
+        for job_id, _, _ in unfinished:
             attempt = self.executor.attempts.get(job_id)
             if attempt is not None:
                 attempt.cancel_reason = attempt.cancel_reason or "shutdown"
         params = {
-            "ids": [job_id for job_id, _ in unfinished],
-            "run_leases": [lease for _, lease in unfinished],
+            "ids": [key[0] for key in unfinished],
+            "run_leases": [key[1] for key in unfinished],
+            "attempted_ats": [key[2] for key in unfinished],
             "reason": "worker shut down before the handler finished",
         }
         try:

@@ -45,6 +45,12 @@ CREATE TABLE awa.jobs (
     callback_timeout_at timestamptz
 );
 
+-- Indexes are chosen per access path, and made partial so that a job's three hot writes
+-- (insert, claim, completion) each touch as few indexes as possible: every state change
+-- is a non-HOT update, so each index whose predicate matches the new row version gets an
+-- entry. Insert → pkey + claim; claim → pkey + running; completion → pkey + finished +
+-- finalized.
+
 -- The claim path: the next available jobs of one queue in dispatch order.
 CREATE INDEX jobs_claim_idx ON awa.jobs (queue, priority, run_at, id)
     WHERE state = 'available';
@@ -52,17 +58,18 @@ CREATE INDEX jobs_claim_idx ON awa.jobs (queue, priority, run_at, id)
 -- Promotion of scheduled and retryable jobs whose time has come.
 CREATE INDEX jobs_due_idx ON awa.jobs (run_at) WHERE state IN ('scheduled', 'retryable');
 
--- Rescue of running jobs with a stale heartbeat or a passed deadline.
-CREATE INDEX jobs_running_heartbeat_idx ON awa.jobs (heartbeat_at) WHERE state = 'running';
-CREATE INDEX jobs_running_deadline_idx ON awa.jobs (deadline_at)
-    WHERE state = 'running' AND deadline_at IS NOT NULL;
+-- Rescue of running jobs (stale heartbeat; the deadline rescue filters this small set).
+CREATE INDEX jobs_running_idx ON awa.jobs (heartbeat_at) WHERE state = 'running';
 
--- Admin listing and statistics by queue and kind.
-CREATE INDEX jobs_queue_state_idx ON awa.jobs (queue, state);
-CREATE INDEX jobs_kind_state_idx ON awa.jobs (kind, state);
+-- Statistics of finished jobs per queue (index-only counts, completed in the last hour).
+CREATE INDEX jobs_finished_idx ON awa.jobs (queue, state, finalized_at)
+    WHERE state IN ('completed', 'failed', 'cancelled');
 
--- Retention pruning of finished jobs.
+-- Retention pruning of finished jobs, oldest first across queues.
 CREATE INDEX jobs_finalized_idx ON awa.jobs (finalized_at) WHERE finalized_at IS NOT NULL;
+
+-- Bulk retry and discard of failed jobs by kind.
+CREATE INDEX jobs_failed_kind_idx ON awa.jobs (kind) WHERE state = 'failed';
 
 -- Unique jobs: at most one row per key among the states that key guards.
 CREATE UNIQUE INDEX jobs_unique_idx ON awa.jobs (unique_key)

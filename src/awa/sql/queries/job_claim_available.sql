@@ -4,8 +4,13 @@
 -- NOT EXISTS on queue_meta makes a pause effective on the very next claim of every worker.
 -- Each claim starts a new attempt: attempt and run_lease go up by one, and every later
 -- write of this attempt must match (id, run_lease, state = 'running').
+-- The commit may be asynchronous (%(synchronous_commit)s, see ADR 0006): a claim lost in a
+-- server crash is re-made later with the same run_lease but a later attempted_at, and
+-- every fenced write matches attempted_at too, so the lost attempt stays fenced.
 -- Expects jobs_claim_idx (queue, priority, run_at, id) WHERE state = 'available'.
-WITH picked AS (
+WITH commit_mode AS MATERIALIZED (
+    SELECT set_config('synchronous_commit', %(synchronous_commit)s, true)
+), picked AS (
     SELECT id
     FROM awa.jobs
     WHERE state = 'available' AND queue = %(queue)s
@@ -24,7 +29,7 @@ SET state = 'running',
     heartbeat_at = now(),
     deadline_at = CASE WHEN %(deadline_ms)s::bigint > 0
         THEN now() + %(deadline_ms)s::bigint * interval '1 millisecond' END
-FROM picked
+FROM picked, commit_mode
 WHERE j.id = picked.id
 RETURNING j.id, j.kind, j.queue, j.args, j.state, j.priority, j.attempt, j.max_attempts,
     j.run_lease, j.tags, j.metadata, j.progress, j.errors, j.created_at, j.run_at,

@@ -1,13 +1,18 @@
--- job_finalize_many: record a batch of handler outcomes in one statement (array params).
+-- job_finalize_many: record a batch of handler outcomes in one statement.
+-- The batch arrives as ONE jsonb array of records (not one array parameter per column):
+-- encoding it is a single C-level json.dumps, about half the client CPU of seven arrays.
 -- Lease-guarded: a row changes only while it is still running under the attempt's
--- run_lease, so a stale attempt (rescued, cancelled or re-claimed) is never applied.
+-- (run_lease, attempted_at), so a stale attempt (rescued, cancelled or re-claimed — even
+-- re-claimed after a crash lost an asynchronous claim) is never applied.
+-- The commit may be asynchronous (ADR 0006): a lost outcome leaves the job running under
+-- a lease nobody renews, and the rescuer returns it (at least once).
 -- The ids that come back are the outcomes that took effect; the rest were stale.
 --   state      completed | retryable | scheduled (snooze) | failed | cancelled
 --   delay_ms   NULL keeps run_at; otherwise run_at = now() + delay (retry backoff, snooze)
 --   refund     true when the attempt does not count (snooze)
---   error      NULL, or one {error, attempt, at, type} entry to append to errors
---   progress   NULL keeps the stored progress; otherwise the attempt's latest (job features)
---   metadata   NULL, or the keys the attempt updated, merged into metadata
+--   error      NULL, or one {error, attempt, type, ...} entry to append to errors
+--   progress   absent keeps the stored progress; otherwise the attempt's latest (job features)
+--   metadata   absent, or the keys the attempt updated, merged into metadata
 UPDATE awa.jobs AS j
 SET state = o.state,
     run_at = CASE WHEN o.delay_ms IS NULL THEN j.run_at
@@ -20,10 +25,11 @@ SET state = o.state,
         ELSE coalesce(o.progress, j.progress) END,
     metadata = CASE WHEN o.metadata IS NULL THEN j.metadata ELSE j.metadata || o.metadata END,
     heartbeat_at = NULL
-FROM unnest(
-    %(ids)s::bigint[], %(run_leases)s::bigint[], %(states)s::awa.job_state[],
-    %(delays_ms)s::float8[], %(refunds)s::boolean[], %(errors)s::jsonb[],
-    %(progress)s::jsonb[], %(metadata)s::jsonb[]
-) AS o(id, run_lease, state, delay_ms, refund, error, progress, metadata)
-WHERE j.id = o.id AND j.run_lease = o.run_lease AND j.state = 'running'
+FROM jsonb_to_recordset(%(outcomes)s::jsonb) AS o(
+        id bigint, run_lease bigint, attempted_at timestamptz, state awa.job_state,
+        delay_ms float8, refund boolean, error jsonb, progress jsonb, metadata jsonb
+    ),
+    (SELECT set_config('synchronous_commit', %(synchronous_commit)s, true)) AS commit_mode
+WHERE j.id = o.id AND j.run_lease = o.run_lease AND j.attempted_at = o.attempted_at
+  AND j.state = 'running'
 RETURNING j.id

@@ -1,7 +1,7 @@
 -- job_rescue_past_deadline: running jobs past deadline_at (plus a grace period, so the
 -- worker that runs them can stop them first) go back to retryable, or failed on their
 -- last attempt. run_lease is bumped to fence the overdue attempt.
--- Expects jobs_running_deadline_idx (deadline_at) WHERE state = 'running' AND deadline_at IS NOT NULL.
+-- Scans jobs_running_idx: running jobs are few (bounded by the fleet's permits).
 WITH overdue AS (
     SELECT id FROM awa.jobs
     WHERE state = 'running' AND deadline_at IS NOT NULL

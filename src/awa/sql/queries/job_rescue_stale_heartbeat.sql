@@ -2,7 +2,7 @@
 -- killed, partitioned) go back to retryable, or to failed on their last attempt so a job
 -- that kills its worker every time cannot loop forever. run_lease is bumped so the lost
 -- attempt can never complete if its worker comes back.
--- Expects jobs_running_heartbeat_idx (heartbeat_at) WHERE state = 'running'.
+-- Expects jobs_running_idx (heartbeat_at) WHERE state = 'running'.
 WITH stale AS (
     SELECT id FROM awa.jobs
     WHERE state = 'running'

@@ -1,32 +1,50 @@
 -- queue_stats: counts per state for every queue that has jobs or a queue_meta row.
--- One pass over jobs_queue_state_idx; cheap while finished jobs are pruned by retention.
-WITH counts AS (
+-- One branch per partial index (claim, due, running, waiting, finished): each count is an
+-- index (mostly index-only) scan of its own state set instead of a pass over the table;
+-- finished jobs stay bounded by retention. Cheap enough to poll every 100 ms.
+WITH waiting AS (
     SELECT queue,
-        count(*) FILTER (WHERE state = 'available') AS available,
+        count(*) AS available,
+        extract(epoch FROM now() - min(run_at))::float8 AS lag_seconds
+    FROM awa.jobs WHERE state = 'available' GROUP BY queue
+), due AS (
+    SELECT queue,
         count(*) FILTER (WHERE state = 'scheduled') AS scheduled,
-        count(*) FILTER (WHERE state = 'running') AS running,
-        count(*) FILTER (WHERE state = 'retryable') AS retryable,
-        count(*) FILTER (WHERE state = 'failed') AS failed,
-        count(*) FILTER (WHERE state = 'cancelled') AS cancelled,
-        count(*) FILTER (WHERE state = 'waiting_external') AS waiting_external,
+        count(*) FILTER (WHERE state = 'retryable') AS retryable
+    FROM awa.jobs WHERE state IN ('scheduled', 'retryable') GROUP BY queue
+), running AS (
+    SELECT queue, count(*) AS running FROM awa.jobs WHERE state = 'running' GROUP BY queue
+), parked AS (
+    SELECT queue, count(*) AS waiting_external
+    FROM awa.jobs WHERE state = 'waiting_external' GROUP BY queue
+), finished AS (
+    SELECT queue,
         count(*) FILTER (WHERE state = 'completed') AS completed,
         count(*) FILTER (
             WHERE state = 'completed' AND finalized_at > now() - interval '1 hour'
         ) AS completed_last_hour,
-        extract(epoch FROM now() - min(run_at) FILTER (WHERE state = 'available'))::float8
-            AS lag_seconds
-    FROM awa.jobs
-    GROUP BY queue
+        count(*) FILTER (WHERE state = 'failed') AS failed,
+        count(*) FILTER (WHERE state = 'cancelled') AS cancelled
+    FROM awa.jobs WHERE state IN ('completed', 'failed', 'cancelled') GROUP BY queue
+), queues AS (
+    SELECT queue FROM waiting UNION SELECT queue FROM due UNION SELECT queue FROM running
+    UNION SELECT queue FROM parked UNION SELECT queue FROM finished
+    UNION SELECT queue FROM awa.queue_meta
 )
-SELECT coalesce(c.queue, m.queue) AS queue,
-    coalesce(c.available, 0) AS available, coalesce(c.scheduled, 0) AS scheduled,
-    coalesce(c.running, 0) AS running, coalesce(c.retryable, 0) AS retryable,
-    coalesce(c.failed, 0) AS failed, coalesce(c.cancelled, 0) AS cancelled,
-    coalesce(c.waiting_external, 0) AS waiting_external,
-    coalesce(c.completed, 0) AS completed,
-    coalesce(c.completed_last_hour, 0) AS completed_last_hour,
-    CASE WHEN c.lag_seconds < 0 THEN 0 ELSE c.lag_seconds END AS lag_seconds,
+SELECT q.queue,
+    coalesce(w.available, 0) AS available, coalesce(d.scheduled, 0) AS scheduled,
+    coalesce(r.running, 0) AS running, coalesce(d.retryable, 0) AS retryable,
+    coalesce(f.failed, 0) AS failed, coalesce(f.cancelled, 0) AS cancelled,
+    coalesce(p.waiting_external, 0) AS waiting_external,
+    coalesce(f.completed, 0) AS completed,
+    coalesce(f.completed_last_hour, 0) AS completed_last_hour,
+    CASE WHEN w.lag_seconds < 0 THEN 0 ELSE w.lag_seconds END AS lag_seconds,
     coalesce(m.paused, false) AS paused
-FROM counts AS c
-FULL OUTER JOIN awa.queue_meta AS m ON m.queue = c.queue
-ORDER BY 1
+FROM queues AS q
+LEFT JOIN waiting AS w USING (queue)
+LEFT JOIN due AS d USING (queue)
+LEFT JOIN running AS r USING (queue)
+LEFT JOIN parked AS p USING (queue)
+LEFT JOIN finished AS f USING (queue)
+LEFT JOIN awa.queue_meta AS m USING (queue)
+ORDER BY q.queue
