@@ -157,6 +157,18 @@ async def healthz(request: Request) -> Response:
     return JSONResponse({"ok": ok}, status_code=200 if ok else 503)
 
 
+async def unavailable(request: Request, exc: Exception) -> Response:
+    """A page that could not reach the database says so (503) instead of a bare 500."""
+    message = f"the database did not answer: {exc}"
+    return dashboard(request).render(request, "error.html", {"message": message}, 503)
+
+
+async def failed(request: Request, exc: Exception) -> Response:
+    """Anything else (e.g. no pooled connection in time) as a page naming the error."""
+    message = f"{type(exc).__name__}: {exc}"
+    return dashboard(request).render(request, "error.html", {"message": message}, 500)
+
+
 def create_app(settings: DashboardSettings | None = None) -> Starlette:
     """The dashboard as an ASGI app (``awa serve`` runs it with uvicorn)."""
     from awa.dashboard import actions, pages  # the route modules import this one
@@ -188,6 +200,11 @@ def create_app(settings: DashboardSettings | None = None) -> Starlette:
         Middleware(GuardMiddleware, guard=state.guard, login_page=state.login_page,
                    allowed_hosts=frozenset(allowed)),
     ]  # fmt: skip
-    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        lifespan=lifespan,
+        exception_handlers={awa.DatabaseError: unavailable, Exception: failed},
+    )
     app.state.dashboard = state
     return app
