@@ -52,7 +52,8 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=port_number, default=8000, help="TCP port (default 8000)")
-    p.add_argument("--token", help=f"access token (default: ${TOKEN_ENV}); required off loopback")
+    p.add_argument("--token", help=f"access token (default: ${TOKEN_ENV}, which other users "
+                   "cannot read in the process list); required off loopback")  # fmt: skip
     p.add_argument("--read-only", action="store_true", help="hide every action; POSTs get 403")
     p.add_argument("--refresh-ms", type=positive_int, default=2_000, metavar="MS",
                    help="how often pages refresh (default 2000)")  # fmt: skip
