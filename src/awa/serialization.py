@@ -35,10 +35,13 @@ def args_to_dict(args: Any) -> dict[str, Any]:
     )
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=_default, allow_nan=False)
+
+
 def encode_json(value: Any, *, what: str = "args") -> str:
     """Compact JSON text, or :class:`SerializationError` naming ``what``."""
     try:
-        return json.dumps(value, separators=(",", ":"), default=_default, allow_nan=False)
+        return _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         raise SerializationError(f"{what} are not JSON-serialisable: {exc}") from exc
 

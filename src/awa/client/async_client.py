@@ -148,6 +148,12 @@ class AsyncClient(JobFeatures):
             unique_opts=unique_opts,
         )
 
+    def _default_queue(self, args_type: type[Any]) -> str:
+        return self.registry.queue_for(args_type) or DEFAULT_QUEUE
+
+    def _specs(self, args_list: Iterable[Any], **options: Any) -> list[insert_path.InsertSpec]:
+        return insert_path.build_specs(args_list, default_queue=self._default_queue, **options)
+
     async def insert(
         self,
         args: Any,
@@ -195,20 +201,17 @@ class AsyncClient(JobFeatures):
         unique_opts: Mapping[str, Any] | None = None,
     ) -> list[Job[Any]]:
         """Insert many jobs in one transaction through COPY; all or nothing."""
-        specs = [
-            self._spec(
-                args,
-                kind=kind,
-                queue=queue,
-                priority=priority,
-                max_attempts=max_attempts,
-                tags=tags,
-                metadata=metadata,
-                run_at=run_at,
-                unique_opts=unique_opts,
-            )
-            for args in args_list
-        ]
+        specs = self._specs(
+            args_list,
+            kind=kind,
+            queue=queue,
+            priority=priority,
+            max_attempts=max_attempts,
+            tags=tags,
+            metadata=metadata,
+            run_at=run_at,
+            unique_opts=unique_opts,
+        )
         pool = await self._get_pool()
         async with pool.connection() as conn:
             jobs = await insert_path.insert_many(conn, specs)
@@ -221,7 +224,7 @@ class AsyncClient(JobFeatures):
         """A transaction for the application's SQL and job inserts; commits on success."""
         pool = await self._get_pool()
         async with pool.connection() as conn, conn.transaction():
-            yield Transaction(conn, self._spec)
+            yield Transaction(conn, self._spec, self._specs)
 
     # -- admin -----------------------------------------------------------------------
 

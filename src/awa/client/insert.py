@@ -6,7 +6,7 @@ row with ``INSERT … RETURNING``; ``insert_many`` reserves ids and streams rows
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -78,6 +78,68 @@ def _metadata(value: Any) -> dict[str, Any]:
     return dict(value)
 
 
+@dataclass(frozen=True, slots=True)
+class _SharedOptions:
+    """The options every job of one insert call shares, validated once per call."""
+
+    priority: int
+    max_attempts: int
+    tags: list[str]
+    metadata: dict[str, Any]
+    metadata_json: str
+    run_at: datetime | None
+    unique: UniqueOpts | None
+
+
+def _shared_options(
+    priority: int,
+    max_attempts: int,
+    tags: Sequence[str] | None,
+    metadata: Mapping[str, Any] | None,
+    run_at: datetime | None,
+    unique_opts: Mapping[str, Any] | UniqueOpts | None,
+) -> _SharedOptions:
+    meta = _metadata(metadata)
+    return _SharedOptions(
+        priority=validate.integer("priority", priority, low=1, high=4),
+        max_attempts=validate.integer("max_attempts", max_attempts, low=1, high=1000),
+        tags=_tags(tags),
+        metadata=meta,
+        metadata_json=encode_json(meta, what="metadata") if meta else "{}",
+        run_at=None if run_at is None else validate.aware_datetime("run_at", run_at),
+        unique=None if unique_opts is None else UniqueOpts.parse(unique_opts),
+    )
+
+
+def _kind_of(args: Any) -> str:
+    if isinstance(args, Mapping):
+        raise ValidationError("kind", "is required when args is a dict")
+    return derive_kind(type(args))
+
+
+def _spec(args: Any, kind: str, queue: str, shared: _SharedOptions) -> InsertSpec:
+    payload = args_to_dict(args)
+    args_json = encode_json(payload)
+    unique_key = unique_states = None
+    if shared.unique is not None:
+        unique_key = shared.unique.key(kind, queue, args_json)
+        unique_states = shared.unique.states_mask()
+    return InsertSpec(
+        kind=kind,
+        queue=queue,
+        args=payload,
+        args_json=args_json,
+        priority=shared.priority,
+        max_attempts=shared.max_attempts,
+        tags=shared.tags,
+        metadata=shared.metadata,
+        metadata_json=shared.metadata_json,
+        run_at=shared.run_at,
+        unique_key=unique_key,
+        unique_states=unique_states,
+    )
+
+
 def build_spec(
     args: Any,
     *,
@@ -91,40 +153,41 @@ def build_spec(
     unique_opts: Mapping[str, Any] | UniqueOpts | None = None,
 ) -> InsertSpec:
     """Validate one job's arguments; every error names the field and its bound."""
-    if kind is None:
-        if isinstance(args, Mapping):
-            raise ValidationError("kind", "is required when args is a dict")
-        kind = derive_kind(type(args))
-    kind = validate.text("kind", kind)
+    kind = validate.text("kind", _kind_of(args) if kind is None else kind)
     queue = validate.text("queue", queue)
-    priority = validate.integer("priority", priority, low=1, high=4)
-    max_attempts = validate.integer("max_attempts", max_attempts, low=1, high=1000)
-    tag_list = _tags(tags)
-    meta = _metadata(metadata)
-    if run_at is not None:
-        run_at = validate.aware_datetime("run_at", run_at)
-    payload = args_to_dict(args)
-    args_json = encode_json(payload)
-    metadata_json = encode_json(meta, what="metadata")
-    unique_key = unique_states = None
-    if unique_opts is not None:
-        opts = UniqueOpts.parse(unique_opts)
-        unique_key = opts.key(kind, queue, args_json)
-        unique_states = opts.states_mask()
-    return InsertSpec(
-        kind=kind,
-        queue=queue,
-        args=payload,
-        args_json=args_json,
-        priority=priority,
-        max_attempts=max_attempts,
-        tags=tag_list,
-        metadata=meta,
-        metadata_json=metadata_json,
-        run_at=run_at,
-        unique_key=unique_key,
-        unique_states=unique_states,
-    )
+    shared = _shared_options(priority, max_attempts, tags, metadata, run_at, unique_opts)
+    return _spec(args, kind, queue, shared)
+
+
+def build_specs(
+    args_list: Iterable[Any],
+    *,
+    kind: str | None = None,
+    queue: str | None = None,
+    default_queue: Callable[[type[Any]], str] = lambda _: "default",
+    priority: int = 2,
+    max_attempts: int = 25,
+    tags: Sequence[str] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    run_at: datetime | None = None,
+    unique_opts: Mapping[str, Any] | UniqueOpts | None = None,
+) -> list[InsertSpec]:
+    """Validate many jobs sharing one set of options: options are checked once, each
+    job's args are encoded once. ``default_queue`` picks the queue when none is given."""
+    shared = _shared_options(priority, max_attempts, tags, metadata, run_at, unique_opts)
+    fixed_kind = None if kind is None else validate.text("kind", kind)
+    fixed_queue = None if queue is None else validate.text("queue", queue)
+    per_type: dict[type[Any], tuple[str, str]] = {}
+    specs = []
+    for args in args_list:
+        cls = type(args)
+        resolved = per_type.get(cls)
+        if resolved is None:
+            job_kind = fixed_kind or validate.text("kind", _kind_of(args))
+            job_queue = fixed_queue or validate.text("queue", default_queue(cls))
+            resolved = per_type[cls] = (job_kind, job_queue)
+        specs.append(_spec(args, resolved[0], resolved[1], shared))
+    return specs
 
 
 async def insert_one(conn: AsyncConnection[Any], spec: InsertSpec) -> Job[Any]:
@@ -162,7 +225,7 @@ async def insert_many(conn: AsyncConnection[Any], specs: Sequence[InsertSpec]) -
                             spec.priority,
                             spec.priority,
                             spec.max_attempts,
-                            spec.tags,
+                            spec.tags or "{}",  # empty list: skip the array dumper
                             spec.metadata_json,
                             run_at,
                             spec.unique_key,

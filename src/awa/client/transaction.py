@@ -14,6 +14,7 @@ from awa.types import Job
 Query = LiteralString | Any  # a str, or a psycopg.sql.Composable
 
 SpecBuilder = Callable[..., insert_path.InsertSpec]
+SpecsBuilder = Callable[..., list[insert_path.InsertSpec]]
 
 
 class Transaction:
@@ -23,9 +24,12 @@ class Transaction:
     ``connection`` is the underlying psycopg connection, for anything else.
     """
 
-    def __init__(self, conn: AsyncConnection[Any], build: SpecBuilder) -> None:
+    def __init__(
+        self, conn: AsyncConnection[Any], build: SpecBuilder, build_many: SpecsBuilder
+    ) -> None:
         self.connection = conn
         self._build = build
+        self._build_many = build_many
 
     async def execute(
         self, query: Query, params: Sequence[Any] | dict[str, Any] | None = None
@@ -65,5 +69,6 @@ class Transaction:
 
     async def insert_many(self, /, args_list: Sequence[Any], **options: Any) -> list[Job[Any]]:
         """Insert many jobs inside this transaction (COPY-based)."""
-        specs = [self._build(args, **options) for args in args_list]
-        return await insert_path.insert_many(self.connection, specs)
+        return await insert_path.insert_many(
+            self.connection, self._build_many(args_list, **options)
+        )
