@@ -17,18 +17,14 @@ import psycopg
 from awa.client.insert import InsertSpec, build_spec, insert_one
 from awa.db import sql
 from awa.db.errors import mapped
-from awa.db.rows import job_rows
 from awa.errors import ValidationError
 from awa.types import Job
 
 
 def _insert_sync(conn: psycopg.Connection[Any], spec: InsertSpec) -> Job[Any]:
     with mapped():
-        cur = conn.cursor(row_factory=job_rows)
-        cur.execute(sql.JOB_INSERT, spec.params())
-        job = cur.fetchone()
-    assert job is not None  # INSERT … RETURNING always yields the row
-    return job
+        row = conn.execute(sql.JOB_INSERT, spec.params()).fetchone()
+    return spec.inserted(row)
 
 
 def _psycopg_connection_of_session(session: Any) -> psycopg.Connection[Any]:

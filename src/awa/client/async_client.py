@@ -22,7 +22,7 @@ from awa.client.features import JobFeatures
 from awa.client.transaction import Transaction
 from awa.client.unique import UniqueOpts
 from awa.config import DEFAULT_QUEUE, QueueSpec, build_worker_config, resolve_database_url
-from awa.db import migrations
+from awa.db import connection, migrations
 from awa.db.errors import mapped
 from awa.errors import ValidationError
 from awa.hooks import Hooks
@@ -80,6 +80,7 @@ class AsyncClient(JobFeatures):
                         min_size=1,
                         max_size=self.max_connections,
                         kwargs={"autocommit": True},
+                        configure=connection.configure,
                         open=False,
                         name="awa",
                     )

@@ -17,7 +17,6 @@ from awa import validate
 from awa.client.unique import UniqueOpts
 from awa.db import sql
 from awa.db.errors import mapped
-from awa.db.rows import job_rows
 from awa.errors import ValidationError
 from awa.kinds import derive_kind
 from awa.serialization import args_to_dict, encode_json
@@ -43,6 +42,12 @@ class InsertSpec:
     run_at: datetime | None
     unique_key: bytes | None
     unique_states: str | None
+
+    def inserted(self, row: Sequence[Any] | None) -> Job[Any]:
+        """The Job this spec became, from ``job_insert``'s (id, state, created_at, run_at)."""
+        assert row is not None  # INSERT … RETURNING always yields the row
+        job_id, state, created_at, run_at = row
+        return _new_job(job_id, self, JobState(state), created_at, run_at)
 
     def params(self) -> dict[str, Any]:
         """Parameters of ``job_insert.sql``."""
@@ -193,11 +198,9 @@ def build_specs(
 async def insert_one(conn: AsyncConnection[Any], spec: InsertSpec) -> Job[Any]:
     """Write one job; one round trip."""
     with mapped():
-        cur = conn.cursor(row_factory=job_rows)
-        await cur.execute(sql.JOB_INSERT, spec.params())
-        job = await cur.fetchone()
-    assert job is not None  # INSERT … RETURNING always yields the row
-    return job
+        cur = await conn.execute(sql.JOB_INSERT, spec.params())
+        row = await cur.fetchone()
+    return spec.inserted(row)
 
 
 async def insert_many(conn: AsyncConnection[Any], specs: Sequence[InsertSpec]) -> list[Job[Any]]:

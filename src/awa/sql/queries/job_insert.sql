@@ -1,7 +1,8 @@
 -- job_insert: insert one job and return it.
 -- The database clock decides scheduled vs available, so producers with skewed clocks
 -- cannot make a future job claimable early. A duplicate unique key violates
--- jobs_unique_idx and is mapped to UniqueConflict.
+-- jobs_unique_idx and is mapped to UniqueConflict. Only what the caller cannot know comes
+-- back: decoding a full job row costs more client CPU than the insert itself.
 INSERT INTO awa.jobs (
     kind, queue, args, state, priority, original_priority, max_attempts,
     tags, metadata, run_at, unique_key, unique_states
@@ -13,4 +14,4 @@ VALUES (
     %(tags)s::text[], %(metadata)s::jsonb, coalesce(%(run_at)s::timestamptz, now()),
     %(unique_key)s::bytea, %(unique_states)s::bit(8)
 )
-RETURNING *
+RETURNING id, state, created_at, run_at
