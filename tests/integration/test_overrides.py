@@ -46,6 +46,8 @@ async def test_set_get_clear_are_whole_state_writes(client: awa.AsyncClient) -> 
         ({"rate_limit": float("inf")}, "rate_limit"),
         ({"deadline_ms": -1}, "deadline_ms"),
         ({"poll_interval_ms": 1.5}, "poll_interval_ms"),
+        ({"claim_batch_size": 2**31}, "claim_batch_size"),
+        ({"deadline_ms": 2**40}, "deadline_ms"),
     ],
 )
 async def test_invalid_overrides_write_nothing(

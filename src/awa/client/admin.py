@@ -20,6 +20,7 @@ from awa.types import Job, JobState, QueueStat, RuntimeInstance, RuntimeOverride
 from awa.worker.snapshot import snapshot_from_json
 
 MAX_LIST_LIMIT = 10_000
+INT32_MAX = 2_147_483_647  # the override columns are PostgreSQL integers
 
 
 def _state(value: JobState | str | None) -> str | None:
@@ -182,16 +183,16 @@ def _override_params(
         "queue": validate.text("queue", queue),
         "poll_interval_ms": None
         if poll_interval_ms is None
-        else validate.integer("poll_interval_ms", poll_interval_ms, low=1),
+        else validate.integer("poll_interval_ms", poll_interval_ms, low=1, high=INT32_MAX),
         "claim_batch_size": None
         if claim_batch_size is None
-        else validate.integer("claim_batch_size", claim_batch_size, low=1),
+        else validate.integer("claim_batch_size", claim_batch_size, low=1, high=INT32_MAX),
         "rate_limit": None
         if rate_limit is None
         else validate.number("rate_limit", rate_limit, above=0),
         "deadline_ms": None
         if deadline_ms is None
-        else validate.integer("deadline_ms", deadline_ms, low=0),
+        else validate.integer("deadline_ms", deadline_ms, low=0, high=INT32_MAX),
     }
 
 

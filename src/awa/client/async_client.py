@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, TypeVar
 
+from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from awa import validate
@@ -89,6 +90,14 @@ class AsyncClient(JobFeatures):
                     self._pool = pool
         return self._pool
 
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
+        """A pooled connection; failing to get one (pool timeout) is a DatabaseError."""
+        pool = await self._get_pool()
+        with mapped():
+            async with pool.connection() as conn:
+                yield conn
+
     async def close(self) -> None:
         """Stop the worker if running, then close the pool. Idempotent."""
         if self._worker is not None:
@@ -108,15 +117,13 @@ class AsyncClient(JobFeatures):
 
     async def migrate(self) -> list[int]:
         """Apply pending schema migrations; returns the versions applied."""
-        pool = await self._get_pool()
-        async with pool.connection() as conn:
+        async with self._connection() as conn:
             with mapped():
                 return await migrations.migrate(conn)
 
     async def check_schema(self) -> None:
         """Raise SchemaNotMigrated/SchemaTooNew unless the schema matches this code."""
-        pool = await self._get_pool()
-        async with pool.connection() as conn:
+        async with self._connection() as conn:
             with mapped():
                 await migrations.check_schema(conn)
 
@@ -181,8 +188,7 @@ class AsyncClient(JobFeatures):
             run_at=run_at,
             unique_opts=unique_opts,
         )
-        pool = await self._get_pool()
-        async with pool.connection() as conn:
+        async with self._connection() as conn:
             job = await insert_path.insert_one(conn, spec)
         if self._after_insert is not None:  # awa.testing.inline
             job = await self._after_insert(job)
@@ -213,8 +219,7 @@ class AsyncClient(JobFeatures):
             run_at=run_at,
             unique_opts=unique_opts,
         )
-        pool = await self._get_pool()
-        async with pool.connection() as conn:
+        async with self._connection() as conn:
             jobs = await insert_path.insert_many(conn, specs)
         if self._after_insert is not None:  # awa.testing.inline
             jobs = [await self._after_insert(job) for job in jobs]
@@ -231,7 +236,7 @@ class AsyncClient(JobFeatures):
 
     async def get_job(self, job_id: int) -> Job[Any]:
         """The job with ``job_id``; JobNotFound when there is none."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await admin.get_job(conn, job_id)
 
     async def list_jobs(
@@ -243,17 +248,17 @@ class AsyncClient(JobFeatures):
         limit: int = 100,
     ) -> list[Job[Any]]:
         """Jobs newest first, filtered; ``limit`` up to 10 000."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await admin.list_jobs(conn, state=state, kind=kind, queue=queue, limit=limit)
 
     async def cancel(self, job_id: int) -> Job[Any]:
         """Cancel a job that has not finished; returns it as it now is."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await admin.cancel(conn, job_id)
 
     async def retry(self, job_id: int) -> Job[Any]:
         """Make a finished or scheduled job available now; returns it as it now is."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await admin.retry(conn, job_id)
 
     async def cancel_by_unique_key(
@@ -265,7 +270,7 @@ class AsyncClient(JobFeatures):
         unique_opts: Mapping[str, Any] | None = None,
     ) -> Job[Any] | None:
         """Cancel the unfinished job holding the unique key these arguments produce."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await admin.cancel_by_unique_key(
                 conn, args, kind=kind, queue=queue, unique_opts=unique_opts
             )
@@ -274,32 +279,32 @@ class AsyncClient(JobFeatures):
         self, *, kind: str | None = None, queue: str | None = None
     ) -> list[Job[Any]]:
         """Retry every failed job of a kind and/or a queue."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await admin.retry_failed(conn, kind=kind, queue=queue)
 
     async def discard_failed(self, kind: str) -> int:
         """Delete the failed jobs of ``kind``; returns how many."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await admin.discard_failed(conn, kind)
 
     async def pause_queue(self, queue: str, paused_by: str | None = None) -> None:
         """Stop all workers claiming from ``queue``; running jobs finish."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             await admin.pause_queue(conn, queue, paused_by)
 
     async def resume_queue(self, queue: str) -> None:
         """Resume claiming from ``queue``."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             await admin.resume_queue(conn, queue)
 
     async def drain_queue(self, queue: str) -> int:
         """Cancel every waiting job of ``queue``; returns how many."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await admin.drain_queue(conn, queue)
 
     async def queue_stats(self) -> list[QueueStat]:
         """Per-queue counts, lag and pause state."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await admin.queue_stats(conn)
 
     # -- control plane (design record 038) and the fleet ------------------------------
@@ -318,7 +323,7 @@ class AsyncClient(JobFeatures):
         Live workers apply them within one refresh cadence (at once when the notice
         reaches them). Invalid values raise ValidationError and write nothing.
         """
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await admin.set_runtime_overrides(
                 conn,
                 queue,
@@ -334,12 +339,12 @@ class AsyncClient(JobFeatures):
 
     async def queue_runtime_overrides(self, queue: str) -> RuntimeOverrides | None:
         """The overrides stored for ``queue`` (None when it has no control row)."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await admin.queue_runtime_overrides(conn, queue)
 
     async def list_runtime_instances(self, *, fresh_ms: int = 60_000) -> list[RuntimeInstance]:
         """Live workers (seen within ``fresh_ms``) and their published snapshots."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await admin.list_runtime_instances(conn, fresh_ms=fresh_ms)
 
     # -- running ---------------------------------------------------------------------
