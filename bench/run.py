@@ -50,6 +50,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--pg-bin", help="directory with initdb/pg_ctl/pgbench to use instead")
     parser.add_argument("--out", type=Path, help="results directory")
     parser.add_argument("--profile", action="store_true", help="only profile awa's W1 worker")
+    parser.add_argument("--render", action="store_true", help="only rewrite the report files")
     return parser.parse_args()
 
 
@@ -154,6 +155,10 @@ def main() -> None:
     peers = [p for p in PEERS if p.name in wanted]
     workloads = args.workloads.split(",")
     session = Session(args, settings, out)
+    if args.render:
+        session.results = json.loads((out / "results.json").read_text())
+        render(session.results, out, args.quick)
+        return
     with tempfile.TemporaryDirectory(prefix="awa-bench-") as work:
         server, source = start_server(args.pg_bin, Path(work))
         try:
@@ -175,16 +180,17 @@ def main() -> None:
             server.close()
     session.results["meta"]["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
     session.save()
-    write_results_md(session.results, out / "results.md")
+    render(session.results, out, args.quick)
+
+
+def render(results: dict[str, Any], out: Path, quick: bool) -> None:
+    """results.md and results.png beside results.json; docs/benchmarks.md for a full run."""
+    write_results_md(results, out / "results.md")
     plot(out / "results.json", out / "results.png")
-    if out == BENCH / "results" and not args.quick:
+    if out == BENCH / "results" and not quick:
         docs = REPO / "docs" / "benchmarks.md"
-        write_docs(
-            session.results,
-            docs,
-            "../bench/results/results.png",
-            BENCH / "results" / "profile-awa-w1.md",
-        )
+        profile = BENCH / "results" / "profile-awa-w1.md"
+        write_docs(results, docs, "../bench/results/results.png", profile)
         print(f"wrote {docs.relative_to(REPO)}")
     print((out / "results.md").read_text())
 

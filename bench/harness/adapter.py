@@ -113,10 +113,12 @@ class AdapterProcess:
             self.kill(grace=10)
 
     def kill(self, grace: float = 0) -> None:
+        """Wait up to ``grace`` s for the process to exit, then kill it. Idempotent."""
         deadline = time.monotonic() + grace
         while self.proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        self._log.close()
+        if not self._log.closed:
+            self._log.close()

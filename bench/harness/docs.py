@@ -28,6 +28,18 @@ METHOD = """\
   the two processes' times compare directly. Jobs missing = inserted jobs whose handler
   never started within 10 s of the last insert.
 - W3: one warm-up insert, then single inserts back to back.
+- W4 (awa only): the W1 jobs spread round-robin over queues `q0`–`q3` (one `insert_many`
+  per queue), drained by one worker started either with `[("q0", 8) … ("q3", 8)]`
+  (hard-reserved) or with `[QueueConfig("q0") … QueueConfig("q3")]` and
+  `global_max_workers=32` (weighted, `min_workers=0`, `weight=1`). The two modes alternate
+  which goes first between repetitions.
+- Every system connects over TCP to 127.0.0.1, since awa-pg's driver (sqlx) rejects a
+  libpq Unix-socket URL; the pool sizes are each library's defaults (awa 10).
+- `awa (uvloop)` is the same awa adapter under `uvloop.run`, from `bench/.venvs/awa-uvloop`
+  where awa is installed editable from this tree next to uvloop 0.23 (uvloop is not an
+  awa dependency). `pgqueuer (no limit)` is a reference row, not a peer: pgqueuer's own
+  default of unbounded in-flight jobs, shown because the 32 cap costs pgqueuer most of
+  its W1 throughput (see its notes below).
 - Ceiling: `pgbench -M prepared` from the server's own binaries; each client updates its
   own row of a 1 000-row table (`UPDATE … WHERE id = :client_id + 1 RETURNING n`), so
   the number is commit cost, not row-lock contention.

@@ -60,7 +60,10 @@ class PeakSampler:
             self._stop.wait(self.interval)
 
     def stop(self) -> int:
-        """Stop sampling; the peak in bytes, never below the main process's VmHWM."""
+        """Stop sampling; the peak in bytes, never below the main process's VmHWM.
+        Idempotent."""
+        if self._stop.is_set():
+            return self.peak
         self.peak = max(self.peak, tree_rss(self.pid), high_water(self.pid))
         self._stop.set()
         self._thread.join()

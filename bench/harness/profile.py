@@ -19,6 +19,8 @@ FRAME = re.compile(r"^(?P<func>.*?) \((?P<file>[^:()]+)(?::\d+)?\)$")
 def _short(frame: str) -> str:
     """``func (path/to/awa/worker/x.py:12)`` → ``awa/worker/x.py:func``."""
     match = FRAME.match(frame)
+    if not frame.strip():
+        return "(frame without a name: native code)"
     if not match:
         return frame
     path = match["file"]

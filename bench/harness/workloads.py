@@ -95,12 +95,16 @@ class Runner:
         enqueued = adapter.call("enqueue", "--url", url, "--jobs", str(jobs), *extra)
         worker = self._start_worker(adapter, "--url", url, *extra)
         sampler = PeakSampler(worker.pid)
-        began = time.perf_counter()
-        worker.send("go")
-        timeout = max(300, jobs / 20)
-        seen = wait_completed(url, info["completed_sql"], jobs, timeout, worker)
-        peak = sampler.stop()
-        worker.finish()
+        try:
+            began = time.perf_counter()
+            worker.send("go")
+            timeout = max(300, jobs / 20)
+            seen = wait_completed(url, info["completed_sql"], jobs, timeout, worker)
+            peak = sampler.stop()
+            worker.finish()
+        finally:
+            sampler.stop()
+            worker.kill()
         self.server.drop_database(database)
         if seen is None:
             raise WorkloadFailed(f"{jobs} jobs not completed in time")
@@ -116,22 +120,26 @@ class Runner:
         database = "bench_latency"
         url = self._prepare(adapter, database)
         worker = self._start_worker(adapter, "--url", url, "--record")
-        worker.send("go")
-        worker.expect(timeout=60)  # started
-        time.sleep(1.0)  # let every loop of the worker settle before the first insert
-        produced = adapter.call(
-            "produce",
-            "--url",
-            url,
-            "--rate",
-            str(self.s.w2_rate),
-            "--seconds",
-            str(self.s.w2_seconds),
-            timeout=3 * self.s.w2_seconds + 60,
-        )
-        commits = produced["commits"]
-        wait_completed(url, info["completed_sql"], len(commits), timeout=10)
-        starts = dict(worker.finish()["starts"])
+        try:
+            worker.send("go")
+            worker.expect(timeout=60)  # started
+            time.sleep(1.0)  # let every loop of the worker settle before the first insert
+            rate, seconds = str(self.s.w2_rate), str(self.s.w2_seconds)
+            produced = adapter.call(
+                "produce",
+                "--url",
+                url,
+                "--rate",
+                rate,
+                "--seconds",
+                seconds,
+                timeout=3 * self.s.w2_seconds + 60,
+            )
+            commits = produced["commits"]
+            wait_completed(url, info["completed_sql"], len(commits), timeout=10)
+            starts = dict(worker.finish()["starts"])
+        finally:
+            worker.kill()
         self.server.drop_database(database)
         latencies = [(starts[seq] - t) * 1000 for seq, t in commits if seq in starts]
         result: dict[str, Any] = {
