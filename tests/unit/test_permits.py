@@ -353,3 +353,16 @@ def test_weighted_capacity_shows_live_overflow_held() -> None:
     for permit in kept:
         permit.release()
     assert a.capacity() == awa.Weighted(1, 3, 0)
+
+
+def test_woken_queues_are_ordered_neediest_first() -> None:
+    pool, wakes = _pool(12, a=1, b=1, c=2)
+    assert pool.try_acquire("a", 12) == 12
+    assert pool.try_acquire("b", 12) == 0
+    assert pool.try_acquire("c", 12) == 0
+    pool.release("a", 4)
+    # exact shares 3, 3, 6: c is 6 below, b 3 below, a (the releaser) 5 above
+    assert wakes.take() == ["c", "b", "a"]
+    assert pool.try_acquire("c", 12) == 4
+    pool.release("a", 1)  # now b is 3 below, c 2 below
+    assert wakes.take() == ["b", "c", "a"]

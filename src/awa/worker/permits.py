@@ -122,13 +122,7 @@ class OverflowPool:
                 f"overflow release of {count} exceeds {self._held[queue]} held by {queue!r}"
             )
         self._held[queue] -= count
-        # Others first: a queue below its share then polls before the releaser, whose
-        # own request is capped by its share anyway.
-        self._wake_waiting(exclude=queue)
-        if wake_self:
-            wake = self._wakers.get(queue)
-            if wake is not None:
-                wake()
+        self._wake_waiting(exclude=queue, wake_self=wake_self)
 
     def clear_demand(self, queue: str) -> None:
         """``queue`` found nothing to do: stop counting it as a contender."""
@@ -137,18 +131,31 @@ class OverflowPool:
         if was_contending and not self.contending(queue):
             self._wake_waiting(exclude=queue)  # the others' shares just grew
 
-    def _wake_waiting(self, exclude: str) -> None:
-        """Wake every other queue with demand that could be granted a permit now."""
-        if not self._wake_others or self.available <= 0:
-            return
+    def _wake_waiting(self, exclude: str, *, wake_self: bool = False) -> None:
+        """Wake every other queue with demand that could be granted a permit now (and
+        ``exclude`` itself when ``wake_self``), neediest first.
+
+        Woken dispatchers poll in the order they are woken. Σ ceil(shares) can exceed the
+        pool, so whoever polls first keeps the rounding slack; waking the queue furthest
+        below its exact share first hands the slack to it instead of to whichever queue
+        cycles fastest.
+        """
+        woken: list[str] = []
         contending_weight = self.contending_weight()
-        for queue, wake in self._wakers.items():
-            if (
-                queue != exclude
+        if self._wake_others and self.available > 0:
+            woken = [
+                queue
+                for queue in self._wakers
+                if queue != exclude
                 and self._demand[queue] > 0
                 and self._held[queue] < self._share(queue, contending_weight)
-            ):
-                wake()
+            ]
+        if wake_self and exclude in self._wakers:
+            woken.append(exclude)  # a tie goes to the others: the releaser just ran
+        weight = max(contending_weight, 1)
+        woken.sort(key=lambda q: self._held[q] - self.total * self._weights[q] / weight)
+        for queue in woken:
+            self._wakers[queue]()
 
 
 @dataclass(slots=True)
