@@ -17,13 +17,14 @@ SpawnWorker = Callable[..., subprocess.Popen[str]]
 
 @pytest.fixture
 def spawn_worker(database_url: str) -> Iterator[SpawnWorker]:
-    """Start ``tests.apps.worker_app`` processes; each is killed at the end of the test."""
+    """Start worker processes (``tests.apps.worker_app`` unless ``app=`` names another
+    module); each is killed at the end of the test."""
     procs: list[subprocess.Popen[str]] = []
 
-    def spawn(*queues: str) -> subprocess.Popen[str]:
+    def spawn(*queues: str, app: str = "tests.apps.worker_app") -> subprocess.Popen[str]:
         env = {**os.environ, "AWA_DATABASE_URL": database_url, "PYTHONPATH": str(ROOT)}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.apps.worker_app", *queues],
+            [sys.executable, "-m", app, *queues],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,

@@ -94,7 +94,11 @@ class Executor:
         except Exception:  # a bug in awa itself: the heartbeat rescuer will retry the job
             logger.exception("awa: unexpected error running job %s", attempt.job.id)
         finally:
-            self.attempts.pop(attempt.job.id, None)
+            # Remove only this attempt's own entry: if the job was cancelled or rescued and
+            # then re-claimed by this worker while this (now stale) attempt still ran, the
+            # entry belongs to the new attempt, which must keep its heartbeat and fencing.
+            if self.attempts.get(attempt.job.id) is attempt:
+                del self.attempts[attempt.job.id]
             self.finished += 1
             attempt.permit.release()
 

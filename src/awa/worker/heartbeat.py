@@ -25,11 +25,12 @@ async def beat(
 ) -> int:
     """Refresh heartbeats; returns how many attempts had lost their lease."""
     running = executor.in_flight()
-    attempts = {key[0]: key for key in running}
-    attempts.update((key[0], key) for key in completer.attempts())
-    if not attempts:
+    # Deduplicated by the whole fencing key, not by job id: a stale attempt's outcome
+    # still waiting in the completer must not hide a newer attempt of the same job that
+    # this worker claimed since (that one would miss its heartbeat and be cancelled).
+    keys = list(dict.fromkeys([*running, *completer.attempts()]))
+    if not keys:
         return 0
-    keys = list(attempts.values())
     params = {
         "ids": [key[0] for key in keys],
         "run_leases": [key[1] for key in keys],
