@@ -314,3 +314,28 @@ async def test_hard_reserved_queues_never_exceed_their_max_workers(
         assert client.runtime_snapshot().queues["b"].capacity == awa.HardReserved(max_workers=2)
     finally:
         await _stop(client, gates)
+
+
+async def test_a_queue_that_cannot_use_more_does_not_shrink_the_others_share(
+    client: awa.AsyncClient,
+) -> None:
+    gates = Gates(client, "a", "b", "c")
+    await _load(client, "a", 1)  # a trickle: one job, then nothing
+    queues = [awa.QueueConfig(q) for q in ("a", "b", "c")]
+    await client.start(queues, global_max_workers=10, **FAST)
+    try:
+        await wait_for(lambda: gates.settled(a=1))
+        await _load(client, "b", 40)
+        await wait_for(lambda: gates.settled(a=1, b=9))  # not ceil(10 / 2) = 5
+        await _load(client, "c", 40)  # a real contender: b and c split what a leaves
+        gates.release("b", 9)
+        await wait_for(lambda: gates.settled({"b": 9}, a=1))
+        await wait_for(lambda: _split(gates, ("b", "c"), 9))
+        assert sorted((gates.running["b"], gates.running["c"])) == [4, 5]  # ceil(9 / 2)
+        assert gates.peak_total == 10
+    finally:
+        await _stop(client, gates)
+
+
+async def _split(gates: Gates, queues: tuple[str, ...], total: int) -> bool:
+    return sum(gates.running[q] for q in queues) == total

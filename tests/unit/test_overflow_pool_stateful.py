@@ -53,8 +53,8 @@ class PermitsMachine(RuleBasedStateMachine):
     def _queue(self, data: st.DataObject) -> str:
         return data.draw(st.sampled_from(sorted(self.queues)))
 
-    def _others_contend(self, queue: str) -> bool:
-        return any(self.pool.contending(q) for q in self.queues if q != queue)
+    def _others_ask(self, queue: str) -> bool:
+        return any(self.pool.demand(q) > 0 for q in self.queues if q != queue)
 
     # -- rules ---------------------------------------------------------------------------
 
@@ -64,7 +64,7 @@ class PermitsMachine(RuleBasedStateMachine):
         permits = self.queues[queue]
         free_local = permits.local_capacity - self.local_out[queue]
         available = self.pool.available
-        lone = not self._others_contend(queue)
+        lone = not self._others_ask(queue)
         grant = permits.try_acquire(wanted)
         assert grant.local == min(wanted, free_local), "local permits are taken first"
         asked = wanted - grant.local
@@ -72,6 +72,7 @@ class PermitsMachine(RuleBasedStateMachine):
         if grant.overflow:
             assert self.pool.held(queue) <= self.pool.fair_share(queue), "above fair share"
         if lone:
+            # alone in asking: everything nobody holds (the whole pool when nobody does)
             assert grant.overflow == min(asked, available), "a lone contender takes all"
         self.local_out[queue] += grant.local
         self.overflow_out[queue] += grant.overflow
@@ -91,7 +92,7 @@ class PermitsMachine(RuleBasedStateMachine):
         self.local_out[queue] -= grant.local - kept_local
         self.overflow_out[queue] -= grant.overflow - (keep - kept_local)
         self.running[queue] += keep
-        if keep == 0:
+        if keep < grant.total:  # as the dispatcher: it could not use all it was granted
             self._clear(queue)
         return multiple(*((queue, p) for p in kept))
 
@@ -139,13 +140,13 @@ class PermitsMachine(RuleBasedStateMachine):
         assert self.pool.held(queue) == held
 
     def _clear(self, queue: str) -> None:
-        was_contending = self.pool.contending(queue)
+        was_asking = self.pool.demand(queue) > 0
         self.woken.clear()
         self.queues[queue].clear_demand()
         assert self.pool.demand(queue) == 0
         assert queue not in self.woken
-        # Leaving the contenders grows the others' shares: whoever can now gain is woken.
-        self._check_woken(exclude=queue, released=was_contending != self.pool.contending(queue))
+        # No longer asking can grow the others' shares: whoever can now gain is woken.
+        self._check_woken(exclude=queue, released=was_asking)
 
     def _check_woken(self, exclude: str, *, released: bool = False) -> None:
         """Only queues with demand that can gain are woken; after a release, all of them."""

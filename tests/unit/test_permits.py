@@ -59,14 +59,28 @@ def test_grant_is_min_of_wanted_available_and_room_below_share() -> None:
     assert pool.available == 0 and pool.held("a") == 6 and pool.held("b") == 6
 
 
-def test_holdings_alone_keep_a_queue_contending() -> None:
+def test_holdings_without_demand_are_taken_out_of_the_division() -> None:
     pool, _ = _pool(10, a=1, b=1)
     assert pool.try_acquire("a", 3) == 3
-    pool.clear_demand("a")
+    pool.clear_demand("a")  # a's claim could not use more: it asks for nothing now
     assert pool.demand("a") == 0 and pool.contending("a")
-    assert pool.grantable("b") == 5
+    assert pool.grantable("b") == 7  # not ceil(10 / 2) − 0 = 5: a's weight does not count
+    assert pool.try_acquire("b", 10) == 7
     pool.release("a", 3)
-    assert not pool.contending("a") and pool.grantable("b") == 10
+    assert not pool.contending("a") and pool.grantable("b") == 3
+
+
+def test_a_queue_asking_again_gets_its_weighted_share_back() -> None:
+    pool, wakes = _pool(10, a=1, b=1)
+    assert pool.try_acquire("a", 1) == 1
+    pool.clear_demand("a")  # a trickle: one job running, nothing more
+    assert pool.try_acquire("b", 10) == 9
+    assert pool.try_acquire("a", 10) == 0  # a has work again: shares are 5 / 5 now
+    assert pool.fair_share("a") == pool.fair_share("b") == 5
+    wakes.take()
+    pool.release("b", 1)
+    assert wakes.take() == ["a", "b"]  # a is below its share, b above
+    assert pool.try_acquire("a", 10) == 1
 
 
 def test_zero_total_grants_nothing() -> None:

@@ -8,7 +8,8 @@ the override refresh cadence). Each poll then:
 2. takes rate-limit tokens for at most that many jobs;
 3. claims at most that many jobs (and at most ``claim_batch_size``) in ONE statement;
 4. releases the permits and refunds the tokens the claim did not use;
-5. clears its overflow demand when the claim found nothing;
+5. clears its overflow demand when it could not use every permit (few or no jobs
+   found, or rate-limited), so it stops weighing on the other queues' shares;
 6. launches each job with exactly one permit.
 
 It polls again at once while claims come back full, so a backlog drains at the speed
@@ -162,6 +163,7 @@ class Dispatcher:
             if allowed == 0:
                 self.rate_limited_polls += 1
                 self.permits.release(grant, wake_self=False)
+                self.permits.clear_demand()
                 self._observer.polled(self.queue, 0, True)
                 return False
         try:
@@ -175,8 +177,10 @@ class Dispatcher:
             bucket.refund(allowed - len(jobs))
         permits = self.permits.split(grant, len(jobs))
         self._observer.polled(self.queue, len(jobs), allowed < grant.total)
-        if not jobs:
+        if len(jobs) < grant.total:
+            # Drained or rate-limited: it asks for no more until its next poll (ADR 0005).
             self.permits.clear_demand()
+        if not jobs:
             return False
         self.claimed += len(jobs)
         for job, permit in zip(jobs, permits, strict=True):

@@ -25,16 +25,22 @@ class OverflowPool:
     """Work-conserving, weighted fair-share allocator of the shared overflow permits.
 
     ``held`` counts permits each queue holds now, ``demand`` what it last asked for
-    (cleared when its poll finds nothing), ``weights`` are fixed at start.
-    ``fair_share = ceil(total × weight / contending_weight)`` over queues with demand or
-    holdings; a request gets ``min(wanted, available, fair_share − held)``.
+    (cleared when a poll could not use all it was granted), ``weights`` are fixed at
+    start. A request gets ``min(wanted, available, fair_share − held)`` with
+    ``fair_share = ceil(pool × weight / Σ weight of the queues with demand)``.
+
+    With every contender asking for more, ``pool`` is the whole pool: the record's
+    formula. **Beyond** the record, a queue that holds permits but asks for no more is
+    not weighed as a contender; what it holds is taken out of ``pool`` instead. In the
+    record its weight counts until its last permit is back, so one queue with one
+    long job halves what a loaded neighbour may use while the rest of the pool idles.
 
     Wake-ups (**beyond** the record, which wakes only the releasing queue): whenever a
-    change can let another queue take permits — permits released, or a contender
-    leaving so the others' shares grow — every *other* queue with demand that is below
-    its fair share is woken at once. So a queue that becomes active converges as soon as
-    the incumbents' handlers finish, not at its next poll. A dispatcher handing back
-    permits it did not use never wakes itself.
+    change can let another queue take permits — permits released, or a queue ceasing
+    to ask so the others' shares grow — every *other* queue with demand that is below
+    its fair share is woken at once, neediest first. So a queue that becomes active
+    converges as soon as the incumbents' handlers finish, not at its next poll. A
+    dispatcher handing back permits it did not use never wakes itself.
     """
 
     def __init__(self, total: int, weights: dict[str, int]) -> None:
@@ -69,37 +75,43 @@ class OverflowPool:
         return self._demand[queue]
 
     def contending(self, queue: str) -> bool:
-        """True when ``queue`` has demand or holdings, so its weight counts."""
+        """True when ``queue`` has demand or holdings (it takes part in the pool)."""
         return self._demand[queue] > 0 or self._held[queue] > 0
 
     def contending_weight(self) -> int:
-        """Σ weight of queues with demand or holdings."""
-        return sum(weight for queue, weight in self._weights.items() if self.contending(queue))
+        """Σ weight of the queues with demand: those the pool is divided among."""
+        return sum(w for queue, w in self._weights.items() if self._demand[queue] > 0)
+
+    def _settled_held(self) -> int:
+        """Permits held by queues that ask for no more: outside the division."""
+        return sum(held for queue, held in self._held.items() if self._demand[queue] == 0)
 
     def fair_share(self, queue: str) -> int:
-        """``queue``'s share of the pool among the current contenders."""
-        return self._share(queue, self.contending_weight())
+        """``queue``'s share of the pool among the queues with demand."""
+        return self._share(queue, self.contending_weight(), self._settled_held())
 
-    def _share(self, queue: str, contending_weight: int) -> int:
-        if contending_weight == 0:
-            return self.total
-        return math.ceil(self.total * self._weights[queue] / contending_weight)
+    def _share(self, queue: str, weight: int, settled: int) -> int:
+        pool = self.total - settled
+        if weight == 0:
+            return pool
+        return math.ceil(pool * self._weights[queue] / weight)
 
     def grantable(self, queue: str) -> int:
-        """What a request from ``queue`` could be granted now (counting it as a contender)."""
-        contending_weight = self.contending_weight()
-        if not self.contending(queue):
-            contending_weight += self._weights[queue]
-        room = self._share(queue, contending_weight) - self._held[queue]
+        """What a request from ``queue`` could be granted now (counting its demand)."""
+        weight, settled = self.contending_weight(), self._settled_held()
+        if self._demand[queue] == 0:
+            weight += self._weights[queue]
+            settled -= self._held[queue]
+        room = self._share(queue, weight, settled) - self._held[queue]
         return max(0, min(self.available, room))
 
     def try_acquire(self, queue: str, wanted: int) -> int:
         """Record ``wanted`` as ``queue``'s demand and grant what fairness allows now."""
-        was_contending = self.contending(queue)
+        was_asking = self._demand[queue] > 0
         self._demand[queue] = max(wanted, 0)
         if wanted <= 0:
-            if was_contending and not self.contending(queue):
-                self._wake_waiting(exclude=queue)  # the others' shares just grew
+            if was_asking:
+                self._wake_waiting(exclude=queue)  # the others' shares may have grown
             return 0
         granted = min(wanted, self.available, self.fair_share(queue) - self._held[queue])
         if granted <= 0:
@@ -125,11 +137,11 @@ class OverflowPool:
         self._wake_waiting(exclude=queue, wake_self=wake_self)
 
     def clear_demand(self, queue: str) -> None:
-        """``queue`` found nothing to do: stop counting it as a contender."""
-        was_contending = self.contending(queue)
+        """``queue`` could not use all it was granted: it asks for no more for now."""
+        was_asking = self._demand[queue] > 0
         self._demand[queue] = 0
-        if was_contending and not self.contending(queue):
-            self._wake_waiting(exclude=queue)  # the others' shares just grew
+        if was_asking:
+            self._wake_waiting(exclude=queue)  # the others' shares may have grown
 
     def _wake_waiting(self, exclude: str, *, wake_self: bool = False) -> None:
         """Wake every other queue with demand that could be granted a permit now (and
@@ -141,19 +153,19 @@ class OverflowPool:
         cycles fastest.
         """
         woken: list[str] = []
-        contending_weight = self.contending_weight()
+        weight, settled = self.contending_weight(), self._settled_held()
         if self._wake_others and self.available > 0:
             woken = [
                 queue
                 for queue in self._wakers
                 if queue != exclude
                 and self._demand[queue] > 0
-                and self._held[queue] < self._share(queue, contending_weight)
+                and self._held[queue] < self._share(queue, weight, settled)
             ]
         if wake_self and exclude in self._wakers:
             woken.append(exclude)  # a tie goes to the others: the releaser just ran
-        weight = max(contending_weight, 1)
-        woken.sort(key=lambda q: self._held[q] - self.total * self._weights[q] / weight)
+        pool, weight = self.total - settled, max(weight, 1)
+        woken.sort(key=lambda q: self._held[q] - pool * self._weights[q] / weight)
         for queue in woken:
             self._wakers[queue]()
 
