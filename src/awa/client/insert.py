@@ -44,9 +44,9 @@ class InsertSpec:
     unique_states: str | None
 
     def inserted(self, row: Sequence[Any] | None) -> Job[Any]:
-        """The Job this spec became, from ``job_insert``'s (id, state, created_at, run_at)."""
+        """The Job this spec became, from the row ``job_insert`` returns."""
         assert row is not None  # INSERT … RETURNING always yields the row
-        job_id, state, created_at, run_at = row
+        job_id, state, created_at, run_at, _notified = row
         return _new_job(job_id, self, JobState(state), created_at, run_at)
 
     def params(self) -> dict[str, Any]:
@@ -209,12 +209,14 @@ async def insert_many(conn: AsyncConnection[Any], specs: Sequence[InsertSpec]) -
         return []
     with mapped():
         async with conn.transaction():
-            cur = await conn.execute(sql.JOB_RESERVE_IDS, {"n": len(specs)})
-            reserved = await cur.fetchall()
-            now = reserved[0][1]
+            queues = sorted({spec.queue for spec in specs})
+            cur = await conn.execute(sql.JOB_RESERVE_IDS, {"n": len(specs), "queues": queues})
+            row = await cur.fetchone()
+            assert row is not None  # a SELECT without FROM always yields its row
+            ids, now, _notified = row
             jobs = []
             async with conn.cursor().copy(sql.JOB_COPY_IN) as copy:
-                for spec, (job_id, _) in zip(specs, reserved, strict=True):
+                for spec, job_id in zip(specs, ids, strict=True):
                     scheduled = spec.run_at is not None and spec.run_at > now
                     state = JobState.SCHEDULED if scheduled else JobState.AVAILABLE
                     run_at = spec.run_at or now

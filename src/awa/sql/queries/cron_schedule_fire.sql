@@ -4,14 +4,14 @@
 -- when two processes evaluate the same schedule at once (a leader failover, a stalled old
 -- leader), one moves it forward and inserts the jobs, the other updates no row and so
 -- inserts nothing. Fire times come from the cron expression, never from a clock, so both
--- compute the same ones. The insert trigger wakes the queue.
+-- compute the same ones. The statement wakes the queue.
 WITH advanced AS (
     UPDATE awa.cron_schedules
     SET last_fire_at = %(last_fire_at)s::timestamptz
     WHERE name = %(name)s AND NOT paused
       AND last_fire_at IS NOT DISTINCT FROM %(previous)s::timestamptz
     RETURNING *
-)
+), inserted AS (
 INSERT INTO awa.jobs (
     kind, queue, args, state, priority, original_priority, max_attempts, tags, metadata, run_at
 )
@@ -21,4 +21,6 @@ SELECT a.kind, a.queue, a.args, 'available', a.priority, a.priority, a.max_attem
 FROM advanced AS a
 CROSS JOIN unnest(%(fire_times)s::timestamptz[]) WITH ORDINALITY AS f(fire_at, n)
 ORDER BY f.n
-RETURNING id
+RETURNING id, queue
+)
+SELECT id, pg_notify('awa_available', queue) AS notified FROM inserted

@@ -1,8 +1,8 @@
 -- dlq_retry: move dead-lettered jobs back to awa.jobs as available now, with a fresh
 -- attempt budget (attempt 0) and their original priority, in one statement: a job is in
 -- exactly one of the two tables at any time. The id, run_lease (leases only grow, so no
--- old attempt can match), errors (history) and progress (checkpoint) are kept. The insert
--- trigger wakes each queue once. The caller refuses an empty filter unless allow_all.
+-- old attempt can match), errors (history) and progress (checkpoint) are kept. Each
+-- queue is woken (notices are de-duplicated per transaction). The caller refuses an empty filter unless allow_all.
 WITH moved AS (
     DELETE FROM awa.dlq
     WHERE (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
@@ -11,7 +11,7 @@ WITH moved AS (
   AND (%(older_than_ms)s::bigint IS NULL
        OR dlq_at < now() - %(older_than_ms)s::bigint * interval '1 millisecond')
     RETURNING *
-)
+), inserted AS (
 INSERT INTO awa.jobs (
     id, kind, queue, args, state, priority, original_priority, attempt, max_attempts,
     run_lease, tags, metadata, progress, errors, created_at, run_at, unique_key,
@@ -23,3 +23,5 @@ SELECT id, kind, queue, args, 'available', original_priority, original_priority,
 FROM moved
 ORDER BY id
 RETURNING *
+)
+SELECT i.*, pg_notify('awa_available', i.queue) AS notified FROM inserted AS i
