@@ -328,6 +328,7 @@ async def test_a_queue_that_cannot_use_more_does_not_shrink_the_others_share(
         await _load(client, "b", 40)
         await wait_for(lambda: gates.settled(a=1, b=9))  # not ceil(10 / 2) = 5
         await _load(client, "c", 40)  # a real contender: b and c split what a leaves
+        await wait_for(lambda: _asks(client, "c"))  # c polled, found the pool full
         gates.release("b", 9)
         await wait_for(lambda: gates.settled({"b": 9}, a=1))
         await wait_for(lambda: _split(gates, ("b", "c"), 9))
@@ -339,3 +340,7 @@ async def test_a_queue_that_cannot_use_more_does_not_shrink_the_others_share(
 
 async def _split(gates: Gates, queues: tuple[str, ...], total: int) -> bool:
     return sum(gates.running[q] for q in queues) == total
+
+
+async def _asks(client: awa.AsyncClient, queue: str) -> bool:
+    return bool(_pool(client).demand(queue) > 0)

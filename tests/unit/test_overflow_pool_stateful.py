@@ -46,7 +46,7 @@ class PermitsMachine(RuleBasedStateMachine):
         self.pool = OverflowPool(total, {n: w for n, (_, w) in zip(names, shape, strict=True)})
         for name, (local, weight) in zip(names, shape, strict=True):
             permits = QueuePermits(name, local, self.pool, weight)
-            permits.subscribe(lambda name=name: self.woken.append(name))  # type: ignore[misc]
+            permits.subscribe(lambda name=name: self.woken.append(name))
             self.queues[name] = permits
             self.overflow_out[name] = self.local_out[name] = self.running[name] = 0
 
