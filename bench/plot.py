@@ -38,7 +38,8 @@ def main(source: str, target: str) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5))
     names, drains = per_system("W1", "drain_jobs_per_s")
     medians = [statistics.median(v) for v in drains]
-    colours = ["tab:orange" if n.startswith("awa ") or n == "awa" else "tab:blue" for n in names]
+    palette = {"awa": "tab:orange", "peer": "tab:blue", "reference": "tab:gray"}
+    colours = [palette[results["meta"]["systems"][n]["role"]] for n in names]
     left.bar(names, medians, color=colours)
     for i, values in enumerate(drains):
         left.plot([i] * len(values), values, "k.", markersize=5)

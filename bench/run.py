@@ -137,6 +137,15 @@ def run_reps(session: Session, runner: Runner, workloads: list[str], reps: int) 
             session.record("ceiling", "pgbench", rep, runner.ceiling)
 
 
+def refresh_notes(session: Session) -> None:
+    """Re-read each adapter's notes (deviations), so an edited note reaches the docs."""
+    for peer in PEERS:
+        system = session.results["meta"]["systems"].get(peer.name, {})
+        if "notes" in system:
+            adapter = Adapter(peer, system["python"], session.logs)
+            system["notes"] = adapter.call("describe")["notes"]
+
+
 def plot(results_json: Path, png: Path) -> None:
     try:
         python = python_for(TOOLS, results_json.parent / "tools.log")
@@ -157,6 +166,8 @@ def main() -> None:
     session = Session(args, settings, out)
     if args.render:
         session.results = json.loads((out / "results.json").read_text())
+        refresh_notes(session)
+        session.save()
         render(session.results, out, args.quick)
         return
     with tempfile.TemporaryDirectory(prefix="awa-bench-") as work:

@@ -79,7 +79,7 @@ def write_docs(results: dict[str, Any], path: Path, plot: str, profile: Path | N
         "the same workloads against one PostgreSQL server, on the same machine, in the same "
         "run. Absolute numbers drift on a shared 2-core machine; compare ratios within a run.",
         "",
-        "Reproduce with `make bench` (about half an hour; `make bench-quick` is a 2-minute "
+        "Reproduce with `make bench` (about half an hour; `make bench-quick` is a few-minute "
         "smoke version that writes under `bench/results/tmp/`). Raw numbers: "
         "[bench/results/results.json](../bench/results/results.json).",
         "",
