@@ -57,7 +57,7 @@ class InsertSpec:
             "args": self.args_json,
             "priority": self.priority,
             "max_attempts": self.max_attempts,
-            "tags": self.tags,
+            "tags": self.tags or "{}",  # an empty list would go through the array dumper
             "metadata": self.metadata_json,
             "run_at": self.run_at,
             "unique_key": self.unique_key,
