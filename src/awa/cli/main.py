@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
+from typing import Any
 
 import awa
 from awa.cli.args import Parser
@@ -48,13 +50,28 @@ def _add_json_to_leaves(parser: argparse.ArgumentParser) -> None:
             _add_json_to_leaves(child)
 
 
+def run_async(coro: Coroutine[Any, Any, int]) -> int:
+    """Run the command on uvloop when it is installed (``awa[uvloop]``), else asyncio.
+
+    ``AWA_EVENT_LOOP=asyncio`` forces the standard loop.
+    """
+    if os.environ.get("AWA_EVENT_LOOP", "auto") != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            return uvloop.run(coro)
+    return asyncio.run(coro)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = build_parser().parse_args(argv)
     needs_db = getattr(args, "needs_db", lambda a: True)(args)
     try:
         url = database_url(args.database_url) if needs_db else args.database_url
-        status: int = asyncio.run(args.handler(args, url))
+        status: int = run_async(args.handler(args, url))
     except awa.ValidationError as exc:
         return fail(str(exc), 2)
     except awa.AwaError as exc:
