@@ -215,11 +215,12 @@ class Hooks(Observer):
                 exc_info=exc,
             )  # fmt: skip
 
-    async def wait_idle(self) -> None:
-        """Wait for running async hooks (tests and shutdown)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
-
+    async def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait for running async hooks (True), or until ``timeout`` passes (False)."""
+        if not self._tasks:
+            return True
+        _, pending = await asyncio.wait(list(self._tasks), timeout=timeout)
+        return not pending
 
 __all__ = [
     "JobCancelled",

@@ -402,6 +402,8 @@ class AsyncClient(JobFeatures):
         worker, self._worker = self._worker, None
         if worker is not None:
             await worker.shutdown(timeout_ms)
+        if self._hooks is not None:  # let async lifecycle hooks of the last jobs finish
+            await self._hooks.wait_idle(timeout_ms / 1000)
 
     async def health_check(self) -> HealthCheck:
         """Liveness of the database, the worker loops and each queue's capacity."""

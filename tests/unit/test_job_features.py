@@ -1,0 +1,103 @@
+"""I/O-free parts of the job features: configuration, DLQ filters, hook events, progress
+snapshots, missed-fire policies."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+import awa
+from awa.client.dlq import filters
+from awa.config import build_worker_config
+from awa.cronexpr import CronExpression
+from awa.hooks import Hooks, event_type
+from awa.maintenance.cron import CATCH_UP_BATCH, due_fires
+from awa.types import _KEEP, Job, JobState
+from awa.worker import progress
+from awa.worker.results import from_return
+
+
+def _job(**changes: Any) -> Job[Any]:
+    now = datetime.now(UTC)
+    values: dict[str, Any] = {
+        "id": 1, "kind": "k", "queue": "q", "args": {}, "state": JobState.RUNNING,
+        "priority": 2, "attempt": 1, "max_attempts": 3, "run_lease": 1, "tags": [],
+        "metadata": {"a": 1}, "progress": None, "errors": [], "created_at": now,
+        "run_at": now, "attempted_at": now, "deadline_at": None, "finalized_at": None,
+    }  # fmt: skip
+    values.update(changes)
+    return Job(**values)
+
+
+def test_dlq_flag_and_feature_settings_are_validated() -> None:
+    config = build_worker_config([awa.QueueConfig("q", dlq=True), {"name": "r", "dlq": False}])
+    assert [q.dlq for q in config.queues] == [True, False]
+    assert config.cron_interval_ms == 1_000 and config.dlq_retention_ms == 30 * 86_400_000
+    with pytest.raises(awa.InvalidSetting, match="dlq"):
+        build_worker_config([awa.QueueConfig("q", dlq="yes")])  # type: ignore[arg-type]
+    for name in ("cron_interval_ms", "callback_rescue_interval_ms", "dlq_retention_ms"):
+        with pytest.raises(awa.InvalidSetting, match=name):
+            build_worker_config(["q"], **{name: 0})
+
+
+def test_dlq_filters_refuse_an_empty_bulk_action() -> None:
+    with pytest.raises(awa.ValidationError) as info:
+        filters(None, None, None, None, allow_all=False)
+    assert info.value.field == "filter"
+    assert filters(None, None, None, None, allow_all=True)["ids"] is None
+    params = filters([3, 4], "k", None, timedelta(minutes=2), allow_all=False)
+    assert params == {"ids": [3, 4], "kind": "k", "queue": None, "older_than_ms": 120_000}
+    assert filters(None, None, None, 1.5, allow_all=False)["older_than_ms"] == 1_500
+    with pytest.raises(awa.ValidationError):
+        filters([0], None, None, None, allow_all=False)
+    with pytest.raises(awa.ValidationError):
+        filters(None, None, None, timedelta(seconds=-1), allow_all=False)
+
+
+def test_event_names_and_types() -> None:
+    assert event_type("completed") is awa.JobCompleted
+    assert event_type(awa.JobRetried) is awa.JobRetried
+    assert event_type("failed") is awa.JobExhausted  # an alias
+    assert event_type("*") is awa.JobEvent
+    with pytest.raises(awa.ValidationError):
+        event_type("done")
+
+
+def test_hooks_filter_by_job_kind_and_isolate_failures() -> None:
+    hooks = Hooks()
+    seen: list[tuple[str, str]] = []
+    hooks.subscribe("started", lambda e: seen.append((e.name, e.job.kind)), job_kind="k")
+    hooks.subscribe("*", lambda e: 1 / 0)  # raises: logged, the next hook still runs
+    hooks.subscribe("*", lambda e: seen.append(("any", e.job.kind)))
+    hooks.job_started(_job(), 0.0)
+    hooks.job_started(_job(kind="other"), 0.0)
+    outcome = from_return(_job(), None)
+    hooks.outcomes_applied([outcome])
+    assert seen == [("started", "k"), ("any", "k"), ("any", "other"), ("any", "k")]
+
+
+def test_progress_snapshot_is_the_whole_state_of_the_attempt() -> None:
+    job = _job()
+    services = progress.JobServices(pool=None)  # type: ignore[arg-type]
+    assert progress.with_updates({"id": 1}, job) == {"id": 1}  # nothing set: nothing sent
+    services.set_progress(job, 10, "start", {"row": 1})
+    services.update_metadata(job, {"b": 2})
+    services.set_progress(job, 20, None, _KEEP)  # keep the checkpoint
+    services.update_metadata(job, {"c": 3})
+    record = progress.with_updates({"id": 1}, job)
+    assert record["progress"] == {"percent": 20.0, "checkpoint": {"row": 1}}
+    assert record["metadata"] == {"b": 2, "c": 3}  # cumulative: a replay is harmless
+    assert job.metadata == {"a": 1, "b": 2, "c": 3} and job.checkpoint == {"row": 1}
+    assert progress.updates_of(job).dirty
+
+
+def test_missed_fire_policies() -> None:
+    expr = CronExpression.parse("* * * * *")
+    base = datetime(2024, 1, 1, tzinfo=UTC)
+    now = base + timedelta(hours=5, seconds=30)
+    assert due_fires(expr, base, now, "coalesce") == [base + timedelta(hours=5)]
+    catch_up = due_fires(expr, base, now, "catch_up")
+    assert len(catch_up) == CATCH_UP_BATCH and catch_up[0] == base + timedelta(minutes=1)
+    assert due_fires(expr, now, now, "coalesce") == []
