@@ -126,3 +126,17 @@ def test_invalid_expressions_name_the_field(expr: str, tz: str, field: str, mess
     with pytest.raises(ValidationError, match=message) as info:
         CronExpression.parse(expr, tz)
     assert info.value.field == field
+
+
+def test_southern_hemisphere_changes() -> None:
+    syd = "Australia/Sydney"
+    spring = datetime(2024, 10, 5, 12, tzinfo=UTC)  # 22:00 AEST on the 5th
+    assert _local(_next("30 2 * * *", spring, 2, syd), syd) == [
+        "10-06 03:30:00+1100",  # 02:30 skipped by the spring-forward
+        "10-07 02:30:00+1100",
+    ]
+    autumn = datetime(2024, 4, 6, 12, tzinfo=UTC)  # 23:00 AEDT on the 6th
+    assert _local(_next("30 2 * * *", autumn, 2, syd), syd) == [
+        "04-07 02:30:00+1100",  # the first of the two 02:30s
+        "04-08 02:30:00+1000",
+    ]
