@@ -151,9 +151,20 @@ async def _state_is(client: awa.AsyncClient, job_id: int, state: awa.JobState) -
     return (await client.get_job(job_id)).state is state
 
 
-def test_unknown_event_names_are_rejected(client: awa.AsyncClient) -> None:
+async def test_unknown_event_names_and_late_registration_are_rejected(
+    client: awa.AsyncClient,
+) -> None:
     with pytest.raises(awa.ValidationError, match="unknown event") as info:
         client.on_event("finished", print)
     assert info.value.field == "event"
     with pytest.raises(awa.ValidationError):
         client.on_event("completed", "not callable")  # type: ignore[arg-type]
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+        with pytest.raises(awa.ValidationError, match="before start") as late:
+            client.on_event("completed", print)
+        assert late.value.field == "on_event"
+        with pytest.raises(awa.ValidationError, match="before start"):
+            client.periodic("late", "@daily", {}, kind="k")
+    finally:
+        await client.shutdown()

@@ -18,6 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 from awa.client import callbacks, cron, dlq
 from awa.client.dlq import DeadLetter
 from awa.client.insert import InsertSpec
+from awa.errors import ValidationError
 from awa.hooks import Callback, Hooks, JobEvent
 from awa.periodic import CronSchedule, PeriodicJob
 from awa.types import Job
@@ -32,6 +33,13 @@ class JobFeatures:
     _hooks: Hooks | None
     _after_insert: Callable[[Job[Any]], Awaitable[Job[Any]]] | None
     _spec: Callable[..., InsertSpec]  # provided by AsyncClient
+    _worker: Any  # the running worker, if any
+
+    def _before_start(self, what: str) -> None:
+        if self._worker is not None:
+            raise ValidationError(
+                what, "register before start(): the running worker does not see it"
+            )
 
     async def _get_pool(self) -> AsyncConnectionPool:
         raise NotImplementedError  # provided by AsyncClient
@@ -61,6 +69,7 @@ class JobFeatures:
         happens after downtime: ``"coalesce"`` (one job) or ``"catch_up"`` (one per miss).
         Invalid values raise ValidationError naming the field.
         """
+        self._before_start("periodic")
         spec = self._spec(
             args,
             kind=kind,
@@ -188,6 +197,7 @@ class JobFeatures:
         Register before ``start()``. Plain callbacks run inline on the worker loop, async
         ones as tasks; a failing hook is logged and never affects the job.
         """
+        self._before_start("on_event")
         if self._hooks is None:
             self._hooks = Hooks()
             self._observers.append(self._hooks)
