@@ -171,3 +171,16 @@ def test_dlq_cli(database_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert bad.value.code == 2 and "--older-than" in capsys.readouterr().err
     assert cli([*base, "purge", "--all"]) == 0
     assert "purged 2 job(s)" in capsys.readouterr().out
+
+
+def test_the_blocking_client_has_every_feature_method(sync_client: awa.Client) -> None:
+    assert sync_client.list_dlq() == [] and sync_client.purge_dlq(allow_all=True) == 0
+    assert sync_client.retry_from_dlq(kind="k") == []
+    assert sync_client.list_cron_schedules() == []
+    with pytest.raises(awa.ScheduleNotFound):
+        sync_client.trigger_cron("nope")
+    with pytest.raises(awa.CallbackNotFound):
+        sync_client.complete_external("00000000-0000-0000-0000-000000000000")
+    seen: list[str] = []
+    sync_client.on_event("completed", lambda e: seen.append(e.name))
+    sync_client.periodic("p", "@hourly", {}, kind="k")
