@@ -222,6 +222,7 @@ class Hooks(Observer):
         _, pending = await asyncio.wait(list(self._tasks), timeout=timeout)
         return not pending
 
+
 __all__ = [
     "JobCancelled",
     "JobCompleted",
