@@ -199,6 +199,7 @@ class Permit:
             self._released = True
             self._owner._running -= 1
             if self._overflow:
+                self._owner._running_overflow -= 1
                 self._owner.release(Grant(overflow=1))
             else:
                 self._owner.release(Grant(local=1))
@@ -216,6 +217,7 @@ class QueuePermits:
         self._pool = pool
         self._local_used = 0
         self._running = 0  # permits handed to jobs (the rest of what is held is mid-claim)
+        self._running_overflow = 0  # of which from the shared pool
         self._wake: Wake | None = None
 
     def subscribe(self, wake: Wake) -> None:
@@ -246,13 +248,15 @@ class QueuePermits:
         return free_local + (self._pool.grantable(self.queue) if self._pool else 0)
 
     def capacity(self) -> Capacity:
-        """How this queue's capacity is shaped, with live overflow holdings."""
+        """How this queue's capacity is shaped, with the overflow permits its running jobs
+        hold (a claim under way reserves more for a moment; reports leave those out, as
+        ``in_flight`` does, so an idle queue never looks busy)."""
         if self._pool is None:
             return HardReserved(max_workers=self.local_capacity)
         return Weighted(
             min_workers=self.local_capacity,
             weight=self.weight,
-            overflow_held=self._pool.held(self.queue),
+            overflow_held=self._running_overflow,
         )
 
     def try_acquire(self, wanted: int) -> Grant:
@@ -280,6 +284,7 @@ class QueuePermits:
         # Unused permits go back without waking this dispatcher: it is the one returning them.
         self.release(Grant(grant.local - local, grant.overflow - overflow), wake_self=False)
         self._running += keep
+        self._running_overflow += overflow
         return [Permit(self, False) for _ in range(local)] + [
             Permit(self, True) for _ in range(overflow)
         ]
