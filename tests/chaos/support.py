@@ -15,6 +15,7 @@ left running, and each job reached a final state exactly once, by its current at
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import psycopg
@@ -92,17 +93,20 @@ class Recorder:
         self._conn: psycopg.Connection[Any] | None = None
 
     def record(self, job: Any, pid: int = 0) -> None:
+        """Insert one row, blocking (a handler calls it with no await before it returns,
+        so nothing can cancel it in between); retries for ~30 s while the server is down."""
         params = (job.id, job.run_lease, job.attempted_at, pid)
-        for attempt in range(50):
+        for attempt in range(300):
             try:
                 if self._conn is None or self._conn.closed:
-                    self._conn = psycopg.connect(self._url, autocommit=True)
+                    self._conn = psycopg.connect(self._url, autocommit=True, connect_timeout=5)
                 self._conn.execute(RECORD_EXECUTION, params)
                 return
             except psycopg.OperationalError:
                 self.close()
-                if attempt == 49:
+                if attempt == 299:
                     raise
+                time.sleep(0.1)  # the server restarts: wait for it (blocks the loop, too)
 
     def close(self) -> None:
         if self._conn is not None:

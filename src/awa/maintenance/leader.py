@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from psycopg import AsyncConnection
 
 from awa.db import sql
-from awa.maintenance.periodic import Periodic
+from awa.maintenance.periodic import Periodic, cancel_and_wait
 
 logger = logging.getLogger("awa")
 
@@ -42,8 +42,7 @@ class Leader:
         """Stop services and campaigning; the lock goes with the connection. Idempotent."""
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            await cancel_and_wait(task)  # a cancellation can be lost (Python 3.11)
         await self._step_down()
 
     @property

@@ -15,6 +15,8 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
+from awa.maintenance.periodic import cancel_and_wait
+
 logger = logging.getLogger("awa")
 
 AVAILABLE_CHANNEL = "awa_available"
@@ -48,8 +50,7 @@ class Listener:
         """Stop listening and close the connection. Idempotent."""
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            await cancel_and_wait(task)  # a cancellation can be lost (Python 3.11)
         self.connected = False
 
     @property
