@@ -169,6 +169,14 @@ class PermitsMachine(RuleBasedStateMachine):
         assert self.pool.available >= 0
 
     @invariant()
+    def running_totals_agree_with_a_recount(self) -> None:
+        pool = self.pool
+        asking = [q for q in self.queues if pool.demand(q) > 0]
+        assert pool.available == pool.total - sum(pool.held(q) for q in self.queues)
+        assert pool.contending_weight() == sum(self.queues[q].weight for q in asking)
+        assert pool._settled_held() == sum(pool.held(q) for q in self.queues if q not in asking)
+
+    @invariant()
     def counts_match_the_model_and_are_never_negative(self) -> None:
         for queue, permits in self.queues.items():
             assert self.pool.held(queue) == self.overflow_out[queue] >= 0

@@ -53,6 +53,11 @@ class OverflowPool:
         self._held = dict.fromkeys(weights, 0)
         self._demand = dict.fromkeys(weights, 0)
         self._wakers: dict[str, Wake] = {}
+        # Running totals, kept in step with _held and _demand: a release happens once per
+        # job, so recomputing these sums there would cost more than the bookkeeping.
+        self._held_total = 0  # Σ held
+        self._asking_weight = 0  # Σ weight of queues with demand
+        self._settled = 0  # Σ held of queues without demand
         # Private switch for bench/fairness.py: False restores the record's behaviour
         # (only the releasing queue is woken) so the two can be measured side by side.
         self._wake_others = True
@@ -64,7 +69,23 @@ class OverflowPool:
     @property
     def available(self) -> int:
         """Permits nobody holds."""
-        return self.total - sum(self._held.values())
+        return self.total - self._held_total
+
+    def _set_demand(self, queue: str, wanted: int) -> None:
+        was, now = self._demand[queue] > 0, wanted > 0
+        self._demand[queue] = wanted
+        if was and not now:
+            self._asking_weight -= self._weights[queue]
+            self._settled += self._held[queue]
+        elif now and not was:
+            self._asking_weight += self._weights[queue]
+            self._settled -= self._held[queue]
+
+    def _add_held(self, queue: str, delta: int) -> None:
+        self._held[queue] += delta
+        self._held_total += delta
+        if self._demand[queue] == 0:
+            self._settled += delta
 
     def held(self, queue: str) -> int:
         """Overflow permits ``queue`` holds now."""
@@ -80,11 +101,11 @@ class OverflowPool:
 
     def contending_weight(self) -> int:
         """Σ weight of the queues with demand: those the pool is divided among."""
-        return sum(w for queue, w in self._weights.items() if self._demand[queue] > 0)
+        return self._asking_weight
 
     def _settled_held(self) -> int:
         """Permits held by queues that ask for no more: outside the division."""
-        return sum(held for queue, held in self._held.items() if self._demand[queue] == 0)
+        return self._settled
 
     def fair_share(self, queue: str) -> int:
         """``queue``'s share of the pool among the queues with demand."""
@@ -108,7 +129,7 @@ class OverflowPool:
     def try_acquire(self, queue: str, wanted: int) -> int:
         """Record ``wanted`` as ``queue``'s demand and grant what fairness allows now."""
         was_asking = self._demand[queue] > 0
-        self._demand[queue] = max(wanted, 0)
+        self._set_demand(queue, max(wanted, 0))
         if wanted <= 0:
             if was_asking:
                 self._wake_waiting(exclude=queue)  # the others' shares may have grown
@@ -116,7 +137,7 @@ class OverflowPool:
         granted = min(wanted, self.available, self.fair_share(queue) - self._held[queue])
         if granted <= 0:
             return 0
-        self._held[queue] += granted
+        self._add_held(queue, granted)
         return granted
 
     def release(self, queue: str, count: int = 1, *, wake_self: bool = True) -> None:
@@ -133,13 +154,13 @@ class OverflowPool:
             raise RuntimeError(
                 f"overflow release of {count} exceeds {self._held[queue]} held by {queue!r}"
             )
-        self._held[queue] -= count
+        self._add_held(queue, -count)
         self._wake_waiting(exclude=queue, wake_self=wake_self)
 
     def clear_demand(self, queue: str) -> None:
         """``queue`` could not use all it was granted: it asks for no more for now."""
         was_asking = self._demand[queue] > 0
-        self._demand[queue] = 0
+        self._set_demand(queue, 0)
         if was_asking:
             self._wake_waiting(exclude=queue)  # the others' shares may have grown
 
@@ -164,8 +185,9 @@ class OverflowPool:
             ]
         if wake_self and exclude in self._wakers:
             woken.append(exclude)  # a tie goes to the others: the releaser just ran
-        pool, weight = self.total - settled, max(weight, 1)
-        woken.sort(key=lambda q: self._held[q] - pool * self._weights[q] / weight)
+        if len(woken) > 1:
+            pool, weight = self.total - settled, max(weight, 1)
+            woken.sort(key=lambda q: self._held[q] - pool * self._weights[q] / weight)
         for queue in woken:
             self._wakers[queue]()
 
