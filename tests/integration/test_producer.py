@@ -176,3 +176,32 @@ async def test_registered_task_queue_is_the_insert_default(client: awa.AsyncClie
     assert (await client.insert(SendEmail("a"))).queue == "email"
     assert (await client.insert(SendEmail("a"), queue="other")).queue == "other"
     assert (await client.insert({"x": 1}, kind="k")).queue == "default"
+
+
+async def test_insert_many_round_trips_awkward_values(client: awa.AsyncClient) -> None:
+    """COPY rows are formatted by awa: every escape-worthy character must survive."""
+    nasty = 'tab\there, newline\nthere, back\\slash, "quote", comma, {brace}, é, \\N, \r'
+    later = datetime.now(UTC) + timedelta(days=1)
+    jobs = await client.insert_many(
+        [{"text": nasty, "list": [nasty, 1.5, None], "nested": {"k\\": "\t"}}],
+        kind=f"kind {nasty}"[:200],
+        queue=f"queue\t{nasty}"[:200],
+        tags=[nasty[:200], "plain", "x,y", '"q"'],
+        metadata={"m": nasty, "\\": "\n"},
+        run_at=later,
+        unique_opts={"by_queue": True},
+        priority=1,
+        max_attempts=7,
+    )
+    stored = await client.get_job(jobs[0].id)
+    assert stored == jobs[0]
+    assert stored.args["text"] == nasty and stored.metadata == {"m": nasty, "\\": "\n"}
+    assert stored.tags == [nasty[:200], "plain", "x,y", '"q"']
+    assert stored.state is awa.JobState.SCHEDULED and stored.run_at == later
+    with pytest.raises(awa.UniqueConflict):
+        await client.insert_many(
+            [{"text": nasty, "list": [nasty, 1.5, None], "nested": {"k\\": "\t"}}],
+            kind=f"kind {nasty}"[:200],
+            queue=f"queue\t{nasty}"[:200],
+            unique_opts={"by_queue": True},
+        )

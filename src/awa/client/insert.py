@@ -14,6 +14,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from awa import validate
+from awa.client import copy_rows
 from awa.client.unique import UniqueOpts
 from awa.db import sql
 from awa.db.errors import mapped
@@ -215,30 +216,50 @@ async def insert_many(conn: AsyncConnection[Any], specs: Sequence[InsertSpec]) -
             assert row is not None  # a SELECT without FROM always yields its row
             ids, now, _notified = row
             jobs = []
+            lines: list[str] = []
+            now_text = copy_rows.timestamp(now)
             async with conn.cursor().copy(sql.JOB_COPY_IN) as copy:
                 for spec, job_id in zip(specs, ids, strict=True):
                     scheduled = spec.run_at is not None and spec.run_at > now
                     state = JobState.SCHEDULED if scheduled else JobState.AVAILABLE
                     run_at = spec.run_at or now
-                    await copy.write_row(
-                        (
-                            job_id,
-                            spec.kind,
-                            spec.queue,
-                            spec.args_json,
-                            state.value,
-                            spec.priority,
-                            spec.priority,
-                            spec.max_attempts,
-                            spec.tags or "{}",  # empty list: skip the array dumper
-                            spec.metadata_json,
-                            run_at,
-                            spec.unique_key,
-                            spec.unique_states,
-                        )
-                    )
+                    lines.append(_copy_line(job_id, spec, state, now_text))
                     jobs.append(_new_job(job_id, spec, state, now, run_at))
+                    if len(lines) == _COPY_CHUNK:
+                        await copy.write("".join(lines))
+                        lines.clear()
+                if lines:
+                    await copy.write("".join(lines))
     return jobs
+
+
+_COPY_CHUNK = 2_000
+
+
+def _copy_line(job_id: int, spec: InsertSpec, state: JobState, now_text: str) -> str:
+    """One ``job_copy_in`` row in COPY text format (columns in the statement's order)."""
+    run_at = now_text if spec.run_at is None else copy_rows.timestamp(spec.run_at)
+    priority = str(spec.priority)
+    return (
+        "\t".join(
+            (
+                str(job_id),
+                copy_rows.text(spec.kind),
+                copy_rows.text(spec.queue),
+                copy_rows.json_text(spec.args_json),
+                state.value,
+                priority,
+                priority,
+                str(spec.max_attempts),
+                copy_rows.text_array(spec.tags),
+                copy_rows.json_text(spec.metadata_json),
+                run_at,
+                copy_rows.bytea(spec.unique_key),
+                copy_rows.optional(spec.unique_states),
+            )
+        )
+        + "\n"
+    )
 
 
 def _new_job(
