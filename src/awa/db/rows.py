@@ -34,14 +34,28 @@ _STATES = {state.value: state for state in JobState}
 
 
 def job_rows(cursor: Cursor[Any] | AsyncCursor[Any]) -> RowMaker[Job[Any]]:
-    """psycopg row factory: rows with the job columns (in any order, extras ignored) → Job."""
-    names = [column.name for column in cursor.description or ()]
+    """psycopg row factory: rows with the job columns (in any order, extras ignored) → Job.
+
+    ``metadata`` and ``errors`` may come back NULL for empty (the claim does so to skip
+    decoding ``{}`` and ``[]`` for every job); they become a fresh dict and list.
+    """
+    result = cursor.pgresult
+    # Column names straight from the result: cheaper than building cursor.description.
+    names = [] if result is None else [
+        (result.fname(i) or b"").decode() for i in range(result.nfields)
+    ]  # fmt: skip
     positions = [names.index(name) for name in _JOB_FIELDS]
     state_at = names.index("state")
+    metadata_at = _JOB_FIELDS.index("metadata")
+    errors_at = _JOB_FIELDS.index("errors")
 
     def make(values: Sequence[Any]) -> Job[Any]:
         picked = [values[i] for i in positions]
         picked[4] = _STATES[values[state_at]]
+        if picked[metadata_at] is None:
+            picked[metadata_at] = {}
+        if picked[errors_at] is None:
+            picked[errors_at] = []
         return Job(*picked)
 
     return make

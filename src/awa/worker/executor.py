@@ -19,6 +19,7 @@ from awa.serialization import decode_args
 from awa.types import Job
 from awa.worker import results
 from awa.worker.completer import Completer
+from awa.worker.deadlines import Deadlined, DeadlineWatch
 from awa.worker.observe import Observer
 from awa.worker.permits import Permit
 from awa.worker.registry import Task, TaskRegistry
@@ -29,13 +30,24 @@ logger = logging.getLogger("awa")
 class Attempt:
     """One running attempt of one job; also the job's :class:`~awa.types.JobContext`."""
 
-    __slots__ = ("cancel_reason", "deadline_ms", "job", "permit", "started", "task")
+    __slots__ = (
+        "cancel_reason",
+        "deadline_ms",
+        "due",
+        "interruptible",
+        "job",
+        "permit",
+        "started",
+        "task",
+    )
 
     def __init__(self, job: Job[Any], permit: Permit, deadline_ms: int) -> None:
         self.job = job
         self.permit = permit
         self.deadline_ms = deadline_ms
         self.started = time.monotonic()
+        self.due = self.started + deadline_ms / 1000 if deadline_ms > 0 else None
+        self.interruptible = False  # True while an async handler runs: cancel it at the due
         self.cancel_reason: str | None = None
         self.task: asyncio.Task[None] | None = None
 
@@ -66,6 +78,7 @@ class Executor:
             max_workers=max(threads, 1), thread_name_prefix="awa-job"
         )
         self.attempts: dict[int, Attempt] = {}
+        self._deadlines = DeadlineWatch(self.attempts, self._expire)
         self.started = 0
         self.finished = 0
         # Progress, checkpoints and callbacks for handlers (awa.worker.progress.JobServices).
@@ -79,6 +92,16 @@ class Executor:
         self.attempts[job.id] = attempt
         self.started += 1
         attempt.task = asyncio.create_task(self._run(attempt))
+        if attempt.due is not None:
+            self._deadlines.noticed(attempt.due)
+
+    def start(self) -> None:
+        """Start the deadline watcher. Idempotent."""
+        self._deadlines.start()
+
+    async def stop(self) -> None:
+        """Stop the deadline watcher. Idempotent."""
+        await self._deadlines.stop()
 
     async def _run(self, attempt: Attempt) -> None:
         job = attempt.job
@@ -132,22 +155,18 @@ class Executor:
         return results.from_return(job, value)
 
     @staticmethod
-    def _expire(attempt: Attempt, interrupt: bool) -> None:
+    def _expire(attempt: Deadlined) -> None:
         """The deadline passed: flag the attempt, and cancel it when it is a coroutine."""
+        assert isinstance(attempt, Attempt)
         if attempt.cancel_reason is None:
             attempt.cancel_reason = "deadline"
-            if interrupt and attempt.task is not None:
+            if attempt.interruptible and attempt.task is not None:
                 attempt.task.cancel()
 
-    def _arm_deadline(self, attempt: Attempt, interrupt: bool) -> asyncio.TimerHandle | None:
-        if attempt.deadline_ms <= 0:
-            return None
-        remaining = attempt.deadline_ms / 1000 - (time.monotonic() - attempt.started)
-        loop = asyncio.get_running_loop()
-        return loop.call_later(max(0.0, remaining), self._expire, attempt, interrupt)
-
     async def _run_async(self, task: Task, attempt: Attempt) -> Any:
-        timer = self._arm_deadline(attempt, interrupt=True)
+        if attempt.cancel_reason == "deadline":  # expired before the handler started
+            raise _DeadlineExceeded()
+        attempt.interruptible = True
         try:
             return await task.handler(attempt.job)
         except asyncio.CancelledError:
@@ -158,20 +177,14 @@ class Executor:
                 raise _DeadlineExceeded() from None
             raise
         finally:
-            if timer is not None:
-                timer.cancel()
+            attempt.interruptible = False
 
     async def _run_sync(self, task: Task, attempt: Attempt) -> Any:
         # A thread cannot be interrupted: at the deadline the attempt is only flagged, and
         # the handler is expected to notice (job.is_cancelled()); its permit stays taken
         # until the thread is free.
-        timer = self._arm_deadline(attempt, interrupt=False)
         loop = asyncio.get_running_loop()
-        try:
-            value = await loop.run_in_executor(self._threads, task.handler, attempt.job)
-        finally:
-            if timer is not None:
-                timer.cancel()
+        value = await loop.run_in_executor(self._threads, task.handler, attempt.job)
         if attempt.cancel_reason == "deadline":
             raise _DeadlineExceeded()
         return value

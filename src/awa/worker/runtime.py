@@ -199,6 +199,7 @@ class Worker:
                 await migrations.check_schema(conn)
         await self.features.prepare()
         self.completer.start()
+        self.executor.start()
         self.listener.start()
         for dispatcher in self.dispatchers.values():
             dispatcher.start()
@@ -225,6 +226,7 @@ class Worker:
         await self.completer.drain()
         await self._fence_unfinished()
         await self.executor.abandon()
+        await self.executor.stop()
         await self.completer.stop()
         await self.heartbeat.stop()
         await self.features.stop()

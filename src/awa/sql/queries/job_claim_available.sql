@@ -31,6 +31,9 @@ SET state = 'running',
         THEN now() + %(deadline_ms)s::bigint * interval '1 millisecond' END
 FROM picked, commit_mode
 WHERE j.id = picked.id
+-- Empty metadata and errors come back NULL: the row factory makes them {} and [] without
+-- running the JSON decoder twice per job.
 RETURNING j.id, j.kind, j.queue, j.args, j.state, j.priority, j.attempt, j.max_attempts,
-    j.run_lease, j.tags, j.metadata, j.progress, j.errors, j.created_at, j.run_at,
+    j.run_lease, j.tags, nullif(j.metadata, '{}'::jsonb) AS metadata, j.progress,
+    nullif(j.errors, '[]'::jsonb) AS errors, j.created_at, j.run_at,
     j.attempted_at, j.deadline_at, j.finalized_at

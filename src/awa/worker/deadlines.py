@@ -1,0 +1,77 @@
+"""One deadline timer for every running attempt, instead of one timer per job.
+
+A worker's attempts carry deadlines that are nearly always far away (5 min by default)
+and that almost never pass. Arming and cancelling an event-loop timer for each job cost
+a few microseconds on the hot path; this watcher sleeps until the nearest deadline among
+the attempts in flight (re-checked when a launch brings an earlier one) and expires those
+whose time has come.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+
+class Deadlined(Protocol):
+    """What the watcher needs of an attempt."""
+
+    due: float | None  # time.monotonic() deadline, None for no deadline
+    cancel_reason: str | None
+
+
+class DeadlineWatch:
+    """Expires attempts whose ``due`` time has passed."""
+
+    def __init__(
+        self, attempts: Mapping[int, Deadlined], expire: Callable[[Deadlined], None]
+    ) -> None:
+        self._attempts = attempts
+        self._expire = expire
+        self._wakeup = asyncio.Event()
+        self._next = math.inf
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start watching. Idempotent."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="awa-deadlines")
+
+    async def stop(self) -> None:
+        """Stop watching. Idempotent."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    def noticed(self, due: float) -> None:
+        """A new attempt is due at ``due``: look again now if that is the nearest."""
+        if due < self._next:
+            self._next = due
+            self._wakeup.set()
+
+    async def _run(self) -> None:
+        while True:
+            now = time.monotonic()
+            nearest = math.inf
+            for attempt in list(self._attempts.values()):
+                due = attempt.due
+                if due is None or attempt.cancel_reason is not None:
+                    continue
+                if due <= now:
+                    self._expire(attempt)
+                elif due < nearest:
+                    nearest = due
+            self._next = nearest
+            self._wakeup.clear()
+            if nearest == math.inf:
+                await self._wakeup.wait()
+                continue
+            try:
+                async with asyncio.timeout(nearest - time.monotonic()):
+                    await self._wakeup.wait()
+            except TimeoutError:
+                pass
