@@ -11,12 +11,18 @@ from dataclasses import dataclass
 
 from awa.errors import ValidationError
 
+# 100 years. Beyond some 9e12 s, now() + delay overflows PostgreSQL's timestamp range,
+# and the statement writing the outcome would fail for every job of its batch.
+MAX_DELAY_SECONDS = 3_155_760_000
+
 
 def _check_seconds(field: str, seconds: float) -> None:
     if isinstance(seconds, bool) or not isinstance(seconds, int | float):
         raise ValidationError(field, f"must be a number of seconds, got {seconds!r}")
     if not math.isfinite(seconds) or seconds < 0:
         raise ValidationError(field, f"must be a finite number >= 0, got {seconds!r}")
+    if seconds > MAX_DELAY_SECONDS:
+        raise ValidationError(field, f"must be <= {MAX_DELAY_SECONDS} (100 years), got {seconds!r}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import Any
 
-from awa.errors import SerializationError
+from awa.errors import SerializationError, ValidationError
 
 
 def _default(value: Any) -> Any:
@@ -39,11 +40,59 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), default=_default, allow_nan=F
 
 
 def encode_json(value: Any, *, what: str = "args") -> str:
-    """Compact JSON text, or :class:`SerializationError` naming ``what``."""
+    """Compact JSON text, or :class:`SerializationError` naming ``what``.
+
+    JSON that PostgreSQL's ``jsonb`` refuses (a NUL character, an unpaired surrogate)
+    raises :class:`ValidationError` naming ``what``: caught here, it cannot reach a
+    statement and fail it (for a batch of outcomes, fail every other job's too).
+    """
     try:
-        return _ENCODER.encode(value)
+        text = _ENCODER.encode(value)
+    except RecursionError as exc:
+        raise SerializationError(f"{what} are nested too deeply to encode as JSON") from exc
     except (TypeError, ValueError) as exc:
         raise SerializationError(f"{what} are not JSON-serialisable: {exc}") from exc
+    if "\\u0000" in text or "\\ud" in text:  # rare: only then look closer
+        problem = unstorable(text)
+        if problem:
+            raise ValidationError(what, f"contains {problem}, which PostgreSQL cannot store")
+    return text
+
+
+# One escape of JSON text as json.dumps writes it (ensure_ascii): \uXXXX or \<char>.
+_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)")
+
+
+def unstorable(text: str) -> str | None:
+    """What in this JSON text ``jsonb`` would refuse — a NUL (``\\u0000``) or an unpaired
+    surrogate — or None. Escapes are read left to right, so ``\\\\u0000`` (an escaped
+    backslash, then ``u0000``) is rightly not a NUL."""
+    low_expected_at = -1  # a high surrogate was just seen: a low one must follow here
+    for match in _ESCAPE.finditer(text):
+        code = int(match.group(1), 16) if match.group(1) else None
+        if low_expected_at >= 0:
+            if match.start() != low_expected_at or code is None or not 0xDC00 <= code <= 0xDFFF:
+                return "an unpaired surrogate"
+            low_expected_at = -1
+        elif code == 0:
+            return "a NUL character (\\u0000)"
+        elif code is not None and 0xD800 <= code <= 0xDBFF:
+            low_expected_at = match.end()
+        elif code is not None and 0xDC00 <= code <= 0xDFFF:
+            return "an unpaired surrogate"
+    return "an unpaired surrogate" if low_expected_at >= 0 else None
+
+
+def storable_text(text: str) -> str:
+    """``text`` with what PostgreSQL cannot store in text or jsonb (NUL, unpaired
+    surrogates) replaced, for messages awa writes on its own (error entries)."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
 
 
 def decode_args(args_type: type[Any] | None, data: Any) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import sys
 from collections.abc import Coroutine, Sequence
@@ -69,10 +70,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = build_parser().parse_args(argv)
     needs_db = getattr(args, "needs_db", lambda a: True)(args)
+    # The pool's own retry warnings would add lines to the one-line errors; an
+    # application that configures logging still gets them.
+    logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
     try:
         url = database_url(args.database_url) if needs_db else args.database_url
         status: int = run_async(args.handler(args, url))
     except awa.ValidationError as exc:
+        if exc.field == "database_url":
+            return fail(f"argument --database-url: {exc.reason}", 2)
         return fail(str(exc), 2)
     except awa.AwaError as exc:
         return fail(str(exc), 1)

@@ -16,11 +16,19 @@ from awa.db.rows import job_rows, queue_stat, runtime_overrides
 from awa.errors import JobNotFound, ValidationError
 from awa.kinds import derive_kind
 from awa.serialization import args_to_dict, encode_json
-from awa.types import Job, JobState, QueueStat, RuntimeInstance, RuntimeOverrides
+from awa.types import (
+    Job,
+    JobState,
+    QueueStat,
+    RuntimeInstance,
+    RuntimeOverrides,
+    RuntimeSnapshot,
+)
 from awa.worker.snapshot import snapshot_from_json
 
 MAX_LIST_LIMIT = 10_000
 INT32_MAX = 2_147_483_647  # the override columns are PostgreSQL integers
+MAX_FRESH_MS = 3_155_760_000_000  # 100 years, well inside the interval arithmetic
 
 
 def _state(value: JobState | str | None) -> str | None:
@@ -233,7 +241,8 @@ async def list_runtime_instances(
     with mapped():
         cur = conn.cursor(row_factory=dict_row)
         await cur.execute(
-            sql.RUNTIME_INSTANCE_LIST, {"fresh_ms": validate.integer("fresh_ms", fresh_ms, low=1)}
+            sql.RUNTIME_INSTANCE_LIST,
+            {"fresh_ms": validate.integer("fresh_ms", fresh_ms, low=1, high=MAX_FRESH_MS)},
         )
         rows = await cur.fetchall()
     return [
@@ -244,7 +253,19 @@ async def list_runtime_instances(
             started_at=row["started_at"],
             last_seen_at=row["last_seen_at"],
             is_leader=row["is_leader"],
-            snapshot=snapshot_from_json(row["snapshot"]) if row["snapshot"] else None,
+            snapshot=_snapshot(row["snapshot"]),
         )
         for row in rows
     ]
+
+
+def _snapshot(data: Any) -> RuntimeSnapshot | None:
+    """A published runtime snapshot, or None when there is none or it cannot be read
+    (written by another version of awa, or edited by hand): one unreadable row must not
+    break listing the fleet."""
+    if not data:
+        return None
+    try:
+        return snapshot_from_json(data)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None

@@ -59,7 +59,7 @@ class AsyncClient(JobFeatures):
                 "database_url",
                 "no database URL: pass one, or set AWA_DATABASE_URL or DATABASE_URL",
             )
-        self.database_url = url
+        self.database_url = connection.check_url(url)
         self.max_connections = validate.integer("max_connections", max_connections, low=1)
         self.registry = TaskRegistry()
         self._pool: AsyncConnectionPool | None = None
@@ -85,6 +85,7 @@ class AsyncClient(JobFeatures):
                         open=False,
                         name="awa",
                     )
+                    await connection.probe(self.database_url)  # fail fast, with the reason
                     with mapped():
                         await pool.open(wait=True, timeout=30)
                     self._pool = pool

@@ -47,6 +47,9 @@ def dead_letter_rows(cursor: Cursor[Any] | AsyncCursor[Any]) -> RowMaker[DeadLet
     return make
 
 
+MAX_OLDER_THAN_S = 3_155_760_000  # 100 years
+
+
 def _older_than_ms(value: timedelta | float | None) -> int | None:
     if value is None:
         return None
@@ -56,6 +59,8 @@ def _older_than_ms(value: timedelta | float | None) -> int | None:
         seconds = validate.number("older_than", value, above=-1)
     if seconds < 0:
         raise ValidationError("older_than", f"must not be negative, got {value!r}")
+    if seconds > MAX_OLDER_THAN_S:  # the statement takes milliseconds as a bigint
+        raise ValidationError("older_than", f"must be <= {MAX_OLDER_THAN_S} seconds, got {value!r}")
     return int(seconds * 1000)
 
 

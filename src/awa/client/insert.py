@@ -25,6 +25,10 @@ from awa.types import Job, JobState
 
 MAX_TAGS = 20
 MAX_TAG_LENGTH = 255
+# Encoded args of one job. Every claim returns the args of up to claim_batch_size jobs in
+# one response and holds them in memory while they run; beyond this, keep the payload
+# elsewhere (object storage, a table of your own) and pass a reference.
+MAX_ARGS_BYTES = 1_048_576
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +130,12 @@ def _kind_of(args: Any) -> str:
 def _spec(args: Any, kind: str, queue: str, shared: _SharedOptions) -> InsertSpec:
     payload = args_to_dict(args)
     args_json = encode_json(payload)
+    if len(args_json) > MAX_ARGS_BYTES:  # ASCII: ensure_ascii makes characters bytes
+        raise ValidationError(
+            "args",
+            f"encoded as {len(args_json)} bytes of JSON, over the limit of {MAX_ARGS_BYTES} "
+            "(1 MiB): store large payloads elsewhere and pass a reference",
+        )
     unique_key = unique_states = None
     if shared.unique is not None:
         unique_key = shared.unique.key(kind, queue, args_json)
@@ -180,6 +190,10 @@ def build_specs(
 ) -> list[InsertSpec]:
     """Validate many jobs sharing one set of options: options are checked once, each
     job's args are encoded once. ``default_queue`` picks the queue when none is given."""
+    if isinstance(args_list, str | bytes | Mapping) or not isinstance(args_list, Iterable):
+        raise ValidationError(
+            "args_list", f"must be a list of job args, got {type(args_list).__name__}"
+        )
     shared = _shared_options(priority, max_attempts, tags, metadata, run_at, unique_opts)
     fixed_kind = None if kind is None else validate.text("kind", kind)
     fixed_queue = None if queue is None else validate.text("queue", queue)

@@ -22,6 +22,7 @@ DEFAULT_UNIQUE_STATES = (
 )
 _STATE_ORDER = list(JobState)  # bit i of the mask is the i-th state of the SQL enum
 _KEYS = {"by_args", "by_queue", "by_period", "states"}
+MIN_PERIOD_S = 0.001
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,10 @@ class UniqueOpts:
         period = raw.get("by_period")
         if period is not None:
             period = validate.number("unique_opts.by_period", period, above=0)
+            if period < MIN_PERIOD_S:  # tinier periods overflow the bucket number in key()
+                raise ValidationError(
+                    "unique_opts.by_period", f"must be >= {MIN_PERIOD_S} seconds, got {period!r}"
+                )
         states = cls._parse_states(raw.get("states", DEFAULT_UNIQUE_STATES))
         return cls(by_args=by_args, by_queue=by_queue, by_period=period, states=states)
 

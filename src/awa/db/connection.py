@@ -5,8 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from psycopg import AsyncConnection
+import psycopg
+from psycopg import AsyncConnection, conninfo
 from psycopg.types.json import set_json_loads
+
+from awa.errors import DatabaseError, ValidationError
+
+PROBE_CONNECT_TIMEOUT_S = 10
 
 _decode = json.JSONDecoder().decode
 
@@ -30,3 +35,39 @@ def load_json(data: bytes | bytearray | memoryview | str) -> Any:
 async def configure(conn: AsyncConnection[Any]) -> None:
     """Pool ``configure`` hook: install the JSON loader on a new connection."""
     set_json_loads(load_json, conn)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def check_url(url: Any) -> str:
+    """``url`` if libpq can parse it (``postgresql://…`` or ``key=value …``), else a
+    ValidationError naming ``database_url`` — never echoing the URL, which may hold a
+    password."""
+    if not isinstance(url, str):
+        raise ValidationError("database_url", f"must be a string, got {type(url).__name__}")
+    if not url.strip():
+        raise ValidationError("database_url", "is blank")
+    try:
+        conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError as exc:
+        reason = _one_line(exc)
+        raise ValidationError(
+            "database_url", f"not a PostgreSQL URL or key=value string: {reason}"
+        ) from None
+    return url
+
+
+async def probe(url: str) -> None:
+    """Connect once before a pool opens, so that a wrong URL, an unreachable server or a
+    refused login fails at once with libpq's reason, as a DatabaseError — rather than as a
+    bare pool timeout after 30 s of silent retries."""
+    options: dict[str, Any] = {}
+    if "connect_timeout" not in conninfo.conninfo_to_dict(url):
+        options["connect_timeout"] = PROBE_CONNECT_TIMEOUT_S
+    try:
+        conn = await AsyncConnection.connect(url, **options)
+    except psycopg.Error as exc:
+        raise DatabaseError(f"cannot connect to the database: {_one_line(exc)}") from exc
+    await conn.close()

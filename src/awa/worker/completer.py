@@ -14,6 +14,7 @@ import json
 import logging
 from collections.abc import Iterator
 
+import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from awa.db import sql
@@ -115,9 +116,23 @@ class Completer:
 
     async def _flush_until_written(self, batch: list[Finalization]) -> None:
         delay = 0.05
+        applied: set[int] = set()
+        left = list(batch)  # outcomes not yet written, when flushing one by one
+        one_by_one = False
         while True:
             try:
-                applied = await self._flush(batch)
+                if one_by_one:
+                    await self._flush_each(left, applied)
+                else:
+                    applied = await self._flush(batch)
+            except psycopg.DataError as exc:
+                # The server refuses a value of the batch (class 22, data exception):
+                # retrying the same statement could never succeed, and every job of the
+                # batch would wait forever. Write the outcomes one by one instead.
+                logger.warning("completer: a batch of %d outcomes was refused (%s); "
+                               "writing them one by one", len(batch), exc)  # fmt: skip
+                one_by_one = True
+                continue
             except Exception as exc:  # connection loss, restart: keep the batch and retry
                 self.healthy = False
                 logger.warning(
@@ -129,6 +144,22 @@ class Completer:
             self.healthy = True
             self._account(batch, applied)
             return
+
+    async def _flush_each(self, left: list[Finalization], applied: set[int]) -> None:
+        """Write ``left`` one outcome per statement, removing each from it and adding what
+        took effect to ``applied``. An outcome refused on its own is dropped: its job stays
+        ``running`` under a lease nobody renews, and the rescuer returns it (at least
+        once). A connection error propagates; the caller retries from where it stopped."""
+        while left:
+            try:
+                applied |= await self._flush(left[:1])
+            except psycopg.DataError as exc:
+                logger.error(
+                    "completer: dropping the outcome of job %s, refused by the database (%s); "
+                    "the job will be rescued and run again", left[0].job_id, exc,
+                    extra={"event": "outcome_dropped", "job_id": left[0].job_id},
+                )  # fmt: skip
+            del left[0]
 
     async def _flush(self, batch: list[Finalization]) -> set[int]:
         params = {

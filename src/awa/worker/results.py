@@ -15,6 +15,7 @@ from typing import Any
 
 from awa.errors import TerminalError
 from awa.outcomes import Cancel, RetryAfter, Snooze, WaitForCallback
+from awa.serialization import storable_text
 from awa.types import Job, JobState
 
 MAX_BACKOFF_S = 24 * 3600.0
@@ -79,9 +80,15 @@ class Finalization:
 
 
 def _error_entry(job: Job[Any], message: str, kind: str, tb: str | None = None) -> dict[str, Any]:
-    entry: dict[str, Any] = {"error": message, "attempt": job.attempt, "type": kind}
+    # storable_text: a NUL or an unpaired surrogate in an exception message would make
+    # PostgreSQL refuse the whole batch of outcomes this entry is written with.
+    entry: dict[str, Any] = {
+        "error": storable_text(str(message)),
+        "attempt": job.attempt,
+        "type": storable_text(str(kind)),
+    }
     if tb:
-        entry["traceback"] = tb[-MAX_TRACEBACK_CHARS:]
+        entry["traceback"] = storable_text(tb[-MAX_TRACEBACK_CHARS:])
     return entry
 
 

@@ -156,9 +156,11 @@ class Worker:
 
     def _on_control(self, message: dict[str, Any]) -> None:
         if "cancel" in message:
+            # Any role that can connect may NOTIFY: act only on a notice naming the
+            # attempt's exact lease, as awa's own cancel statements do.
             job_id, lease = message.get("cancel"), message.get("run_lease")
-            if isinstance(job_id, int):
-                self.executor.cancel(job_id, "cancelled", lease if isinstance(lease, int) else None)
+            if isinstance(job_id, int) and isinstance(lease, int):
+                self.executor.cancel(job_id, "cancelled", lease)
         queue = message.get("queue_meta")
         if isinstance(queue, str) and queue in self.dispatchers:
             self.dispatchers[queue].control.request_refresh()
