@@ -1,0 +1,105 @@
+"""More bad input for the ``awa`` command line (tests/acceptance/test_cli.py has the first
+19 cases): every command group, malformed database URLs, unknown ids and schedules.
+
+A bad value exits 2, an unknown id or schedule (or an unreachable server) exits 1; either
+way with exactly one line on stderr that names the flag or the problem, nothing on
+stdout, no traceback, and every table of the ``awa`` schema unchanged.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+
+from tests.acceptance.conftest import Awa
+from tests.acceptance.support import Result
+from tests.integration.test_bad_input import awa_snapshot, seed
+
+LONG = "x" * 201
+
+BAD_VALUES = [
+    (["job", "get", "abc"], "ID"),
+    (["job", "cancel"], "ID"),
+    (["job", "list", "--limit", "abc"], "--limit"),
+    (["job", "list", "--limit", "10001"], "limit"),
+    (["job", "list", "--state", ""], "--state"),
+    (["job", "list", "--queue", ""], "queue"),
+    (["job", "list", "--kind", LONG], "kind"),
+    (["queue", "pause", LONG], "queue"),
+    (["queue", "pause", "q", "--by", ""], "paused_by"),
+    (["queue", "drain", ""], "queue"),
+    (["queue", "overrides", "set", "q", "--claim-batch-size", "2147483648"],
+     "--claim-batch-size"),
+    (["queue", "overrides", "set", "q", "--deadline-ms", "abc"], "--deadline-ms"),
+    (["queue", "overrides", "show", ""], "queue"),
+    (["queue", "overrides", "clear", ""], "queue"),
+    (["cron", "pause", ""], "name"),
+    (["dlq", "list", "--older-than", "5x"], "--older-than"),
+    (["dlq", "list", "--older-than", "99999999999999999999d"], "older_than"),
+    (["dlq", "list", "--limit", "0"], "--limit"),
+    (["dlq", "retry"], "filter"),
+    (["dlq", "purge"], "filter"),
+    (["dlq", "purge", "0"], "ID"),
+    (["dlq", "purge", "--kind", ""], "kind"),
+    (["worker", "no_such_module_xyz:client"], "MODULE:CLIENT"),
+    (["worker", "tests.apps.worker_app"], "MODULE:CLIENT"),
+    (["worker", "tests.apps.worker_app:nothing_here"], "MODULE:CLIENT"),
+    (["worker", "x:y", "--queue", "q=0"], "--queue"),
+    (["worker", "x:y", "--queue", "bad"], "--queue"),
+    (["worker", "x:y", "--global-max-workers", "0"], "--global-max-workers"),
+    (["runtime", "list", "--fresh-ms", "abc"], "--fresh-ms"),
+    (["demo", "--jobs", "0"], "--jobs"),
+    (["serve", "--port", "abc"], "--port"),
+    (["frobnicate"], "COMMAND"),
+    (["migrate", "--bogus"], "--bogus"),
+]  # fmt: skip
+
+NOT_FOUND = [
+    (["job", "get", "99999999999999999999999"], "not found"),  # past bigint
+    (["job", "cancel", "999999"], "not found"),
+    (["job", "retry", "999999"], "not found"),
+    (["job", "dump", "999999"], "not found"),
+    (["cron", "pause", "nope"], "nope"),
+    (["cron", "resume", "nope"], "nope"),
+    (["cron", "trigger", "nope"], "nope"),
+    (["cron", "remove", "nope"], "nope"),
+]
+
+BAD_URLS = [
+    ("not a url", 2, "--database-url"),
+    ("http://example.com/db", 2, "--database-url"),
+    ("postgresql://[::1", 2, "--database-url"),
+    ("postgresql://localhost/db?bogus_option=1", 2, "--database-url"),
+    ("   ", 2, "--database-url"),
+    ("postgresql://ada:s3cret-pw@127.0.0.1:1/app", 1, "cannot connect"),
+]
+
+
+def _check(result: Result, status: int, names: str, case: str) -> None:
+    lines = result.stderr_lines
+    assert result.returncode == status, (case, result.returncode, result.stdout, lines)
+    assert len(lines) == 1, (case, lines)
+    assert names in lines[0], (case, lines)
+    assert "Traceback" not in result.stderr, case
+    assert result.stdout == "", (case, result.stdout)
+
+
+def test_bad_values_exit_2_and_unknown_names_exit_1_with_one_line(
+    awa_cli: Awa, database_url: str
+) -> None:
+    seed(database_url)
+    before = awa_snapshot(database_url)
+    cases = [(args, 2, names) for args, names in BAD_VALUES]
+    cases += [(args, 1, names) for args, names in NOT_FOUND]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:  # 2 cores
+        results = list(pool.map(lambda case: awa_cli(*case[0]), cases))
+    for (args, status, names), result in zip(cases, results, strict=True):
+        _check(result, status, names, " ".join(args))
+    assert awa_snapshot(database_url) == before
+
+
+def test_malformed_or_unreachable_database_urls(awa_cli: Awa) -> None:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda case: awa_cli("queue", "list", url=case[0]), BAD_URLS))
+    for (url, status, names), result in zip(BAD_URLS, results, strict=True):
+        _check(result, status, names, url)
+        assert "s3cret-pw" not in result.stderr  # a password is never echoed
