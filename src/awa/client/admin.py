@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, LiteralString
 
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
@@ -46,7 +46,7 @@ def _job_id(value: Any) -> int:
 
 
 async def _one_job(
-    conn: AsyncConnection[Any], query: Any, params: Mapping[str, Any]
+    conn: AsyncConnection[Any], query: LiteralString, params: Mapping[str, Any]
 ) -> Job[Any] | None:
     with mapped():
         cur = conn.cursor(row_factory=job_rows)
@@ -55,7 +55,7 @@ async def _one_job(
 
 
 async def _many_jobs(
-    conn: AsyncConnection[Any], query: Any, params: Mapping[str, Any]
+    conn: AsyncConnection[Any], query: LiteralString, params: Mapping[str, Any]
 ) -> list[Job[Any]]:
     with mapped():
         cur = conn.cursor(row_factory=job_rows)
@@ -90,7 +90,7 @@ async def list_jobs(
 
 
 async def _changed_or_current(
-    conn: AsyncConnection[Any], query: Any, job_id: int, **extra: Any
+    conn: AsyncConnection[Any], query: LiteralString, job_id: int, **extra: Any
 ) -> Job[Any]:
     job = await _one_job(conn, query, {"id": _job_id(job_id), **extra})
     return job if job is not None else await get_job(conn, job_id)
