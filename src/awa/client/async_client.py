@@ -20,6 +20,7 @@ from awa import validate
 from awa.client import admin
 from awa.client import insert as insert_path
 from awa.client.features import JobFeatures
+from awa.client.lane import InsertLane
 from awa.client.transaction import Transaction
 from awa.client.unique import UniqueOpts
 from awa.config import DEFAULT_QUEUE, QueueSpec, build_worker_config, resolve_database_url
@@ -64,6 +65,7 @@ class AsyncClient(JobFeatures):
         self.registry = TaskRegistry()
         self._pool: AsyncConnectionPool | None = None
         self._pool_lock = asyncio.Lock()
+        self._insert_lane = InsertLane()
         self._worker: Any = None  # awa.worker.runtime.Worker once started
         self._observers: list[Observer] = []
         self._periodic: list[PeriodicJob] = []  # client.periodic(...), see JobFeatures
@@ -104,6 +106,7 @@ class AsyncClient(JobFeatures):
         if self._worker is not None:
             await self.shutdown()
         if self._pool is not None:
+            await self._insert_lane.close(self._pool)
             await self._pool.close()
             self._pool = None
 
@@ -189,8 +192,10 @@ class AsyncClient(JobFeatures):
             run_at=run_at,
             unique_opts=unique_opts,
         )
-        async with self._connection() as conn:
-            job = await insert_path.insert_one(conn, spec)
+        pool = await self._get_pool()
+        with mapped():
+            async with self._insert_lane.connection(pool) as conn:
+                job = await insert_path.insert_one(conn, spec)
         if self._after_insert is not None:  # awa.testing.inline
             job = await self._after_insert(job)
         return job
