@@ -56,6 +56,10 @@ bench: $(STAMP) ## Side-by-side benchmark vs peers, 3 reps (~30 min) -> bench/re
 bench-quick: $(STAMP) ## Small side-by-side benchmark, 1 rep -> bench/results/tmp/quick
 	$(BIN)/python bench/run.py --quick
 
+.PHONY: soak
+soak: $(STAMP) ## Soak: 10 min of mixed load, a worker SIGKILLed every minute; 0 lost (SOAK_ARGS=--quick)
+	$(BIN)/python bench/soak.py $(SOAK_ARGS)
+
 .PHONY: clean
 clean: ## Remove the venv, caches and the embedded data directory
 	rm -rf $(VENV) .awa .pytest_cache .mypy_cache .ruff_cache build dist
