@@ -33,6 +33,7 @@ class JobFeatures:
     _hooks: Hooks | None
     _after_insert: Callable[[Job[Any]], Awaitable[Job[Any]]] | None
     _spec: Callable[..., InsertSpec]  # provided by AsyncClient
+    _get_pool: Callable[[], Awaitable[AsyncConnectionPool]]  # provided by AsyncClient
     _worker: Any  # the running worker, if any
 
     def _before_start(self, what: str) -> None:
@@ -40,9 +41,6 @@ class JobFeatures:
             raise ValidationError(
                 what, "register before start(): the running worker does not see it"
             )
-
-    async def _get_pool(self) -> AsyncConnectionPool:
-        raise NotImplementedError  # provided by AsyncClient
 
     # -- periodic jobs ---------------------------------------------------------------
 
