@@ -66,9 +66,21 @@ def run_async(coro: Coroutine[Any, Any, int]) -> int:
     return asyncio.run(coro)
 
 
+def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
+    """Every ``--flag`` of the parser and its subcommands."""
+    found: set[str] = set()
+    for action in parser._actions:
+        found.update(action.option_strings)
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                found |= _option_strings(child)
+    return found
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     needs_db = getattr(args, "needs_db", lambda a: True)(args)
     # The pool's own retry warnings would add lines to the one-line errors; an
     # application that configures logging still gets them.
@@ -77,8 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         url = database_url(args.database_url) if needs_db else args.database_url
         status: int = run_async(args.handler(args, url))
     except awa.ValidationError as exc:
-        if exc.field == "database_url":
-            return fail(f"argument --database-url: {exc.reason}", 2)
+        flag = "--" + exc.field.replace("_", "-")
+        if flag in _option_strings(parser):  # the API's field is one of our flags
+            return fail(f"argument {flag}: {exc.reason}", 2)
         return fail(str(exc), 2)
     except awa.AwaError as exc:
         return fail(str(exc), 1)
