@@ -1,4 +1,4 @@
-"""``awa job get|list|cancel|retry|dump``."""
+"""``awa job get|list|cancel|retry|dump`` (and ``enqueue``, in :mod:`.job_enqueue`)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 import awa
 from awa.cli.args import positive_int, with_example
+from awa.cli.commands import job_enqueue
 from awa.cli.output import print_json, print_table
 
 
@@ -32,6 +33,7 @@ def register(sub: Any) -> None:
     p.add_argument("--queue")
     p.add_argument("--limit", type=positive_int, default=50)
     p.set_defaults(handler=run)
+    job_enqueue.register(actions)
 
 
 def _show(job: awa.Job[Any], as_json: bool) -> None:

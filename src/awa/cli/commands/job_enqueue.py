@@ -1,0 +1,80 @@
+"""``awa job enqueue`` — bulk-insert jobs from a JSON-lines file, with a progress bar."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+import awa
+from awa.cli.args import positive_int, with_example
+from awa.cli.output import err_console, fail, print_json
+
+
+def register(actions: Any) -> None:
+    p = actions.add_parser(
+        "enqueue",
+        help="bulk-insert jobs from a JSON-lines file",
+        **with_example(
+            "Insert one job per line of FILE, each line the JSON object of its args. The file\n"
+            "is read and checked first, then written in one transaction (COPY batches):\n"
+            "either every line becomes a job or none does.",
+            "awa job enqueue --kind send_email --queue email --file jobs.jsonl",
+        ),
+    )
+    p.add_argument("--file", required=True, metavar="FILE", help="JSON lines; - for stdin")
+    p.add_argument("--kind", required=True)
+    p.add_argument("--queue", default="default")
+    p.add_argument("--priority", type=int, choices=range(1, 5), default=2, metavar="1-4")
+    p.add_argument("--max-attempts", type=positive_int, default=25)
+    p.add_argument("--batch-size", type=positive_int, default=5_000)
+    p.set_defaults(handler=run)
+
+
+def _read(source: str) -> list[dict[str, Any]] | str:
+    """The args of every non-blank line, or a one-line reason the file is unusable."""
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"cannot read {source}: {exc}"
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError as exc:
+            return f"line {number} is not JSON ({exc})"
+        if not isinstance(value, dict):
+            return f"line {number} is not a JSON object of job args"
+        rows.append(value)
+    return rows
+
+
+async def run(args: argparse.Namespace, url: str | None) -> int:
+    rows = _read(args.file)
+    if isinstance(rows, str):
+        return fail(f"argument --file: {rows}", 2)
+    options = {"kind": args.kind, "queue": args.queue, "priority": args.priority,
+               "max_attempts": args.max_attempts}  # fmt: skip
+    progress = Progress(
+        TextColumn("enqueue"), BarColumn(), MofNCompleteColumn(),
+        console=err_console, disable=args.json or not rows,
+    )  # fmt: skip
+    async with awa.AsyncClient(url) as client:
+        with progress:
+            bar = progress.add_task("jobs", total=len(rows))
+            async with client.transaction() as tx:
+                for start in range(0, len(rows), args.batch_size):
+                    chunk = rows[start : start + args.batch_size]
+                    await tx.insert_many(chunk, **options)
+                    progress.advance(bar, len(chunk))
+    if args.json:
+        print_json({"inserted": len(rows), "kind": args.kind, "queue": args.queue})
+    else:
+        print(f"enqueued {len(rows)} {args.kind} job(s) on {args.queue}")
+    return 0

@@ -1,0 +1,34 @@
+"""``awa job enqueue``: a JSON-lines file becomes jobs, all or nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import awa
+from tests.acceptance.conftest import Awa
+
+
+def test_every_line_becomes_a_job(awa_cli: Awa, sync_client: awa.Client, tmp_path: Path) -> None:
+    source = tmp_path / "jobs.jsonl"
+    source.write_text('{"to": "a@x"}\n\n{"to": "b@x", "n": 2}\n')
+    result = awa_cli("job", "enqueue", "--kind", "send_email", "--queue", "email",
+                     "--priority", "1", "--file", str(source), "--json")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.json() == {"inserted": 2, "kind": "send_email", "queue": "email"}
+    jobs = sync_client.list_jobs(kind="send_email")
+    assert sorted(job.args["to"] for job in jobs) == ["a@x", "b@x"]
+    assert {(job.queue, job.priority) for job in jobs} == {("email", 1)}
+
+
+def test_a_bad_file_writes_nothing(awa_cli: Awa, sync_client: awa.Client, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"ok": 1}\n{"oops": \n')
+    not_object = tmp_path / "list.jsonl"
+    not_object.write_text('{"ok": 1}\n[1, 2]\n')
+    for path, reason in ((bad, "line 2 is not JSON"), (not_object, "line 2 is not a JSON object"),
+                         (tmp_path / "missing.jsonl", "cannot read")):  # fmt: skip
+        result = awa_cli("job", "enqueue", "--kind", "k", "--file", str(path))
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 2 and len(lines) == 1, (path, result.stderr)
+        assert "--file" in lines[0] and reason in lines[0]
+    assert sync_client.list_jobs() == []
