@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 
@@ -30,7 +29,6 @@ async def test_expires_due_attempts_and_wakes_for_an_earlier_newcomer() -> None:
     watch = DeadlineWatch(attempts, expire)
     watch.start()
     try:
-        await asyncio.sleep(0)  # the watcher scans once and sleeps until the far deadline
         soon = FakeAttempt(time.monotonic() + 0.05)
         attempts[3] = soon
         watch.noticed(soon.due or 0)  # earlier than anything known: look again

@@ -70,11 +70,10 @@ def runtime_overrides(row: dict[str, Any] | None) -> RuntimeOverrides | None:
     """A ``queue_meta`` row's override columns, or None when no override is stored."""
     if row is None:
         return None
-    overrides = RuntimeOverrides(
+    return RuntimeOverrides(
         poll_interval_ms=row["override_poll_interval_ms"],
         claim_batch_size=row["override_claim_batch_size"],
         rate_limit=row["override_rate_limit"],
         deadline_ms=row["override_deadline_ms"],
         updated_at=row["overrides_updated_at"],
     )
-    return overrides

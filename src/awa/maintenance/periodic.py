@@ -30,7 +30,7 @@ class Periodic:
     checks observe progress without sleeping.
     """
 
-    def __init__(self, name: str, interval_s: float, tick: Callable[[], Awaitable[None]]) -> None:
+    def __init__(self, name: str, interval_s: float, tick: Callable[[], Awaitable[object]]) -> None:
         self.name = name
         self.interval_s = interval_s
         self._tick = tick

@@ -14,12 +14,14 @@ import time
 from typing import Any
 
 from awa.config import QueueConfig
+from awa.db.rows import runtime_overrides
 from awa.types import Capacity, QueueRuntime, RuntimeOverrides
 from awa.worker.rate_limit import TokenBucket
 
 logger = logging.getLogger("awa")
 
 KEYS = ("poll_interval_ms", "claim_batch_size", "rate_limit", "deadline_ms")
+_NO_OVERRIDES = RuntimeOverrides(None, None, None, None, None)
 
 
 class QueueControl:
@@ -58,17 +60,10 @@ class QueueControl:
     def apply(self, row: dict[str, Any] | None) -> None:
         """Adopt a freshly read ``queue_meta`` row (None: no row, nothing overridden)."""
         self._next_refresh = time.monotonic() + self.refresh_ms / 1000
-        row = row or {}
-        self.paused = bool(row.get("paused", False))
-        self.overrides = RuntimeOverrides(
-            poll_interval_ms=row.get("override_poll_interval_ms"),
-            claim_batch_size=row.get("override_claim_batch_size"),
-            rate_limit=row.get("override_rate_limit"),
-            deadline_ms=row.get("override_deadline_ms"),
-            updated_at=row.get("overrides_updated_at"),
-        )
+        self.paused = bool(row and row["paused"])
+        self.overrides = runtime_overrides(row)
         ignored: dict[str, str] = {}
-        o = self.overrides
+        o = self.overrides or _NO_OVERRIDES
         self.poll_interval_ms = o.poll_interval_ms or self.config.poll_interval_ms
         self.claim_batch_size = o.claim_batch_size or self.config.claim_batch_size
         self.deadline_ms = self._effective_deadline(o.deadline_ms, ignored)

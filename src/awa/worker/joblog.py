@@ -80,7 +80,7 @@ class JobLog(Observer):
 
     def outcomes_applied(self, applied: Sequence[Finalization]) -> None:
         for f in applied:
-            if f.state is JobState.COMPLETED or f.job is None:
+            if f.state is JobState.COMPLETED:
                 continue
             if f.state is JobState.FAILED:
                 self._failed(f, f.job)
@@ -122,8 +122,6 @@ class JobLog(Observer):
         if not logger.isEnabledFor(logging.INFO):
             return
         for f in stale:
-            if f.job is None:
-                continue
             logger.info(
                 "job %s (%s on %s): outcome %s refused, attempt %d lost its lease (run_lease %d)",
                 f.job.id, f.job.kind, f.job.queue, outcome_name(f.state), f.job.attempt,

@@ -111,7 +111,7 @@ class Worker:
             Periodic(
                 "promote",
                 c.promote_interval_ms / 1000,
-                lambda: self._run(promoter.promote_due(self.pool)),
+                lambda: promoter.promote_due(self.pool),
             ),
             Periodic(
                 "rescue-heartbeat",
@@ -131,10 +131,6 @@ class Worker:
             Periodic("prune", PRUNE_INTERVAL_S, self._prune),
             *self.features.maintenance(),
         ]
-
-    @staticmethod
-    async def _run(work: Awaitable[Any]) -> None:
-        await work
 
     async def _report_rescued(self, reason: str, work: Awaitable[rescuer.Rescued]) -> None:
         rows = await work
