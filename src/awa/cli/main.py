@@ -93,6 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if flag in _option_strings(parser):  # the API's field is one of our flags
             return fail(f"argument {flag}: {exc.reason}", 2)
         return fail(str(exc), 2)
+    except awa.MissingExtra as exc:
+        return fail(str(exc), 2)
     except awa.AwaError as exc:
         return fail(str(exc), 1)
     except KeyboardInterrupt:

@@ -8,13 +8,7 @@ import json
 import sys
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
-
-from rich.console import Console
-from rich.table import Table
-
-console = Console()
-err_console = Console(stderr=True)
+from typing import Any, TextIO
 
 
 def to_jsonable(value: Any) -> Any:
@@ -55,20 +49,91 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def format_table(
+    columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None
+) -> str:
+    """An aligned plain-text table (numbers right-aligned), ending in a newline."""
+    materialised = [list(r) for r in rows]
+    cells = [[_cell(v) for v in row] for row in materialised]
+    widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
+    numeric = [
+        bool(materialised)
+        and all(isinstance(r[i], int | float) and not isinstance(r[i], bool) for r in materialised)
+        for i in range(len(columns))
+    ]
+
+    def line(values: Sequence[str]) -> str:
+        padded = (
+            v.rjust(w) if right else v.ljust(w)
+            for v, w, right in zip(values, widths, numeric, strict=True)
+        )
+        return "  ".join(padded).rstrip()
+
+    out = [title] if title else []
+    out += [line(columns), "  ".join("-" * w for w in widths)]
+    out += [line(row) for row in cells]
+    return "\n".join(out) + "\n"
+
+
 def print_table(
     columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None
 ) -> None:
-    """An aligned table (numbers right-aligned)."""
-    table = Table(title=title, show_edge=False, header_style="bold")
-    materialised = [list(r) for r in rows]
-    for i, column in enumerate(columns):
-        numeric = bool(materialised) and all(
-            isinstance(r[i], int | float) and not isinstance(r[i], bool) for r in materialised
-        )
-        table.add_column(column, justify="right" if numeric else "left")
-    for row in materialised:
-        table.add_row(*(_cell(v) for v in row))
-    console.print(table)
+    """An aligned table on stdout (numbers right-aligned)."""
+    sys.stdout.write(format_table(columns, rows, title))
+
+
+class Redraw:
+    """Redraws a block of text in place on a terminal (a live table); elsewhere only the
+    last block is written, by :meth:`close`."""
+
+    def __init__(self, stream: TextIO = sys.stdout) -> None:
+        self._stream = stream
+        self._tty = stream.isatty()
+        self._lines = 0
+        self._last = ""
+
+    def update(self, text: str) -> None:
+        """Replace the block last drawn with ``text``."""
+        self._last = text
+        if not self._tty:
+            return
+        # Up to the block's first line, clear to the end of the screen, draw.
+        up = f"\x1b[{self._lines}F" if self._lines else ""
+        self._stream.write(f"{up}\x1b[J{text}")
+        self._stream.flush()
+        self._lines = text.count("\n")
+
+    def close(self) -> None:
+        """Leave the last block on screen (write it once when not on a terminal)."""
+        if not self._tty and self._last:
+            self._stream.write(self._last)
+        self._stream.flush()
+
+
+class ProgressLine:
+    """``label  done/total`` rewritten in place on a terminal's stderr; silent elsewhere."""
+
+    def __init__(self, label: str, total: int, *, enabled: bool = True) -> None:
+        self._label = label
+        self._total = total
+        self._done = 0
+        self._on = enabled and total > 0 and sys.stderr.isatty()
+
+    def advance(self, count: int) -> None:
+        """Count ``count`` more done and redraw."""
+        self._done += count
+        if self._on:
+            width = 30
+            filled = width * self._done // self._total
+            bar = "#" * filled + "." * (width - filled)
+            sys.stderr.write(f"\r{self._label} [{bar}] {self._done}/{self._total}")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        """End the line."""
+        if self._on:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
 
 
 def fail(message: str, status: int = 2) -> int:

@@ -10,6 +10,10 @@ overrides, retry failed, retry/cancel a job) are confirmed, CSRF-checked and aud
     app = create_app(DashboardSettings(database_url="postgresql://localhost/app"))
 """
 
-from awa.dashboard.app import DashboardSettings, create_app
+from awa.extras import require
+
+require("dashboard", "the dashboard")  # before Starlette is imported, to name the extra
+
+from awa.dashboard.app import DashboardSettings, create_app  # noqa: E402  (after the check)
 
 __all__ = ["DashboardSettings", "create_app"]

@@ -22,9 +22,14 @@ from __future__ import annotations
 from typing import Any
 
 from awa.errors import ValidationError
-from awa.metrics.core import Metrics
-from awa.metrics.http import MetricsApp, MetricsServer
-from awa.metrics.spec import ALL as INSTRUMENTS
+from awa.extras import require
+
+require("metrics", "awa.metrics")  # before prometheus_client is imported, to name the extra
+
+# The imports below come after the check on purpose.
+from awa.metrics.core import Metrics  # noqa: E402
+from awa.metrics.http import MetricsApp, MetricsServer  # noqa: E402
+from awa.metrics.spec import ALL as INSTRUMENTS  # noqa: E402
 
 
 def _async_core(client: Any) -> Any:

@@ -15,12 +15,9 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from rich.live import Live
-from rich.table import Table
-
 import awa
 from awa.cli.args import positive_int, with_example
-from awa.cli.output import console
+from awa.cli.output import Redraw, format_table
 
 QUEUES = ("demo_email", "demo_images", "demo_reports")
 
@@ -75,19 +72,18 @@ def _register_tasks(client: awa.AsyncClient) -> None:
         return None
 
 
-def _table(rows: dict[str, dict[str, int]], total: int, elapsed: float) -> Table:
-    table = Table(title=f"awa demo — {elapsed:5.1f}s", header_style="bold")
-    for column in ("queue", "waiting", "running", "retrying", "completed", "progress"):
-        table.add_column(column, justify="left" if column == "queue" else "right")
+def _table(rows: dict[str, dict[str, int]], total: int, elapsed: float) -> str:
+    lines = []
     for queue in QUEUES:
         r = rows.get(queue, {})
         done = min(r.get("completed", 0), total)
         bar = "█" * int(20 * done / total) if total else ""
-        table.add_row(
-            queue, str(r.get("waiting", 0)), str(r.get("running", 0)),
-            str(r.get("retrying", 0)), f"{done}/{total}", f"{bar:<20}",
-        )  # fmt: skip
-    return table
+        lines.append((
+            queue, r.get("waiting", 0), r.get("running", 0),
+            r.get("retrying", 0), f"{done}/{total}", f"{bar:<20}",
+        ))  # fmt: skip
+    columns = ("queue", "waiting", "running", "retrying", "completed", "progress")
+    return format_table(columns, lines, title=f"awa demo — {elapsed:5.1f}s")
 
 
 async def _progress(client: awa.AsyncClient, baseline: dict[str, int]) -> dict[str, dict[str, int]]:
@@ -120,7 +116,7 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
         await client.insert_many([ResizeImage(f"/img/{i}.png", 640) for i in range(per_queue)])
         await client.insert_many([BuildReport(i) for i in range(per_queue)])
         enqueued = time.monotonic() - started
-        console.print(f"enqueued {3 * per_queue} jobs in {enqueued * 1000:.0f} ms (COPY)")
+        print(f"enqueued {3 * per_queue} jobs in {enqueued * 1000:.0f} ms (COPY)", flush=True)
         await client.start(
             [
                 awa.QueueConfig("demo_email", min_workers=4, weight=2),
@@ -130,16 +126,17 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
             global_max_workers=24,
             promote_interval_ms=100,
         )
-        with Live(console=console, refresh_per_second=8) as live:
-            while True:
-                rows = await _progress(client, baseline)
-                live.update(_table(rows, per_queue, time.monotonic() - started))
-                if all(rows.get(q, {}).get("completed", 0) >= per_queue for q in QUEUES):
-                    break
-                await asyncio.sleep(0.1)
+        live = Redraw()
+        while True:
+            rows = await _progress(client, baseline)
+            live.update(_table(rows, per_queue, time.monotonic() - started))
+            if all(rows.get(q, {}).get("completed", 0) >= per_queue for q in QUEUES):
+                break
+            await asyncio.sleep(0.1)
+        live.close()
         elapsed = time.monotonic() - started
         await client.shutdown()
-    console.print(
+    print(
         f"done: {3 * per_queue} jobs in {elapsed:.1f}s "
         f"({3 * per_queue / elapsed:,.0f} jobs/s end to end, including retries and snoozes)"
     )

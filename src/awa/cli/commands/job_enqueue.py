@@ -8,11 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
 import awa
 from awa.cli.args import positive_int, with_example
-from awa.cli.output import err_console, fail, print_json
+from awa.cli.output import ProgressLine, fail, print_json
 
 
 def register(actions: Any) -> None:
@@ -61,18 +59,16 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
         return fail(f"argument --file: {rows}", 2)
     options = {"kind": args.kind, "queue": args.queue, "priority": args.priority,
                "max_attempts": args.max_attempts}  # fmt: skip
-    progress = Progress(
-        TextColumn("enqueue"), BarColumn(), MofNCompleteColumn(),
-        console=err_console, disable=args.json or not rows,
-    )  # fmt: skip
+    progress = ProgressLine("enqueue", len(rows), enabled=not args.json)
     async with awa.AsyncClient(url) as client:
-        with progress:
-            bar = progress.add_task("jobs", total=len(rows))
+        try:
             async with client.transaction() as tx:
                 for start in range(0, len(rows), args.batch_size):
                     chunk = rows[start : start + args.batch_size]
                     await tx.insert_many(chunk, **options)
-                    progress.advance(bar, len(chunk))
+                    progress.advance(len(chunk))
+        finally:
+            progress.close()
     if args.json:
         print_json({"inserted": len(rows), "kind": args.kind, "queue": args.queue})
     else:

@@ -17,6 +17,7 @@ import awa
 from awa.cli.args import positive_int, with_example
 from awa.cli.database import database_url
 from awa.cli.output import fail
+from awa.extras import require
 
 if TYPE_CHECKING:
     from awa.dashboard import DashboardSettings
@@ -73,6 +74,7 @@ def _configure_logging() -> None:
 
 
 async def run(args: argparse.Namespace, url: str | None) -> int:
+    require("dashboard", "awa serve")
     from awa.dashboard import DashboardSettings  # imported only by this command
     from awa.dashboard.security import is_loopback
 

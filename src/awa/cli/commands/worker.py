@@ -11,6 +11,7 @@ from typing import Any
 
 import awa
 from awa.cli.args import non_negative_int, positive_int, queue_workers, with_example
+from awa.extras import require
 
 
 def register(sub: Any) -> None:
@@ -52,6 +53,8 @@ def load_client(target: str) -> awa.AsyncClient:
 
 
 async def run(args: argparse.Namespace, url: str | None) -> int:
+    if args.metrics_port is not None:
+        require("metrics", "--metrics-port")
     try:
         client = load_client(args.target)
     except (ImportError, ValueError) as exc:
