@@ -32,8 +32,16 @@ fmt: $(STAMP) ## Format and autofix
 	$(BIN)/ruff format src tests bench
 	$(BIN)/ruff check --fix src tests bench
 
+# Programs some tests drive, as PROGRAM=DEBIAN_PACKAGE. `make test` installs the missing ones
+# where it can; where it cannot, only their tests skip, and the reasons print last.
+SYSTEM_DEPS := chromium=chromium chromedriver=chromium-driver pgbouncer=pgbouncer nginx=nginx
+
+.PHONY: system-deps
+system-deps: ## Install what some tests drive (Chromium, PgBouncer, nginx) via apt where allowed
+	@bash .ci/system-deps $(SYSTEM_DEPS)
+
 .PHONY: test
-test: $(STAMP) ## Run the whole suite on real PostgreSQL (DATABASE_URL or embedded)
+test: $(STAMP) system-deps ## Run the whole suite on real PostgreSQL (DATABASE_URL or embedded)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 .PHONY: test-unit

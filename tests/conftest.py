@@ -137,3 +137,22 @@ def db(database_url: str) -> Iterator[psycopg.Connection[Any]]:
     """A plain autocommit connection to the test database, for assertions."""
     with psycopg.connect(database_url, autocommit=True) as conn:
         yield conn
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter: Any) -> Iterator[None]:
+    """Every skip reason, grouped, after every other section (outermost wrapper: this runs
+    after pytest's own short summary), so a skipped group cannot go unnoticed."""
+    yield
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    if not reasons:
+        return
+    total = sum(reasons.values())
+    terminalreporter.write_sep("=", f"{total} skipped, and why", yellow=True)
+    for reason, count in sorted(reasons.items(), key=lambda item: -item[1]):
+        terminalreporter.write_line(f"{count:4d}  {reason}")

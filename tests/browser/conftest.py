@@ -1,9 +1,9 @@
 """Browser fixtures: headless Chromium (selenium + chromedriver), a database with a live
 worker and seeded jobs, and ``awa serve`` subprocesses on free loopback ports.
 
-Chromium and chromedriver come from Debian (``apt-get install -y chromium
-chromium-driver``; ``.ci/run`` installs them). Without them every test here is skipped
-with that reason.
+Chromium and chromedriver come from Debian (``chromium``, ``chromium-driver``); ``make
+test`` installs them where it can (``.ci/system-deps``). Without them every test here is
+skipped with that reason.
 """
 
 from __future__ import annotations
@@ -53,7 +53,10 @@ def browser() -> Iterator[Any]:
     chromium = _find(CHROMIUM_NAMES)
     driver_path = _find(("chromedriver",))
     if chromium is None or driver_path is None:
-        pytest.skip("chromium/chromedriver not found: apt-get install -y chromium chromium-driver")
+        pytest.skip(
+            "chromium/chromedriver not found and `make test` could not install them: "
+            "apt-get install -y chromium chromium-driver"
+        )
     os.environ.setdefault("SE_OFFLINE", "true")  # never let Selenium Manager download
     profile = tempfile.mkdtemp(prefix="awa-chromium-")
     options = webdriver.ChromeOptions()
