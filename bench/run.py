@@ -21,6 +21,7 @@ import tempfile
 import time
 import traceback
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from harness.profile import profile_awa
 from harness.server import start_server
 from harness.workloads import Runner, Settings, WorkloadFailed
 
-WORKLOADS = ["W1", "W2", "W3", "W4", "ceiling"]
+WORKLOADS = ["W1", "W1xP", "W5", "W2", "W3", "W4", "W6", "idle", "ceiling"]
 
 
 def parse_args() -> argparse.Namespace:
@@ -113,28 +114,108 @@ class Session:
 
 def run_reps(session: Session, runner: Runner, workloads: list[str], reps: int) -> None:
     names = list(session.adapters)
+    rounds = calibrate_work(runner.s.w5_work_ms) if "W5" in workloads else 0
+    session.results["meta"]["settings"]["w5_rounds"] = rounds
     for rep in range(1, reps + 1):
         order = names[(rep - 1) % len(names) :] + names[: (rep - 1) % len(names)]
         print(f"repetition {rep}/{reps}: {', '.join(order)}", flush=True)
-        for name in order if "W1" in workloads else []:
-            adapter, info = session.adapters[name], session.info[name]
+        each = partial(taking_part, session, order, workloads)
+
+        for name, adapter, info in each("W1"):
             session.record("W1", name, rep, lambda a=adapter, i=info: runner.drain(a, i))
-        for name in order if "W2" in workloads else []:
-            adapter, info = session.adapters[name], session.info[name]
+        for processes in runner.s.processes[1:] if "W1xP" in workloads else ():
+            for name, adapter, info in each("W1xP"):
+                session.record(
+                    f"W1x{processes}",
+                    name,
+                    rep,
+                    lambda a=adapter, i=info, p=processes: runner.scale_out(a, i, p),
+                )
+        for processes in runner.s.w5_processes if "W5" in workloads else ():
+            for name, adapter, info in each("W5"):
+                session.record(
+                    f"W5x{processes}",
+                    name,
+                    rep,
+                    lambda a=adapter, i=info, p=processes: runner.cpu_bound(a, i, p, rounds),
+                )
+        for name, adapter, info in each("W2"):
             session.record("W2", name, rep, lambda a=adapter, i=info: runner.latency(a, i))
-        for name in order if "W3" in workloads else []:
-            adapter = session.adapters[name]
+        for name, adapter, _ in each("W3"):
             session.record("W3", name, rep, lambda a=adapter: runner.insert(a))
-        if "W4" in workloads and "awa" in session.adapters:
+        for name, adapter, info in each("W4"):
             modes = ["hard", "weighted"] if rep % 2 else ["weighted", "hard"]
             for mode in modes:
                 extra = ("--queues", "4", "--mode", mode)
-                awa, info = session.adapters["awa"], session.info["awa"]
                 session.record(
-                    "W4", f"awa {mode}", rep, lambda e=extra, a=awa, i=info: runner.drain(a, i, *e)
+                    "W4",
+                    f"{name} {mode}",
+                    rep,
+                    lambda e=extra, a=adapter, i=info: runner.drain(a, i, *e),
                 )
+        for name, adapter, info in each("W6"):
+            modes = [True, False] if rep % 2 else [False, True]
+            for capped in modes:
+                label = f"{name} {'capped' if capped else 'uncapped'}"
+                session.record(
+                    "W6", label, rep, lambda a=adapter, i=info, k=capped: runner.fleet_cap(a, i, k)
+                )
+        for name, adapter, _ in each("idle"):
+            run_idle(session, runner, name, adapter, rep)
         if "ceiling" in workloads:
             session.record("ceiling", "pgbench", rep, runner.ceiling)
+
+
+def taking_part(
+    session: Session, order: list[str], workloads: list[str], workload: str
+) -> list[tuple[str, Adapter, dict[str, Any]]]:
+    """The systems (in this repetition's order) that run ``workload``, if it was asked for."""
+    if workload not in workloads:
+        return []
+    return [
+        (n, session.adapters[n], session.info[n])
+        for n in order
+        if workload in session.adapters[n].peer.workloads
+    ]
+
+
+def run_idle(session: Session, runner: Runner, name: str, adapter: Adapter, rep: int) -> None:
+    """Idle cost for every queue count, one process then ten (unless one already costs
+    too much for ten to be measured on a shared machine)."""
+    for queues in runner.s.idle_queues:
+        single: float | None = None
+        for processes in runner.s.idle_processes:
+            label = f"idle {queues}q x{processes}"
+            if single is not None and processes > 1 and single * processes > runner.s.idle_budget:
+                reason = (
+                    f"skipped: one process already sends {single:,.0f} statements/s; "
+                    f"{processes} would saturate the shared machine"
+                )
+                session.record(label, name, rep, lambda r=reason: {"skipped": r})
+                continue
+            session.record(
+                label, name, rep, lambda q=queues, p=processes: runner.idle(adapter, q, p)
+            )
+            last = session.results["runs"][-1]
+            if processes == 1:
+                single = last.get("statements_per_s")
+
+
+def calibrate_work(milliseconds: float) -> int:
+    """Rounds of ``_common.burn`` that take ``milliseconds`` here (best of 5 trials, so a
+    busy moment on the shared machine does not shrink the jobs)."""
+    sys.path.insert(0, str(BENCH / "adapters"))
+    import _common
+
+    trial = 20_000
+    best = min(_timed_burn(_common.burn, trial) for _ in range(5))
+    return max(1, round(trial * milliseconds / 1000 / best))
+
+
+def _timed_burn(burn: Any, rounds: int) -> float:
+    began = time.perf_counter()
+    burn(rounds)
+    return time.perf_counter() - began
 
 
 def refresh_notes(session: Session) -> None:

@@ -7,12 +7,18 @@ and is ignored). Commands:
 
     describe              -> {"system", "version", "completed_sql", "notes": [...]}
     setup                 -> install the system's schema into the (fresh) database
-    enqueue --jobs N      -> bulk-enqueue N no-op jobs; {"seconds": elapsed}
+    enqueue --jobs N      -> bulk-enqueue N no-op jobs; {"seconds": elapsed, "cpu_seconds": …}
     worker                -> prints {"event": "ready"}, waits for "go" on stdin, starts the
-                             worker (32 concurrent handlers), prints {"event": "started"},
-                             waits for "stop", prints {"event": "done", "starts": [[seq, t]]}
+                             worker (--concurrency handlers, 32 by default), prints
+                             {"event": "started"}, waits for "stop", prints {"event": "done",
+                             "starts": [[seq, t]], "ends": [[seq, t]]}
     produce --rate R --seconds S -> single inserts at a steady rate; {"commits": [[seq, t]]}
-    insert --seconds S    -> single inserts in a loop; {"count": n, "seconds": elapsed}
+    insert --seconds S    -> single inserts in a loop; {"count": n, "seconds": elapsed,
+                             "cpu_seconds": the adapter's own CPU time during the loop}
+
+Handlers run ``job_body`` after ``record_start``: nothing for the no-op workloads,
+``--work N`` rounds of pure-Python arithmetic (W5, CPU-bound) or ``--sleep-ms`` of
+awaiting (W6); with ``--record`` the end of each job is recorded too.
 
 Timestamps are ``time.monotonic()`` (CLOCK_MONOTONIC, system-wide on Linux), so the
 producer's commit times and the worker's handler-start times compare directly.
@@ -31,9 +37,13 @@ from typing import Any
 CONCURRENCY = 32
 PREFIX = "@bench "
 
-# Handler-start times, filled by each adapter's handler when the worker runs with --record.
+# Handler start and end times, filled by each adapter's handler when run with --record.
 STARTS: list[tuple[int, float]] = []
+ENDS: list[tuple[int, float]] = []
 RECORD = False
+# What each handler does after recording its start (set from --work / --sleep-ms).
+WORK_ROUNDS = 0
+SLEEP_S = 0.0
 
 
 def emit(payload: dict[str, Any]) -> None:
@@ -48,11 +58,35 @@ def record_start(seq: int) -> None:
         STARTS.append((seq, time.monotonic()))
 
 
+def burn(rounds: int) -> int:
+    """Pure-Python work: ``rounds`` iterations of integer arithmetic, holding the GIL."""
+    total = 0
+    for i in range(rounds):
+        total = (total + i * i) % 1_000_003
+    return total
+
+
+def has_body() -> bool:
+    """True when handlers do more than record their start (W5, W6, or --record ends)."""
+    return bool(WORK_ROUNDS or SLEEP_S)
+
+
+async def job_body(seq: int) -> None:
+    """The handler's work after ``record_start``: CPU (W5) or a sleep (W6)."""
+    if WORK_ROUNDS:
+        burn(WORK_ROUNDS)
+    if SLEEP_S:
+        await asyncio.sleep(SLEEP_S)
+    if RECORD:
+        ENDS.append((seq, time.monotonic()))
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line every adapter accepts."""
     parser = argparse.ArgumentParser()
     parser.add_argument(
-        "command", choices=["describe", "setup", "enqueue", "worker", "produce", "insert"]
+        "command",
+        choices=["describe", "setup", "enqueue", "worker", "idle", "produce", "insert"],
     )
     parser.add_argument("--url", default="")
     parser.add_argument("--jobs", type=int, default=20_000)
@@ -63,7 +97,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--record", action="store_true", help="record handler start times")
     parser.add_argument("--uvloop", action="store_true", help="run on uvloop (awa only)")
     parser.add_argument("--unbounded", action="store_true", help="no concurrency limit (pgqueuer)")
-    return parser.parse_args(argv)
+    parser.add_argument("--concurrency", type=int, default=CONCURRENCY, help="handlers")
+    parser.add_argument("--work", type=int, default=0, help="CPU rounds per job (W5)")
+    parser.add_argument("--sleep-ms", type=float, default=0.0, help="handler sleep (W6)")
+    parser.add_argument("--durable", action="store_true", help="synchronous commits (awa)")
+    parser.add_argument("--cap", type=int, default=0, help="fleet concurrency cap (awa, W6)")
+    args = parser.parse_args(argv)
+    global WORK_ROUNDS, SLEEP_S
+    WORK_ROUNDS, SLEEP_S = args.work, args.sleep_ms / 1000
+    return args
 
 
 def queue_names(count: int) -> list[str]:
@@ -97,14 +139,14 @@ async def serve_worker(
     emit({"event": "started"})
     await wait_for_command("stop")
     await stop()
-    emit({"event": "done", "starts": STARTS})
+    emit({"event": "done", "starts": STARTS, "ends": ENDS})
 
 
-async def timed(call: Callable[[], Awaitable[Any]]) -> float:
-    """Seconds one awaited call takes."""
-    began = time.perf_counter()
+async def timed(call: Callable[[], Awaitable[Any]]) -> dict[str, float]:
+    """Wall seconds and this process's CPU seconds one awaited call takes."""
+    began, cpu = time.perf_counter(), time.process_time()
     await call()
-    return time.perf_counter() - began
+    return {"seconds": time.perf_counter() - began, "cpu_seconds": time.process_time() - cpu}
 
 
 async def produce_steady(
@@ -130,8 +172,9 @@ async def produce_steady(
 async def insert_loop(insert_one: Callable[[int], Awaitable[Any]], seconds: float) -> None:
     """Single inserts back to back for ``seconds`` (after one warm-up insert)."""
     await insert_one(-1)
-    count, began = 0, time.perf_counter()
+    count, began, cpu = 0, time.perf_counter(), time.process_time()
     while time.perf_counter() - began < seconds:
         await insert_one(count)
         count += 1
-    emit({"count": count, "seconds": time.perf_counter() - began})
+    elapsed, cpu = time.perf_counter() - began, time.process_time() - cpu
+    emit({"count": count, "seconds": elapsed, "cpu_seconds": cpu})

@@ -65,7 +65,7 @@ async def enqueue(args: Any) -> None:
     async def bulk() -> None:
         await client.enqueue_many_copy(jobs, kind="noop")
 
-    c.emit({"seconds": await c.timed(bulk)})
+    c.emit(await c.timed(bulk))
     await client.close()
 
 
@@ -74,10 +74,13 @@ async def worker(args: Any) -> None:
 
     @client.task(Noop, kind="noop")
     async def noop(job: Any) -> None:
-        c.record_start(job.args.seq)
+        seq = job.args.seq
+        c.record_start(seq)
+        if c.has_body():
+            await c.job_body(seq)
 
     async def start() -> None:
-        await client.start([("default", c.CONCURRENCY)])
+        await client.start([("default", args.concurrency)])
 
     async def stop() -> None:
         await client.shutdown()

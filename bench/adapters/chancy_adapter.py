@@ -19,6 +19,8 @@ from chancy import Chancy, Job, Queue, Worker
 
 async def noop(seq: int) -> None:
     c.record_start(seq)
+    if c.has_body():
+        await c.job_body(seq)
 
 
 NOTES = [
@@ -54,7 +56,7 @@ async def setup(args: Any) -> None:
         await chancy.migrate()
         queue = Queue(
             "default",
-            concurrency=c.CONCURRENCY,
+            concurrency=args.concurrency,
             executor=Chancy.Executor.Async,
             eager_polling=True,
         )
@@ -69,7 +71,7 @@ async def enqueue(args: Any) -> None:
             async for _ in chancy.push_many(jobs):
                 pass
 
-        c.emit({"seconds": await c.timed(bulk)})
+        c.emit(await c.timed(bulk))
 
 
 async def worker(args: Any) -> None:

@@ -19,7 +19,10 @@ from oban.schema import install
 @worker(queue="default")
 class Noop:
     async def process(self, job: Any) -> None:
-        c.record_start(job.args["seq"])
+        seq = job.args["seq"]
+        c.record_start(seq)
+        if c.has_body():
+            await c.job_body(seq)
 
 
 NOTES = [
@@ -53,13 +56,13 @@ async def enqueue(args: Any) -> None:
     async def bulk() -> None:
         await oban.enqueue_many(jobs)
 
-    c.emit({"seconds": await c.timed(bulk)})
+    c.emit(await c.timed(bulk))
     await pool.close()
 
 
 async def run_worker(args: Any) -> None:
     pool = await Oban.create_pool(args.url)
-    oban = Oban(pool=pool, queues={"default": c.CONCURRENCY})
+    oban = Oban(pool=pool, queues={"default": args.concurrency})
 
     async def start() -> None:
         await oban.start()

@@ -29,6 +29,8 @@ NOTES = [
     "as the reference row 'pgqueuer (no limit)'; it is not counted as a peer.",
     "Completion is read from pgqueuer_log (status 'successful'): pgqueuer deletes "
     "finished jobs from its queue table.",
+    "W1×P: with 16 or 8 handlers per process the batch size is cut to half the cap (8, "
+    "4): pgqueuer refuses a max_concurrent_tasks below twice its batch_size.",
 ]
 
 
@@ -57,7 +59,7 @@ async def enqueue(args: Any) -> None:
     async def bulk() -> None:
         await queries.enqueue(["noop"] * args.jobs, payloads, [0] * args.jobs)
 
-    c.emit({"seconds": await c.timed(bulk)})
+    c.emit(await c.timed(bulk))
     await conn.close()
 
 
@@ -67,13 +69,20 @@ async def worker(args: Any) -> None:
 
     @pgq.entrypoint("noop")
     async def noop(job: Job) -> None:
-        c.record_start(int(job.payload or b"0"))
+        seq = int(job.payload or b"0")
+        c.record_start(seq)
+        if c.has_body():
+            await c.job_body(seq)
 
     running: list[asyncio.Task[None]] = []
 
     async def start() -> None:
-        limit = None if args.unbounded else c.CONCURRENCY
-        running.append(asyncio.create_task(pgq.qm.run(max_concurrent_tasks=limit)))
+        limit = None if args.unbounded else args.concurrency
+        # pgqueuer refuses a cap below twice the batch size (W1×P splits 32 into 16 or 8)
+        batch = 10 if limit is None else min(10, limit // 2)
+        running.append(
+            asyncio.create_task(pgq.qm.run(batch_size=batch, max_concurrent_tasks=limit))
+        )
 
     async def stop() -> None:
         pgq.qm.shutdown.set()

@@ -29,6 +29,8 @@ def build_app(url: str) -> procrastinate.App:
     @app.task(name="noop")
     async def noop(seq: int) -> None:
         c.record_start(seq)
+        if c.has_body():
+            await c.job_body(seq)
 
     return app
 
@@ -59,7 +61,7 @@ async def enqueue(args: Any) -> None:
         async def bulk() -> None:
             await task.batch_defer_async(*kwargs)
 
-        c.emit({"seconds": await c.timed(bulk)})
+        c.emit(await c.timed(bulk))
 
 
 async def worker(args: Any) -> None:
@@ -68,7 +70,7 @@ async def worker(args: Any) -> None:
     async with app.open_async():
 
         async def start() -> None:
-            coro = app.run_worker_async(concurrency=c.CONCURRENCY, install_signal_handlers=False)
+            coro = app.run_worker_async(concurrency=args.concurrency, install_signal_handlers=False)
             running.append(asyncio.create_task(coro))
 
         async def stop() -> None:

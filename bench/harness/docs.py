@@ -40,6 +40,30 @@ METHOD = """\
   awa dependency). `pgqueuer (no limit)` is a reference row, not a peer: pgqueuer's own
   default of unbounded in-flight jobs, shown because the 32 cap costs pgqueuer most of
   its W1 throughput (see its notes below).
+- W1-durable: `awa (durable)` is the awa adapter whose worker starts with
+  `synchronous_commit=True` (claims, heartbeats and outcomes committed durably, ADR 0006);
+  it runs W1 and W2 in every run, so durability's cost is a ratio of the same run.
+- Cost per job: around each W1 drain, CPU of the worker processes and of the whole server
+  (the postmaster with its reaped children and every live descendant, so backends,
+  WAL writer and checkpointer all count) from /proc, WAL from
+  `pg_current_wal_insert_lsn()`, transactions (xact_commit + xact_rollback) from
+  `pg_stat_database` once every client has disconnected; W3 the same around the producer.
+- W1×P: W1 with the 32 handlers split evenly over 2 and 4 worker processes started
+  together (the 1-process figure is W1 itself); awa, pgqueuer and procrastinate.
+- W5: 2 000 jobs whose async handler runs ≈ 2 ms of pure-Python arithmetic (a fixed
+  number of rounds, calibrated once per run, so a busy machine makes jobs slower rather
+  than shorter), 32 handlers over 1 and 2 processes; awa, pgqueuer and procrastinate.
+- W6 (awa only): 3 worker processes drain 10 ms jobs (an `asyncio.sleep`) of one queue,
+  once under a fleet-wide concurrency limit of 20 (`set_queue_limits`, each process
+  started with 20 permits) and once without one but with 20 permits split 7/7/6, so both
+  allow 20 at once and the ratio is the cost of enforcing the limit across processes.
+  Slot freed → next start: each recorded handler end is matched to the first later
+  handler start not matched yet (ends after the last start are left out).
+- Idle (awa only): 1 and 10 worker processes on 1, 100 and 1 000 empty queues; after
+  2 s, transactions per second the server counts for the database (with autocommit one
+  statement each), and server and worker CPU, over a window of 10 s. Ten processes are
+  skipped where one process already sends more than 200 statements/s: on a shared
+  2-core machine ten of them would measure the queueing, not the cost.
 - Ceiling: `pgbench -M prepared` from the server's own binaries; each client updates its
   own row of a 1 000-row table (`UPDATE … WHERE id = :client_id + 1 RETURNING n`), so
   the number is commit cost, not row-lock contention.
@@ -67,6 +91,20 @@ def write_results_md(results: dict[str, Any], path: Path) -> None:
     if problems:
         head += ["", "### Skipped or failed", "", *problems]
     path.write_text("\n".join(head) + "\n")
+
+
+# docs/benchmarks.md below this line is written by hand (the profile breakdown, proposals)
+# and kept as it is when a run rewrites the generated part above it.
+KEEP_MARKER = "<!-- Written by hand below this line; bench/run.py keeps it. -->"
+
+
+def _kept_part(path: Path) -> list[str]:
+    if not path.exists():
+        return [KEEP_MARKER, ""]
+    text = path.read_text()
+    if KEEP_MARKER not in text:
+        return [KEEP_MARKER, ""]
+    return [KEEP_MARKER + text.split(KEEP_MARKER, 1)[1].rstrip("\n"), ""]
 
 
 def write_docs(results: dict[str, Any], path: Path, plot: str, profile: Path | None) -> None:
@@ -116,4 +154,4 @@ def write_docs(results: dict[str, Any], path: Path, plot: str, profile: Path | N
             profile.read_text().strip(),
             "",
         ]
-    path.write_text("\n".join(lines))
+    path.write_text("\n".join([*lines, *_kept_part(path)]))

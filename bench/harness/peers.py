@@ -32,14 +32,28 @@ class Peer:
     extra_args: tuple[str, ...] = ()
     role: str = "peer"  # "awa" (the system judged), "peer", or "reference" (not a peer)
     venv_name: str = field(default="")
+    # The workloads it takes part in; W1, W2 and W3 are the side-by-side core.
+    workloads: frozenset[str] = frozenset({"W1", "W2", "W3"})
 
     @property
     def venv(self) -> Path:
         return VENVS / (self.venv_name or self.name)
 
 
+# W1×P and W5 run the peers the issue names (pgqueuer, procrastinate): scale-out is
+# measured against them; W4, W6 and idle measure awa's own features.
+SCALE = frozenset({"W1", "W2", "W3", "W1xP", "W5"})
+ALL = frozenset({"W1", "W2", "W3", "W1xP", "W5", "W4", "W6", "idle"})
+
 PEERS = [
-    Peer("awa", "awa_adapter.py", role="awa"),
+    Peer("awa", "awa_adapter.py", role="awa", workloads=ALL),
+    Peer(
+        "awa (durable)",
+        "awa_adapter.py",
+        extra_args=("--durable",),
+        role="awa",
+        workloads=frozenset({"W1", "W2"}),  # inserts are the same as awa's
+    ),
     Peer(
         "awa (uvloop)",
         "awa_adapter.py",
@@ -53,6 +67,7 @@ PEERS = [
         "pgqueuer",
         "pgqueuer_adapter.py",
         packages=("pgqueuer==1.6.0", "asyncpg==0.32.0", "uvloop==0.23.0"),
+        workloads=SCALE,
     ),
     Peer(
         "pgqueuer (no limit)",
@@ -66,6 +81,7 @@ PEERS = [
         "procrastinate",
         "procrastinate_adapter.py",
         packages=("procrastinate==3.10.0", "psycopg[binary]"),
+        workloads=SCALE,
     ),
     Peer("oban", "oban_adapter.py", packages=("oban==0.7.0",), min_python=(3, 12)),
     Peer("chancy", "chancy_adapter.py", packages=("chancy==0.26.0", "psycopg[binary]")),

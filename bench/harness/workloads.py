@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 
 from harness.adapter import Adapter, AdapterProcess
+from harness.meter import Meter, per_unit
 from harness.procstat import PeakSampler
 from harness.server import Server
 
@@ -33,10 +34,32 @@ class Settings:
     w3_seconds: float = 5.0
     ceiling_seconds: float = 5.0
     ceiling_clients: tuple[int, ...] = (1, 4, 32)
+    processes: tuple[int, ...] = (1, 2, 4)  # W1×P (1 comes from W1 itself)
+    w5_jobs: int = 2_000
+    w5_work_ms: float = 2.0
+    w5_processes: tuple[int, ...] = (1, 2)
+    w6_jobs: int = 6_000
+    w6_cap: int = 20
+    w6_processes: int = 3
+    w6_sleep_ms: float = 10.0
+    idle_queues: tuple[int, ...] = (1, 100, 1000)
+    idle_processes: tuple[int, ...] = (1, 10)
+    idle_seconds: float = 10.0
+    # 10 idle processes are skipped where one already sends more than this / 10 (the
+    # machine is shared; ten would saturate it and measure the queueing, not the cost)
+    idle_budget: float = 2_000.0
 
     @classmethod
     def quick(cls) -> Settings:
-        return cls(jobs=4_000, w2_seconds=5.0, w3_seconds=2.0, ceiling_seconds=2.0)
+        return cls(
+            jobs=4_000,
+            w2_seconds=5.0,
+            w3_seconds=2.0,
+            ceiling_seconds=2.0,
+            w5_jobs=600,
+            w6_jobs=2_000,
+            idle_seconds=5.0,
+        )
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -49,18 +72,24 @@ def percentile(values: list[float], p: float) -> float:
 
 
 def wait_completed(
-    url: str, query: str, target: int, timeout: float, worker: AdapterProcess | None = None
+    url: str,
+    query: str,
+    target: int,
+    timeout: float,
+    workers: list[AdapterProcess] | AdapterProcess | None = None,
 ) -> float | None:
     """Poll the system's own tables until ``target`` jobs show completed.
 
-    Returns the ``perf_counter`` time it was seen, or None on timeout or when ``worker``
-    exits. Polls every 50 ms,
-    every 10 ms for the last tenth, so the clock overshoots by a few ms at most.
+    Returns the ``perf_counter`` time it was seen, or None on timeout or when a worker
+    exits. Polls every 50 ms, every 10 ms for the last tenth, so the clock overshoots by a
+    few ms at most.
     """
+    if isinstance(workers, AdapterProcess):
+        workers = [workers]
     deadline = time.perf_counter() + timeout
     with psycopg.connect(url, autocommit=True) as conn:
         while time.perf_counter() < deadline:
-            if worker is not None and worker.proc.poll() is not None:
+            if any(w.proc.poll() is not None for w in workers or []):
                 return None
             row = conn.execute(query).fetchone()
             done = int(row[0]) if row else 0
@@ -68,6 +97,30 @@ def wait_completed(
                 return time.perf_counter()
             time.sleep(0.01 if done >= 0.9 * target else 0.05)
     return None
+
+
+def slot_gaps(starts: list[float], ends: list[float]) -> list[float]:
+    """Milliseconds from each job's end (a slot freeing) to the next start not yet matched
+    to an earlier end; ends after the last start (the backlog was empty) are left out."""
+    gaps, i = [], 0
+    for end in ends:
+        while i < len(starts) and starts[i] < end:
+            i += 1
+        if i == len(starts):
+            break
+        gaps.append((starts[i] - end) * 1000)
+        i += 1
+    return gaps
+
+
+def max_overlap(starts: list[float], ends: list[float]) -> int:
+    """The most jobs running at one instant, from recorded handler start and end times."""
+    events = sorted([(t, 1) for t in starts] + [(t, -1) for t in ends])  # ends first at a tie
+    running = peak = 0
+    for _, step in events:
+        running += step
+        peak = max(peak, running)
+    return peak
 
 
 class Runner:
@@ -87,33 +140,94 @@ class Runner:
         worker.expect(timeout=120)  # ready: imported, connected, handler registered
         return worker
 
-    def drain(self, adapter: Adapter, info: dict[str, Any], *extra: str) -> dict[str, Any]:
-        """W1 (and W4 with ``extra``): bulk enqueue, then time one worker draining it."""
+    def _start_workers(
+        self, adapter: Adapter, processes: int, url: str, *args: str, split: int = 32
+    ) -> list[AdapterProcess]:
+        """``processes`` workers sharing ``split`` handlers evenly (the first get the rest)."""
+        workers = []
+        try:
+            for i in range(processes):
+                share = split // processes + (1 if i < split % processes else 0)
+                workers.append(
+                    adapter.spawn("worker", "--url", url, "--concurrency", str(share), *args)
+                )
+            for worker in workers:
+                worker.expect(timeout=120)  # ready: imported, connected, handler registered
+        except BaseException:
+            for worker in workers:
+                worker.kill()
+            raise
+        return workers
+
+    def drain(
+        self,
+        adapter: Adapter,
+        info: dict[str, Any],
+        *extra: str,
+        processes: int = 1,
+        jobs: int | None = None,
+        handler: tuple[str, ...] = (),
+    ) -> dict[str, Any]:
+        """W1 (W4 with ``extra``, W1×P with ``processes``, W5 with a CPU ``handler``): bulk
+        enqueue, then time the workers draining it; what it cost per job beside."""
         database = "bench_drain"
         url = self._prepare(adapter, database)
-        jobs = self.s.jobs
+        jobs = jobs or self.s.jobs
+        meter = Meter(self.server.admin_url, database)
+        before = meter.read([])
         enqueued = adapter.call("enqueue", "--url", url, "--jobs", str(jobs), *extra)
-        worker = self._start_worker(adapter, "--url", url, *extra)
-        sampler = PeakSampler(worker.pid)
+        after_enqueue = meter.read([])
+        workers = self._start_workers(adapter, processes, url, *extra, *handler)
+        pids = [w.pid for w in workers]
+        samplers = [PeakSampler(pid) for pid in pids]
         try:
+            began_reading = meter.read(pids)
             began = time.perf_counter()
-            worker.send("go")
+            for worker in workers:
+                worker.send("go")
             timeout = max(300, jobs / 20)
-            seen = wait_completed(url, info["completed_sql"], jobs, timeout, worker)
-            peak = sampler.stop()
-            worker.finish()
+            seen = wait_completed(url, info["completed_sql"], jobs, timeout, workers)
+            ended_reading = meter.read(pids)
+            peaks = [sampler.stop() for sampler in samplers]
+            for worker in workers:
+                worker.finish()
         finally:
-            sampler.stop()
-            worker.kill()
+            for sampler in samplers:
+                sampler.stop()
+            for worker in workers:
+                worker.kill()
+        time.sleep(0.3)  # exited backends publish their transaction counts
+        finished = meter.read([])
         self.server.drop_database(database)
         if seen is None:
             raise WorkloadFailed(f"{jobs} jobs not completed in time")
+        cost = per_unit(began_reading, ended_reading, jobs)
+        cost["xacts_per_job"] = (finished.xacts - after_enqueue.xacts) / jobs
+        bulk = per_unit(before, after_enqueue, jobs)
         return {
             "enqueue_jobs_per_s": jobs / enqueued["seconds"],
+            "enqueue_client_cpu_us_per_job": enqueued.get("cpu_seconds", 0) * 1e6 / jobs,
+            "enqueue_server_cpu_us_per_job": bulk.get("server_cpu_us_per_job"),
+            "enqueue_wal_bytes_per_job": bulk["wal_bytes_per_job"],
             "drain_jobs_per_s": jobs / (seen - began),
             "drain_seconds": seen - began,
-            "peak_rss_mb": peak / MB,
+            "peak_rss_mb": max(peaks) / MB,
+            "processes": processes,
+            **cost,
         }
+
+    def scale_out(self, adapter: Adapter, info: dict[str, Any], processes: int) -> dict[str, Any]:
+        """W1×P: W1 with 32 handlers split evenly over ``processes`` worker processes."""
+        result = self.drain(adapter, info, processes=processes)
+        result["per_process_jobs_per_s"] = result["drain_jobs_per_s"] / processes
+        return result
+
+    def cpu_bound(
+        self, adapter: Adapter, info: dict[str, Any], processes: int, rounds: int
+    ) -> dict[str, Any]:
+        """W5: ``w5_jobs`` jobs of ``rounds`` of pure-Python work each (≈ w5_work_ms)."""
+        handler = ("--work", str(rounds))
+        return self.drain(adapter, info, processes=processes, jobs=self.s.w5_jobs, handler=handler)
 
     def latency(self, adapter: Adapter, info: dict[str, Any]) -> dict[str, Any]:
         """W2: a steady single-insert producer next to a running worker."""
@@ -157,9 +271,94 @@ class Runner:
         """W3: one producer, single inserts back to back, no worker."""
         database = "bench_insert"
         url = self._prepare(adapter, database)
+        meter = Meter(self.server.admin_url, database)
+        before = meter.read([])
         done = adapter.call("insert", "--url", url, "--seconds", str(self.s.w3_seconds))
+        time.sleep(0.3)  # the producer's backend publishes its transaction count on exit
+        cost = per_unit(before, meter.read([]), done["count"])
         self.server.drop_database(database)
-        return {"inserts_per_s": done["count"] / done["seconds"]}
+        cost["client_cpu_us_per_job"] = done.get("cpu_seconds", 0) * 1e6 / done["count"]
+        return {"inserts_per_s": done["count"] / done["seconds"], **cost}
+
+    def fleet_cap(self, adapter: Adapter, info: dict[str, Any], capped: bool) -> dict[str, Any]:
+        """W6: 3 processes drain 10 ms jobs of one queue, either under a fleet-wide cap of
+        20 (each process may run 20) or with no cap and 20 handlers split 7/7/6. Both allow
+        20 at once, so the ratio is what enforcing the cap across processes costs."""
+        database = "bench_fleet_cap"
+        url = self.server.fresh_database(database)
+        cap = self.s.w6_cap
+        prepared = adapter.call("setup", "--url", url, "--cap", str(cap if capped else 0))
+        if "skipped" in prepared:
+            self.server.drop_database(database)
+            return {"skipped": prepared["skipped"]}
+        jobs, processes = self.s.w6_jobs, self.s.w6_processes
+        adapter.call("enqueue", "--url", url, "--jobs", str(jobs))
+        handler = ("--record", "--sleep-ms", str(self.s.w6_sleep_ms))
+        split = cap * processes if capped else cap
+        workers = self._start_workers(adapter, processes, url, *handler, split=split)
+        try:
+            began = time.perf_counter()
+            for worker in workers:
+                worker.send("go")
+            for worker in workers:
+                worker.expect(timeout=60)  # started
+            seen = wait_completed(url, info["completed_sql"], jobs, max(300, jobs / 20), workers)
+            done = [worker.finish() for worker in workers]
+        finally:
+            for worker in workers:
+                worker.kill()
+        self.server.drop_database(database)
+        if seen is None:
+            raise WorkloadFailed(f"{jobs} jobs not completed in time")
+        starts = sorted(t for d in done for _, t in d["starts"])
+        ends = sorted(t for d in done for _, t in d["ends"])
+        gaps = slot_gaps(starts, ends)
+        result: dict[str, Any] = {
+            "jobs_per_s": jobs / (seen - began),
+            "max_running": max_overlap(starts, ends),
+        }
+        if gaps:
+            result["slot_gap_p50_ms"] = percentile(gaps, 50)
+            result["slot_gap_p99_ms"] = percentile(gaps, 99)
+        return result
+
+    def idle(self, adapter: Adapter, queues: int, processes: int) -> dict[str, Any]:
+        """Idle: ``processes`` workers on ``queues`` empty queues; what they cost the server
+        (transactions, i.e. statements, per second; server CPU) and themselves."""
+        database = "bench_idle"
+        url = self._prepare(adapter, database)
+        meter = Meter(self.server.admin_url, database)
+        workers = []
+        try:
+            for _ in range(processes):
+                workers.append(adapter.spawn("idle", "--url", url, "--queues", str(queues)))
+            for worker in workers:
+                worker.expect(timeout=120)
+            for worker in workers:
+                worker.send("go")
+            for worker in workers:
+                worker.expect(timeout=120)  # started
+            time.sleep(2.0)  # start-up statements (registration, first polls) settle
+            pids = [w.pid for w in workers]
+            before = meter.read(pids)
+            time.sleep(self.s.idle_seconds)
+            after = meter.read(pids)
+            for worker in workers:
+                worker.finish()
+        finally:
+            for worker in workers:
+                worker.kill()
+        self.server.drop_database(database)
+        seconds = self.s.idle_seconds
+        result = {
+            "queues": queues,
+            "processes": processes,
+            "statements_per_s": (after.xacts - before.xacts) / seconds,
+            "client_cpu_percent": (after.client_cpu - before.client_cpu) * 100 / seconds,
+        }
+        if before.server_cpu is not None and after.server_cpu is not None:
+            result["server_cpu_percent"] = (after.server_cpu - before.server_cpu) * 100 / seconds
+        return result
 
     def ceiling(self) -> dict[str, Any]:
         """pgbench: one-row ``UPDATE … RETURNING`` per transaction at 1 / 4 / 32 clients."""
