@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from harness.workloads import max_overlap, percentile, slot_gaps  # noqa: E402
+from harness.workloads import max_overlap, percentile, slot_gaps
 
 
 def test_each_end_is_matched_to_the_next_unmatched_start() -> None:
