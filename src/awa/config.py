@@ -166,10 +166,7 @@ def _check_rate_limit(q: QueueConfig) -> None:
     if not isinstance(rl, tuple) or len(rl) != 2:
         raise InvalidRateLimit(q.name, f"must be (max_rate, burst), got {rl!r}")
     rate, burst = rl
-    if isinstance(rate, bool) or not isinstance(rate, int | float) or not math.isfinite(rate):
-        raise InvalidRateLimit(q.name, f"max_rate must be a finite number, got {rate!r}")
-    if rate <= 0:
-        raise InvalidRateLimit(q.name, f"max_rate must be > 0, got {rate!r}")
+    validate.rate("max_rate", rate, error=lambda f, why: InvalidRateLimit(q.name, f"{f} {why}"))
     if isinstance(burst, bool) or not isinstance(burst, int) or burst < 0:
         raise InvalidRateLimit(q.name, f"burst must be an integer >= 0, got {burst!r}")
 

@@ -57,7 +57,34 @@ def text(field: str, value: Any, *, max_length: int = 200) -> str:
         raise ValidationError(field, f"must be at most {max_length} characters, got {len(value)}")
     if "\x00" in value:
         raise ValidationError(field, "must not contain NUL characters")
+    if not value.isascii():
+        _check_encodable(field, value)
     return value
+
+
+def _check_encodable(field: str, value: str) -> None:
+    """PostgreSQL stores UTF-8: an unpaired surrogate (from a lone ``\\ud800`` escape, or
+    an undecodable command-line byte under ``surrogateescape``) has no encoding."""
+    try:
+        value.encode()
+    except UnicodeEncodeError as exc:
+        raise ValidationError(
+            field, f"must be valid Unicode text: an unpaired surrogate at position {exc.start}"
+        ) from None
+
+
+MIN_RATE = 1e-6
+MAX_RATE = 1e6
+
+
+def rate(field: str, value: Any, *, error: ErrorFactory = ValidationError) -> float:
+    """A rate limit in jobs per second, within [MIN_RATE, MAX_RATE]: below, one token takes
+    over 11 days to refill; above, the bucket's burst (``ceil(rate)``) is no longer a
+    number of jobs anyone means."""
+    number(field, value, above=0, error=error)
+    if not MIN_RATE <= value <= MAX_RATE:
+        raise error(field, f"must be between {MIN_RATE:g} and {MAX_RATE:g} jobs/s, got {value!r}")
+    return float(value)
 
 
 def aware_datetime(field: str, value: Any) -> datetime:

@@ -27,6 +27,10 @@ BAD_VALUES = [
     (["queue", "pause", LONG], "queue"),
     (["queue", "pause", "q", "--by", ""], "paused_by"),
     (["queue", "drain", ""], "queue"),
+    (["queue", "pause", "q\udcff"], "queue"),  # the byte 0xff, as the shell's $'q\xff'
+    (["queue", "pause", "q", "--by", "ops\udcff"], "paused_by"),
+    (["queue", "overrides", "set", "q", "--rate-limit", "1e-300"], "--rate-limit"),
+    (["queue", "overrides", "set", "q", "--rate-limit", "1e308"], "--rate-limit"),
     (["queue", "overrides", "set", "q", "--claim-batch-size", "2147483648"],
      "--claim-batch-size"),
     (["queue", "overrides", "set", "q", "--deadline-ms", "abc"], "--deadline-ms"),

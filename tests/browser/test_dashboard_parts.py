@@ -12,7 +12,14 @@ from starlette.requests import Request
 from awa.dashboard.audit import AuditLog
 from awa.dashboard.charts import line_chart
 from awa.dashboard.samples import QueuePoint, Sample, Sampler
-from awa.dashboard.security import CSRF_COOKIE, SESSION_COOKIE, Guard, is_loopback, local_path
+from awa.dashboard.security import (
+    CSRF_COOKIE,
+    SESSION_COOKIE,
+    Guard,
+    is_loopback,
+    local_path,
+    local_redirect,
+)
 
 
 def request(headers: dict[str, str]) -> Request:
@@ -33,6 +40,23 @@ def test_local_path_never_leaves_the_site() -> None:
     assert local_path("//evil.example/x") == "/evil.example/x"
     assert local_path("/\\evil.example") == "/evil.example"
     assert local_path("/queues/email") == "/queues/email"
+    assert local_path("/\t/evil.example") == "/evil.example"
+    assert local_path("/\n\r/\x7f/evil.example") == "/evil.example"
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["//evil.example", "/\\evil.example", "/\t/evil.example", "/\n/evil.example",
+     "/\r\n//evil.example", "https://evil.example/", "evil.example", "", None, 5,
+     "/\x00/x", "\\/evil.example", "/\x7f/evil.example"],
+)  # fmt: skip
+def test_a_redirect_target_that_could_leave_the_site_is_refused(target: object) -> None:
+    assert local_redirect(target) is None
+
+
+def test_local_redirect_keeps_paths_and_queries() -> None:
+    for target in ("/", "/queues/email", "/queues/a%2Fb?x=1", "/jobs?state=failed#top"):
+        assert local_redirect(target) == target
 
 
 def test_token_cookie_is_an_hmac_not_the_token() -> None:

@@ -6,6 +6,9 @@ import argparse
 import sys
 from typing import NoReturn
 
+from awa import validate
+from awa.errors import ValidationError
+
 
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line on stderr and exit status 2."""
@@ -46,6 +49,18 @@ def positive_float(text: str) -> float:
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
     return value
+
+
+def rate(text: str) -> float:
+    """A rate limit in jobs per second, within the bounds the API accepts."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    try:
+        return validate.rate("rate", value)
+    except ValidationError as exc:
+        raise argparse.ArgumentTypeError(exc.reason) from None
 
 
 def queue_workers(text: str) -> tuple[str, int]:

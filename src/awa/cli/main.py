@@ -33,22 +33,28 @@ def build_parser() -> Parser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMANDS:
         module.register(sub)
-    _add_json_to_leaves(parser)
+    _add_globals_to_leaves(parser)
     return parser
 
 
-def _add_json_to_leaves(parser: argparse.ArgumentParser) -> None:
-    """Every command accepts ``--json`` after its name too (``awa queue stats --json``)."""
+def _add_globals_to_leaves(parser: argparse.ArgumentParser) -> None:
+    """Every command accepts ``--json`` and ``--database-url`` after its name too
+    (``awa queue stats --json``); given there, they override the global ones."""
     subactions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     if not subactions:
-        if not any("--json" in a.option_strings for a in parser._actions):
+        known = {flag for a in parser._actions for flag in a.option_strings}
+        if "--json" not in known:
             parser.add_argument(
                 "--json", action="store_true", default=argparse.SUPPRESS, help="JSON output"
+            )
+        if "--database-url" not in known:
+            parser.add_argument(
+                "--database-url", metavar="URL", default=argparse.SUPPRESS, help="PostgreSQL URL"
             )
         return
     for action in subactions:
         for child in action.choices.values():
-            _add_json_to_leaves(child)
+            _add_globals_to_leaves(child)
 
 
 def run_async(coro: Coroutine[Any, Any, int]) -> int:

@@ -195,9 +195,7 @@ def _override_params(
         "claim_batch_size": None
         if claim_batch_size is None
         else validate.integer("claim_batch_size", claim_batch_size, low=1, high=INT32_MAX),
-        "rate_limit": None
-        if rate_limit is None
-        else validate.number("rate_limit", rate_limit, above=0),
+        "rate_limit": None if rate_limit is None else validate.rate("rate_limit", rate_limit),
         "deadline_ms": None
         if deadline_ms is None
         else validate.integer("deadline_ms", deadline_ms, low=0, high=INT32_MAX),

@@ -19,7 +19,7 @@ from starlette.routing import Route
 
 import awa
 from awa.dashboard.app import OPERATOR_COOKIE, dashboard, who
-from awa.dashboard.security import CSRF_FIELD, CSRF_HEADER, local_path
+from awa.dashboard.security import CSRF_FIELD, CSRF_HEADER, local_redirect
 from awa.dashboard.views import SETTINGS
 
 INT4_MAX = 2_147_483_647
@@ -40,10 +40,7 @@ def _field(form: FormData, name: str) -> str:
 
 def _next(form: FormData, default: str) -> str:
     """Where to go afterwards: a local path only (never another site)."""
-    target = form.get("next")
-    if isinstance(target, str) and target.startswith("/") and target == local_path(target):
-        return target
-    return default
+    return local_redirect(form.get("next")) or default
 
 
 def _done(request: Request, target: str) -> Response:

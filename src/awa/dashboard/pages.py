@@ -40,7 +40,10 @@ async def queue_detail(request: Request) -> Response:
     """One queue: counts, charts, configured vs override vs effective per live worker."""
     d = dashboard(request)
     name = request.path_params["name"]
-    queues, _ = await queue_views(d.client, d.sampler, only=name)
+    try:
+        queues, _ = await queue_views(d.client, d.sampler, only=name)
+    except awa.ValidationError as exc:  # not a name a queue can have: it cannot exist
+        return d.render(request, "error.html", {"message": f"no such queue ({exc})"}, 404)
     ago, rate, running = d.sampler.series(name)
     context = {
         "active": "overview",

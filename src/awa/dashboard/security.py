@@ -44,10 +44,28 @@ SECURITY_HEADERS = {
 }
 
 
+def _without_controls(text: str) -> str:
+    # Browsers drop tabs and newlines anywhere in a URL (WHATWG URL parsing), so
+    # "/\t/evil.example" is followed as "//evil.example": another site.
+    return "".join(ch for ch in text if ch >= " " and ch != "\x7f")
+
+
 def local_path(path: str) -> str:
-    """``path`` as a same-site path: ``//evil.example`` or ``/\\evil.example`` would leave
-    the site when used as a link, a form action or a redirect."""
-    return "/" + path.lstrip("/\\")
+    """``path`` as a same-site path: ``//evil.example``, ``/\\evil.example`` or
+    ``/\t/evil.example`` would leave the site when used as a link, a form action or a
+    redirect."""
+    return "/" + _without_controls(path).lstrip("/\\")
+
+
+def local_redirect(target: object) -> str | None:
+    """``target`` if it is a path on this site that every browser reads the same way,
+    else None: no scheme, no host, no backslash, no control character."""
+    if not isinstance(target, str) or not target.startswith("/"):
+        return None
+    if target != _without_controls(target) or "\\" in target or target.startswith("//"):
+        return None
+    parts = urlsplit(target)
+    return target if not parts.scheme and not parts.netloc else None
 
 
 def is_loopback(host: str) -> bool:

@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 import awa
-from awa.cli.args import with_example
+from awa.cli.args import rate, with_example
 from awa.cli.output import print_json, print_table
 
 SETTINGS = ("poll_interval_ms", "claim_batch_size", "rate_limit", "deadline_ms")
@@ -32,16 +32,6 @@ def _bounded_int(low: int) -> Any:
         return value
 
     return parse
-
-
-def _rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-    return value
 
 
 def register(actions: Any) -> None:
@@ -75,7 +65,7 @@ def register(actions: Any) -> None:
                    help="poll interval in ms (>= 1)")  # fmt: skip
     p.add_argument("--claim-batch-size", type=_bounded_int(1), metavar="N",
                    help="most jobs claimed per statement (>= 1)")  # fmt: skip
-    p.add_argument("--rate-limit", type=_rate, metavar="F", help="jobs per second (> 0)")
+    p.add_argument("--rate-limit", type=rate, metavar="F", help="jobs per second (1e-06 to 1e+06)")
     p.add_argument("--deadline-ms", type=_bounded_int(0), metavar="N",
                    help="attempt deadline in ms (>= 0)")  # fmt: skip
     p.set_defaults(handler=run)

@@ -1,0 +1,70 @@
+"""Which database the ``awa`` command talks to: ``--database-url`` before or after the
+command, the environment, and the embedded default in ``./.awa/pgdata``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from awa import embedded
+from tests.acceptance.support import ROOT, Result, cli_env
+
+UNREACHABLE = "postgresql://nobody@127.0.0.1:1/nothing"
+
+
+def _awa(*args: str, cwd: Path = ROOT, timeout: float = 120, **env: str) -> Result:
+    proc = subprocess.run(
+        [sys.executable, "-m", "awa", *args],
+        cwd=cwd,
+        env=cli_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def test_database_url_after_the_command_wins(database_url: str) -> None:
+    """The README says every command takes ``--database-url``: after the command name
+    too, where it overrides one given before it and the environment."""
+    result = _awa("--database-url", UNREACHABLE, "queue", "stats", "--json",
+                  "--database-url", database_url, AWA_DATABASE_URL=UNREACHABLE)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.json() == []
+    result = _awa("job", "list", "--database-url", database_url, "--json")
+    assert result.returncode == 0 and result.json() == [], result.stderr
+
+
+def test_no_url_falls_back_to_an_embedded_server_in_the_working_directory(
+    tmp_path: Path,
+) -> None:
+    """No flag and no environment: the CLI starts (initialising on first use) an embedded
+    server with its data in ./.awa/pgdata and says so in exactly one line on stderr; the
+    next command finds it running and uses the same data."""
+    data_dir = tmp_path / ".awa" / "pgdata"
+    notice = "awa: using the embedded PostgreSQL in ./.awa/pgdata"
+    try:
+        first = _awa("migrate", cwd=tmp_path)
+        assert first.returncode == 0, first.stderr
+        assert first.stderr.splitlines() == [notice]
+        assert (data_dir / "PG_VERSION").is_file()
+        pause = _awa("queue", "pause", "fallback", cwd=tmp_path)
+        assert pause.returncode == 0, pause.stderr
+        assert pause.stderr.splitlines() == [notice]
+        stats = _awa("queue", "list", "--json", cwd=tmp_path)
+        assert stats.stderr.splitlines() == [notice]
+        assert [q["queue"] for q in stats.json() if q["paused"]] == ["fallback"]
+    finally:
+        if data_dir.exists():
+            embedded.stop(data_dir)
+
+
+@pytest.mark.parametrize("variable", ["AWA_DATABASE_URL", "DATABASE_URL"])
+def test_an_environment_url_means_no_embedded_server(tmp_path: Path, variable: str) -> None:
+    result = _awa("queue", "stats", cwd=tmp_path, **{variable: UNREACHABLE})
+    assert result.returncode == 1 and "cannot connect" in result.stderr
+    assert not (tmp_path / ".awa").exists()
