@@ -163,8 +163,7 @@ async def test_terminated_backends_are_survived(
         # Both special connections came back after the last round…
         await wait_for(lambda: _reconnected(worker, 4), timeout=30)
         # …notices flow again: a job on "idle" is claimed long before its poll interval…
-        # (The pool still holds idle connections that were killed: the first call on each
-        # fails with DatabaseError and the pool drops it, hence the retries.)
+        # (Until the worker has reconnected, an insert may still fail: hence the retries.)
         await wait_for(lambda: _insert(client, queue="idle"), timeout=30)
         # …and the new leader's promoter runs: a job due in a moment becomes available.
         later = datetime.now(UTC) + timedelta(milliseconds=300)

@@ -26,6 +26,7 @@ from awa.client.unique import UniqueOpts
 from awa.config import DEFAULT_QUEUE, QueueSpec, build_worker_config, resolve_database_url
 from awa.db import connection, migrations
 from awa.db.errors import mapped
+from awa.db.pool import Pool
 from awa.errors import ValidationError
 from awa.hooks import Hooks
 from awa.periodic import PeriodicJob
@@ -43,6 +44,8 @@ from awa.worker.registry import TaskRegistry
 
 logger = logging.getLogger("awa")
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
+READ_ATTEMPTS = 2
 _UNSET: Any = object()
 
 
@@ -78,7 +81,7 @@ class AsyncClient(JobFeatures):
         if self._pool is None:
             async with self._pool_lock:
                 if self._pool is None:
-                    pool = AsyncConnectionPool(
+                    pool = Pool(
                         self.database_url,
                         min_size=1,
                         max_size=self.max_connections,
@@ -100,6 +103,24 @@ class AsyncClient(JobFeatures):
         with mapped():
             async with pool.connection() as conn:
                 yield conn
+
+    async def _read(self, op: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
+        """Run the read-only ``op``; if its connection dies under it (a restart, a
+        failover), run it once more on another connection: reading twice changes nothing.
+        Writes are not retried — whether a statement ran before its connection died is
+        unknowable (connections already dead are never lent: see awa.db.pool)."""
+        pool = await self._get_pool()
+        with mapped():
+            for _ in range(READ_ATTEMPTS - 1):
+                async with pool.connection() as conn:
+                    try:
+                        return await op(conn)
+                    except Exception:
+                        if not conn.broken:
+                            raise
+                logger.info("a read lost its connection; reading again on another")
+            async with pool.connection() as conn:
+                return await op(conn)
 
     async def close(self) -> None:
         """Stop the worker if running, then close the pool. Idempotent."""
@@ -127,9 +148,7 @@ class AsyncClient(JobFeatures):
 
     async def check_schema(self) -> None:
         """Raise SchemaNotMigrated/SchemaTooNew unless the schema matches this code."""
-        async with self._connection() as conn:
-            with mapped():
-                await migrations.check_schema(conn)
+        await self._read(migrations.check_schema)
 
     # -- producing -------------------------------------------------------------------
 
@@ -242,8 +261,7 @@ class AsyncClient(JobFeatures):
 
     async def get_job(self, job_id: int) -> Job[Any]:
         """The job with ``job_id``; JobNotFound when there is none."""
-        async with self._connection() as conn:
-            return await admin.get_job(conn, job_id)
+        return await self._read(lambda conn: admin.get_job(conn, job_id))
 
     async def list_jobs(
         self,
@@ -254,8 +272,9 @@ class AsyncClient(JobFeatures):
         limit: int = 100,
     ) -> list[Job[Any]]:
         """Jobs newest first, filtered; ``limit`` up to 10 000."""
-        async with self._connection() as conn:
-            return await admin.list_jobs(conn, state=state, kind=kind, queue=queue, limit=limit)
+        return await self._read(
+            lambda conn: admin.list_jobs(conn, state=state, kind=kind, queue=queue, limit=limit)
+        )
 
     async def cancel(self, job_id: int) -> Job[Any]:
         """Cancel a job that has not finished; returns it as it now is."""
@@ -310,8 +329,7 @@ class AsyncClient(JobFeatures):
 
     async def queue_stats(self) -> list[QueueStat]:
         """Per-queue counts, lag and pause state."""
-        async with self._connection() as conn:
-            return await admin.queue_stats(conn)
+        return await self._read(admin.queue_stats)
 
     # -- control plane (design record 038) and the fleet ------------------------------
 
@@ -345,13 +363,11 @@ class AsyncClient(JobFeatures):
 
     async def queue_runtime_overrides(self, queue: str) -> RuntimeOverrides | None:
         """The overrides stored for ``queue`` (None when it has no control row)."""
-        async with self._connection() as conn:
-            return await admin.queue_runtime_overrides(conn, queue)
+        return await self._read(lambda conn: admin.queue_runtime_overrides(conn, queue))
 
     async def list_runtime_instances(self, *, fresh_ms: int = 60_000) -> list[RuntimeInstance]:
         """Live workers (seen within ``fresh_ms``) and their published snapshots."""
-        async with self._connection() as conn:
-            return await admin.list_runtime_instances(conn, fresh_ms=fresh_ms)
+        return await self._read(lambda conn: admin.list_runtime_instances(conn, fresh_ms=fresh_ms))
 
     # -- running ---------------------------------------------------------------------
 

@@ -16,6 +16,8 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from awa.db.pool import alive
+
 
 class InsertLane:
     """Lends one held connection to whoever inserts while nobody else is using it."""
@@ -32,7 +34,7 @@ class InsertLane:
                 yield conn
             return
         async with self._busy:
-            if self._conn is None or self._conn.closed or self._conn.broken:
+            if self._conn is None or not alive(self._conn):  # e.g. the server restarted
                 await self._give_back(pool)
                 self._conn = await pool.getconn()
             try:

@@ -1,0 +1,68 @@
+"""The connection pool: a connection the server already closed is never lent.
+
+After a database restart or a failover every idle pooled connection is dead, and nothing
+says so until it is used: psycopg_pool would lend it, the caller's statement would fail
+with "terminating connection due to administrator command", and only then would the
+pool drop it — one failed application call per idle connection. Yet the server's goodbye
+(a FATAL message, then end-of-file) is already waiting in the socket. :func:`alive`
+looks for it with a zero-timeout ``poll`` of the socket — one system call, no round trip
+— and :class:`Pool` runs it on every checkout, discarding a dead connection for the next
+one instead of lending it.
+
+psycopg_pool's own ``check=`` hook is not used: after each failed check it sleeps (1 s,
+then doubling), so a pool of ten dead connections would stall a call for minutes.
+
+What the check cannot see is a connection that dies after it was lent (the server goes
+down mid-call). Whether such a statement ran is unknowable, so writes fail with
+:class:`~awa.errors.DatabaseError`; read-only calls are run again by the client.
+"""
+
+from __future__ import annotations
+
+import select
+from typing import Any
+
+import psycopg
+from psycopg import AsyncConnection, pq
+from psycopg_pool import AsyncConnectionPool
+
+# A live idle connection rarely has anything to read (a NOTIFY on a LISTEN connection);
+# a dead one has the server's last message and then end-of-file. Reading this many
+# times is enough to reach the end-of-file behind the message.
+_MAX_READS = 3
+
+
+def alive(conn: AsyncConnection[Any]) -> bool:
+    """False when ``conn`` is known dead, without a round trip (see the module doc)."""
+    pgconn = conn.pgconn
+    if pgconn.status != pq.ConnStatus.OK:
+        return False
+    poller = select.poll()
+    poller.register(pgconn.socket, select.POLLIN)
+    for _ in range(_MAX_READS):
+        if not poller.poll(0):
+            return True
+        try:
+            pgconn.consume_input()  # reads what arrived; end-of-file marks it bad
+        except psycopg.OperationalError:
+            return False
+        if pgconn.status != pq.ConnStatus.OK:
+            return False
+    return True
+
+
+class Pool(AsyncConnectionPool[AsyncConnection[Any]]):
+    """An ``AsyncConnectionPool`` that never lends a connection :func:`alive` knows dead."""
+
+    dead_discarded = 0  # connections found dead at checkout (tests and metrics read it)
+
+    async def getconn(self, timeout: float | None = None) -> AsyncConnection[Any]:
+        """A connection not known dead: each dead one is handed back (the pool closes it
+        and opens a replacement in the background) and the next one is tried."""
+        for _ in range(self.max_size):
+            conn = await super().getconn(timeout)
+            if alive(conn):
+                return conn
+            self.dead_discarded += 1
+            await self.putconn(conn)
+        return await super().getconn(timeout)  # all were dead: this one is new
