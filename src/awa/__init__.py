@@ -44,6 +44,7 @@ from awa.kinds import derive_kind
 from awa.outcomes import Cancel, RetryAfter, Snooze, WaitForCallback
 from awa.periodic import CronSchedule, PeriodicJob
 from awa.types import (
+    Explanation,
     HardReserved,
     HealthCheck,
     Job,
@@ -51,6 +52,8 @@ from awa.types import (
     QueueHealth,
     QueueRuntime,
     QueueStat,
+    Reason,
+    ReasonCode,
     RuntimeInstance,
     RuntimeOverrides,
     RuntimeSnapshot,
@@ -70,6 +73,7 @@ __all__ = [
     "DatabaseError",
     "DeadLetter",
     "DuplicateQueue",
+    "Explanation",
     "HardReserved",
     "HealthCheck",
     "InvalidClaimBatchSize",
@@ -94,6 +98,8 @@ __all__ = [
     "QueueHealth",
     "QueueRuntime",
     "QueueStat",
+    "Reason",
+    "ReasonCode",
     "RetryAfter",
     "RuntimeInstance",
     "RuntimeOverrides",

@@ -232,6 +232,8 @@ class RuntimeSnapshot:
     mode: str
     global_max_workers: int | None
     queues: dict[str, QueueRuntime]
+    # Ids of the jobs this process runs now, so ``explain`` can say where a job runs.
+    running_job_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,3 +247,45 @@ class RuntimeInstance:
     last_seen_at: datetime
     is_leader: bool
     snapshot: RuntimeSnapshot | None
+
+
+class ReasonCode(enum.StrEnum):
+    """Why a job is where it is (CONTRACT §11); each compares equal to its string."""
+
+    SCHEDULED = "scheduled"
+    RETRY_BACKOFF = "retry_backoff"
+    QUEUE_PAUSED = "queue_paused"
+    RATE_LIMITED = "rate_limited"
+    CONCURRENCY_LIMIT = "concurrency_limit"
+    PARTITION_LIMIT = "partition_limit"
+    POOL_LIMIT = "pool_limit"
+    NO_LIVE_WORKER = "no_live_worker"
+    WORKERS_BUSY = "workers_busy"
+    QUEUED_BEHIND = "queued_behind"
+    WAITING_EXTERNAL = "waiting_external"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """One reason a job is not running (or where it is), with its numbers.
+
+    ``message`` is for people; ``details`` holds the same numbers for scripts (JSON-ready).
+    """
+
+    code: ReasonCode
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """What ``explain(job_id)`` found: the job, its reasons (most decisive first) and a
+    one-sentence ``summary``."""
+
+    job: Job[Any]
+    reasons: list[Reason]
+    summary: str

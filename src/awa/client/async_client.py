@@ -18,6 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa import validate
 from awa.client import admin
+from awa.client import explain as explain_path
 from awa.client import insert as insert_path
 from awa.client.features import JobFeatures
 from awa.client.lane import InsertLane
@@ -31,6 +32,7 @@ from awa.errors import ValidationError
 from awa.hooks import Hooks
 from awa.periodic import PeriodicJob
 from awa.types import (
+    Explanation,
     HealthCheck,
     Job,
     JobState,
@@ -330,6 +332,23 @@ class AsyncClient(JobFeatures):
     async def queue_stats(self) -> list[QueueStat]:
         """Per-queue counts, lag and pause state."""
         return await self._read(admin.queue_stats)
+
+    async def explain(self, job_id: int) -> Explanation:
+        """Why job ``job_id`` is not running — or where it runs, or how it ended.
+
+        Its reasons come most decisive first, each computed from what the database and
+        the live workers' published snapshots say; ``summary`` is one sentence. Two reads,
+        no pass over the jobs table (bounded index ranges). JobNotFound for an unknown id.
+        """
+        async with self._connection() as conn:
+            return await explain_path.explain(conn, job_id)
+
+    async def explain_queue(self, queue: str) -> Explanation | None:
+        """:meth:`explain` for ``queue``'s available job that has waited longest (None when
+        no job of the queue is available)."""
+        async with self._connection() as conn:
+            job_id = await explain_path.oldest_available(conn, queue)
+            return None if job_id is None else await explain_path.explain(conn, job_id)
 
     # -- control plane (design record 038) and the fleet ------------------------------
 

@@ -94,6 +94,8 @@ class Client:
     resume_queue = _blocking(AsyncClient.resume_queue)
     drain_queue = _blocking(AsyncClient.drain_queue)
     queue_stats = _blocking(AsyncClient.queue_stats)
+    explain = _blocking(AsyncClient.explain)
+    explain_queue = _blocking(AsyncClient.explain_queue)
     set_runtime_overrides = _blocking(AsyncClient.set_runtime_overrides)
     clear_runtime_overrides = _blocking(AsyncClient.clear_runtime_overrides)
     queue_runtime_overrides = _blocking(AsyncClient.queue_runtime_overrides)

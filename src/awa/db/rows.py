@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from psycopg import AsyncCursor, Cursor
@@ -59,6 +59,13 @@ def job_rows(cursor: Cursor[Any] | AsyncCursor[Any]) -> RowMaker[Job[Any]]:
         return Job(*picked)
 
     return make
+
+
+def job_from_row(row: Mapping[str, Any]) -> Job[Any]:
+    """A job from a dict row holding at least the job columns (extras are ignored)."""
+    values = [row[name] for name in _JOB_FIELDS]
+    values[4] = _STATES[values[4]]
+    return Job(*values)
 
 
 def queue_stat(row: dict[str, Any]) -> QueueStat:

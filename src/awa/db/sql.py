@@ -37,6 +37,10 @@ QUEUE_META_RESUME = load("queue_meta_resume")
 QUEUE_META_GET = load("queue_meta_get")
 QUEUE_META_SET_OVERRIDES = load("queue_meta_set_overrides")
 
+# Explain
+JOB_EXPLAIN = load("job_explain")
+JOB_OLDEST_AVAILABLE = load("job_oldest_available")
+
 # Worker hot path
 JOB_CLAIM_AVAILABLE = load("job_claim_available")
 JOB_FINALIZE_MANY = load("job_finalize_many")

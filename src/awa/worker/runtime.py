@@ -286,4 +286,5 @@ class Worker:
             mode="weighted" if self.config.weighted else "hard_reserved",
             global_max_workers=self.config.global_max_workers,
             queues=queues,
+            running_job_ids=tuple(self.executor.attempts),
         )

@@ -37,6 +37,7 @@ def snapshot_json(snap: RuntimeSnapshot) -> dict[str, Any]:
             }
             for name, q in snap.queues.items()
         },
+        "running_job_ids": list(snap.running_job_ids),
     }
 
 
@@ -71,4 +72,5 @@ def snapshot_from_json(data: dict[str, Any]) -> RuntimeSnapshot:
         mode=data["mode"],
         global_max_workers=data["global_max_workers"],
         queues={name: queue_runtime_from_json(q) for name, q in data["queues"].items()},
+        running_job_ids=tuple(data.get("running_job_ids", ())),  # older workers omit it
     )

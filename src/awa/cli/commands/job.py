@@ -1,4 +1,5 @@
-"""``awa job get|list|cancel|retry|dump`` (and ``enqueue``, in :mod:`.job_enqueue`)."""
+"""``awa job get|list|cancel|retry|dump`` (``explain`` and ``enqueue`` have modules of
+their own)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 import awa
 from awa.cli.args import positive_int, with_example
-from awa.cli.commands import job_enqueue
+from awa.cli.commands import job_enqueue, job_explain
 from awa.cli.output import print_json, print_table
 
 
@@ -33,6 +34,7 @@ def register(sub: Any) -> None:
     p.add_argument("--queue")
     p.add_argument("--limit", type=positive_int, default=50)
     p.set_defaults(handler=run)
+    job_explain.register(actions)
     job_enqueue.register(actions)
 
 

@@ -1,0 +1,138 @@
+"""The facts an explanation is computed from, and the arithmetic on them.
+
+Two reads make a :class:`Facts` (see :mod:`awa.client.explain`): the ``job_explain``
+statement (the job row and its queue's numbers, on the database's clock) and the live
+workers' runtime snapshots from ``awa.runtime_instances``. Nothing here does I/O.
+
+A snapshot is published every ``runtime_snapshot_interval_ms`` (10 s by default), so its
+in-flight counts can be that old; the database's count of the queue's running jobs is
+current. Where the two disagree about free permits, the smaller count wins: a permit one
+of them says is held is not promised to a waiting job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from awa.types import HardReserved, Job, QueueRuntime, RuntimeInstance, Weighted
+
+AHEAD_CAP = 100_000
+"""Counting the jobs ahead stops here (``at least 100 000``): the count stays one
+bounded index range however deep the backlog."""
+RATE_WINDOW_S = 300.0
+"""Completions of the last five minutes give the rate a wait is estimated from …"""
+RATE_SAMPLE = 1_000
+"""… at most this many of the newest, so a fast queue costs no more than a slow one."""
+LIVE_WITHIN_MS = 30_000
+"""A worker that has not published its snapshot for this long (three missed reports
+at the default interval) no longer counts as live."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueFacts:
+    """What the database says about the job's queue (the counts only for a waiting job)."""
+
+    name: str
+    paused: bool
+    paused_at: datetime | None
+    paused_by: str | None
+    ahead: int
+    running: int
+    completed_recently: int
+    completed_since: datetime | None
+
+    def completion_rate(self, now: datetime) -> float | None:
+        """Jobs completed per second lately, or None when none completed in the window.
+
+        Over the whole window, unless the sample filled up: then over the time the
+        newest :data:`RATE_SAMPLE` completions took."""
+        if self.completed_recently == 0 or self.completed_since is None:
+            return None
+        span = RATE_WINDOW_S
+        if self.completed_recently >= RATE_SAMPLE:
+            span = max((now - self.completed_since).total_seconds(), 0.001)
+        return self.completed_recently / span
+
+
+@dataclass(frozen=True, slots=True)
+class Serving:
+    """One live process that serves the job's queue, with its permits for that queue."""
+
+    instance: RuntimeInstance
+    runtime: QueueRuntime
+    held: int
+    limit: int
+
+    @property
+    def free(self) -> int:
+        """Permits it could hand a job of the queue now (as of its snapshot)."""
+        return max(0, self.limit - self.held)
+
+    @property
+    def rate_limit(self) -> float | None:
+        """Its effective per-process rate limit for the queue (jobs/s), if any."""
+        value = self.runtime.effective.get("rate_limit")
+        return float(value) if value is not None else None
+
+    @property
+    def poll_interval_ms(self) -> int | None:
+        """How often its dispatcher polls the queue when no notice wakes it."""
+        value = self.runtime.effective.get("poll_interval_ms")
+        return int(value) if value is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """Everything an explanation may use, read at ``now`` (the database's clock)."""
+
+    job: Job[Any]
+    now: datetime
+    heartbeat_at: datetime | None
+    callback_timeout_at: datetime | None
+    dead_lettered_at: datetime | None
+    queue: QueueFacts
+    live: tuple[RuntimeInstance, ...]
+
+    def serving(self) -> list[Serving]:
+        """The live processes whose snapshot lists the job's queue."""
+        found = []
+        for instance in self.live:
+            snap = instance.snapshot
+            if snap is None or self.queue.name not in snap.queues:
+                continue
+            held, limit = permits_for(instance, self.queue.name)
+            found.append(Serving(instance, snap.queues[self.queue.name], held, limit))
+        return found
+
+    def free_permits(self) -> int:
+        """Permits the serving processes could hand a job of the queue now: the smaller
+        of what their snapshots say and what the database's running count leaves."""
+        serving = self.serving()
+        by_snapshot = sum(s.free for s in serving)
+        by_database = sum(s.limit for s in serving) - self.queue.running
+        return max(0, min(by_snapshot, by_database))
+
+    def waited_s(self) -> float:
+        """How long the job has been due."""
+        return max(0.0, (self.now - self.job.run_at).total_seconds())
+
+
+def permits_for(instance: RuntimeInstance, queue: str) -> tuple[int, int]:
+    """(held, limit) of ``queue``'s permits in one process, from its snapshot.
+
+    Hard-reserved: ``max_workers``. Weighted: its ``min_workers``, the overflow it holds,
+    and whatever of the process's overflow pool nobody holds (design record 011): the
+    most it could hold without another queue giving any back.
+    """
+    snap = instance.snapshot
+    assert snap is not None
+    runtime = snap.queues[queue]
+    capacity = runtime.capacity
+    if isinstance(capacity, HardReserved):
+        return runtime.in_flight, capacity.max_workers
+    weighted = [q.capacity for q in snap.queues.values() if isinstance(q.capacity, Weighted)]
+    pool = (snap.global_max_workers or 0) - sum(c.min_workers for c in weighted)
+    unheld = max(0, pool - sum(c.overflow_held for c in weighted))
+    return runtime.in_flight, capacity.min_workers + capacity.overflow_held + unheld

@@ -1,0 +1,253 @@
+"""Probes for a job that is not running yet: why it waits, each from the facts alone.
+
+A job that is due waits for the first of these that holds, in this order (CONTRACT §11):
+its queue is paused; no live process serves the queue; every permit the serving
+processes have for it is held; their rate limiters hold it back; jobs ahead of it go
+first. A scheduled or retrying job waits for its time, and the first two matter to it too.
+"""
+
+from __future__ import annotations
+
+from awa.explain.facts import AHEAD_CAP, LIVE_WITHIN_MS, RATE_WINDOW_S, Facts, Serving
+from awa.explain.finding import Finding, finding
+from awa.explain.wording import (
+    ago,
+    at,
+    count,
+    duration,
+    names,
+    process,
+    rate,
+    relative,
+    when,
+)
+from awa.types import ReasonCode
+
+ERROR_CHARS = 300  # an error's first line, cut here, is enough to say what went wrong
+
+
+def _waits(f: Facts, because: str) -> str:
+    """The summary clause of a due job: how long it has waited, and why."""
+    return f"has waited {duration(f.waited_s())}: {because}"
+
+
+def _queue(f: Facts) -> str:
+    return f"queue '{f.queue.name}'"
+
+
+def short_error(entry: dict[str, object]) -> str:
+    """``Type: first line of the message`` of one ``errors`` entry, cut to a readable size."""
+    text = str(entry.get("error") or "unknown error").strip().splitlines()
+    line = text[0] if text else "unknown error"
+    if len(line) > ERROR_CHARS:
+        line = line[: ERROR_CHARS - 1] + "…"
+    kind = entry.get("type")
+    return f"{kind}: {line}" if kind else line
+
+
+# -- not due yet ---------------------------------------------------------------------
+
+
+def scheduled(f: Facts) -> Finding:
+    """A scheduled job waits for its ``run_at`` (or for the promoter, once due)."""
+    job = f.job
+    snoozed = " Its handler snoozed it." if job.attempted_at is not None else ""
+    if job.run_at > f.now:
+        message = f"Scheduled to run at {when(f.now, job.run_at)}; no worker claims it before."
+        clause = f"is scheduled to run at {at(job.run_at)} ({relative(f.now, job.run_at)})"
+    else:
+        message = (
+            f"Due since {ago(f.now, job.run_at)}: the maintenance leader's next promotion "
+            "pass makes it available"
+            + ("." if f.live else ", but no worker process is live to run that pass.")
+        )
+        clause = f"is due since {ago(f.now, job.run_at)} and waits to be promoted"
+    return finding(
+        ReasonCode.SCHEDULED,
+        message + snoozed,
+        clause,
+        run_at=job.run_at.isoformat(),
+        due_in_s=round((job.run_at - f.now).total_seconds(), 3),
+    )
+
+
+def retry_backoff(f: Facts) -> Finding:
+    """A retryable job waits out its backoff after a failed attempt."""
+    job = f.job
+    last = job.errors[-1] if job.errors else {}
+    failed_attempt = int(last.get("attempt") or job.attempt)
+    error = short_error(last)
+    if job.run_at > f.now:
+        next_try = f"The next attempt is due at {when(f.now, job.run_at)}."
+    else:
+        next_try = (
+            f"The next attempt is due since {ago(f.now, job.run_at)}: the maintenance "
+            "leader's next promotion pass makes it available."
+        )
+    return finding(
+        ReasonCode.RETRY_BACKOFF,
+        f"Attempt {failed_attempt} of {job.max_attempts} failed: {error}. {next_try}",
+        f"failed attempt {failed_attempt} of {job.max_attempts} and retries at "
+        f"{at(job.run_at)} ({relative(f.now, job.run_at)})",
+        attempt=failed_attempt,
+        max_attempts=job.max_attempts,
+        error=error,
+        next_attempt_at=job.run_at.isoformat(),
+    )
+
+
+# -- due, but held back ----------------------------------------------------------------
+
+
+def queue_paused(f: Facts) -> Finding | None:
+    """The queue is paused: no worker claims its jobs (the claim itself checks)."""
+    q = f.queue
+    if not q.paused:
+        return None
+    by = f" by {q.paused_by}" if q.paused_by else ""
+    since = f" since {when(f.now, q.paused_at)}" if q.paused_at else ""
+    return finding(
+        ReasonCode.QUEUE_PAUSED,
+        f"Queue '{q.name}' is paused{by}{since}: no worker claims its jobs until it is "
+        f"resumed (awa queue resume {q.name}).",
+        _waits(f, f"{_queue(f)} is paused{by}"),
+        paused_by=q.paused_by,
+        paused_at=q.paused_at.isoformat() if q.paused_at else None,
+    )
+
+
+def no_live_worker(f: Facts) -> Finding | None:
+    """No live process lists the queue in its snapshot."""
+    if f.serving():
+        return None
+    live = [i for i in f.live if i.snapshot is not None]
+    if live:
+        served = sorted({name for i in live if i.snapshot for name in i.snapshot.queues})
+        listed = names([f"'{name}'" for name in served]) or "no queue"
+        verb = "serves" if len(live) == 1 else "serve"
+        others = (
+            f"The {count(len(live), 'live worker process', 'live worker processes')} "
+            f"{verb} {listed}."
+        )
+    else:
+        others = (
+            f"No worker process has reported in the last {LIVE_WITHIN_MS // 1000} s, so "
+            "nothing claims, promotes or rescues jobs at all."
+        )
+    return finding(
+        ReasonCode.NO_LIVE_WORKER,
+        f"No live worker process serves {_queue(f)}. {others}",
+        _waits(f, f"no live worker serves {_queue(f)}"),
+        live_processes=[
+            {"host": i.hostname, "pid": i.pid, "queues": sorted(i.snapshot.queues)}
+            for i in live
+            if i.snapshot
+        ],
+    )
+
+
+def _holds(s: Serving, f: Facts) -> str:
+    age = ago(f.now, s.instance.last_seen_at)
+    return f"{process(s.instance)} holds {s.held} of {s.limit} (reported {age})"
+
+
+def workers_busy(f: Facts) -> Finding | None:
+    """Every serving process has all the permits it could give the queue in use."""
+    serving = f.serving()
+    if not serving or f.free_permits() > 0:
+        return None
+    total = sum(s.limit for s in serving)
+    return finding(
+        ReasonCode.WORKERS_BUSY,
+        f"Every permit for {_queue(f)} on the live processes serving it is in use: the "
+        f"database counts {count(f.queue.running, 'running job')} of the queue against "
+        f"{count(total, 'permit')}: {names([_holds(s, f) for s in serving])}.",
+        _waits(f, f"all {total} permits for {_queue(f)} are in use"),
+        running=f.queue.running,
+        permits=total,
+        processes=[
+            {"host": s.instance.hostname, "pid": s.instance.pid, "held": s.held, "limit": s.limit}
+            for s in serving
+        ],
+    )
+
+
+def rate_limited(f: Facts) -> Finding | None:
+    """Permits are free, but every process that has one meters the queue by a rate."""
+    serving = f.serving()
+    if not serving or f.free_permits() == 0:
+        return None
+    if any(s.rate_limit is None for s in serving if s.free > 0):
+        return None  # a process with a free permit and no limiter would just claim it
+    rates = [s.rate_limit for s in serving if s.rate_limit is not None]
+    fleet = sum(rates)
+    per_process = names(sorted({rate(r) for r in rates}))
+    ahead = f.queue.ahead
+    turn = (ahead + 1) / fleet
+    takers = (
+        f"the {count(ahead, 'job')} ahead of it take the next ones"
+        if ahead
+        else "it takes the next one"
+    )
+    return finding(
+        ReasonCode.RATE_LIMITED,
+        f"Queue '{f.queue.name}' is rate limited to {per_process} per process, "
+        f"{rate(fleet)} across the {count(len(serving), 'live process', 'live processes')} "
+        f"serving it: a token comes due every {duration(1 / fleet)}, and {takers}, so its "
+        f"turn comes in about {duration(turn)}.",
+        _waits(f, f"{_queue(f)} is rate limited to {rate(fleet)}"),
+        rate_per_process=rates,
+        fleet_rate=fleet,
+        ahead=ahead,
+        turn_in_s=round(turn, 3),
+    )
+
+
+def _ahead_text(ahead: int) -> str:
+    if ahead >= AHEAD_CAP:
+        return f"At least {AHEAD_CAP:,} jobs".replace(",", " ")
+    return count(ahead, "job")
+
+
+def queued_behind(f: Facts) -> Finding | None:
+    """Jobs ahead of it in claim order (priority, then the earliest due) go first."""
+    ahead = f.queue.ahead
+    if ahead == 0:
+        return None
+    completion = f.queue.completion_rate(f.now)
+    window = duration(RATE_WINDOW_S)
+    if completion:
+        estimate = (
+            f"at the recent completion rate of {rate(completion)} (last {window}) they "
+            f"take about {duration(ahead / completion)}"
+        )
+    else:
+        estimate = (
+            f"no job of the queue completed in the last {window}, so there is no rate "
+            "to estimate the wait from"
+        )
+    verb = "is" if ahead == 1 else "are"
+    return finding(
+        ReasonCode.QUEUED_BEHIND,
+        f"{_ahead_text(ahead)} of {_queue(f)} {verb} ahead of it in claim order "
+        f"(priority, then the earliest due); {estimate}.",
+        _waits(f, f"{count(ahead, 'job')} {verb} ahead of it in {_queue(f)}"),
+        ahead=ahead,
+        ahead_capped=ahead >= AHEAD_CAP,
+        completion_rate=completion,
+        estimated_wait_s=round(ahead / completion, 3) if completion else None,
+    )
+
+
+def next_up(f: Facts) -> Finding:
+    """Nothing holds it back: the next poll of a process with a free permit claims it."""
+    polls = [s.poll_interval_ms for s in f.serving() if s.poll_interval_ms is not None]
+    every = f" (every {duration(min(polls) / 1000)}, or at once when notified)" if polls else ""
+    return finding(
+        ReasonCode.QUEUED_BEHIND,
+        f"Nothing is ahead of it in {_queue(f)} and a live process serving it has a free "
+        f"permit: its next poll{every} claims it. It has been due for "
+        f"{duration(f.waited_s())}.",
+        _waits(f, f"it is next in {_queue(f)}"),
+        ahead=0,
+    )
