@@ -1,0 +1,96 @@
+"""explain is cheap: its statements read the jobs table only through index ranges.
+
+Checked on the plans PostgreSQL actually chooses (EXPLAIN) for a table with a backlog
+spread over several queues, running jobs and recent completions, after ANALYZE.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from awa.db import sql
+from awa.explain.facts import AHEAD_CAP, RATE_SAMPLE, RATE_WINDOW_S
+from tests.conftest import PgServer
+
+SEED = """
+INSERT INTO awa.jobs (kind, queue, state, priority, run_at)
+SELECT 'k', 'q' || (g % 10), 'available', 1 + g % 4, now() - g * interval '1 ms'
+FROM generate_series(1, 12000) AS g;
+INSERT INTO awa.jobs (kind, queue, state, attempt, attempted_at, heartbeat_at)
+SELECT 'k', 'q' || (g % 10), 'running', 1, now(), now() FROM generate_series(1, 600) AS g;
+INSERT INTO awa.jobs (kind, queue, state, attempt, attempted_at, finalized_at)
+SELECT 'k', 'q' || (g % 10), 'completed', 1, now(), now() - g * interval '100 ms'
+FROM generate_series(1, 6000) AS g;
+ANALYZE awa.jobs;
+"""
+
+
+def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from nodes(child)
+
+
+def plan_of(
+    db: psycopg.Connection[Any], query: str, params: dict[str, Any]
+) -> list[dict[str, Any]]:
+    row = db.execute(f"EXPLAIN (FORMAT JSON) {query}", params).fetchone()
+    assert row is not None
+    document = row[0] if isinstance(row[0], list) else json.loads(row[0])
+    return list(nodes(document[0]["Plan"]))
+
+
+@pytest.fixture(scope="module")
+def seeded(pg_server: PgServer, template_db: str) -> Iterator[psycopg.Connection[Any]]:
+    """One seeded database for the module's tests (they only read it)."""
+    name = f"awa_plans_{os.getpid()}"
+    with psycopg.connect(pg_server.admin_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}" STRATEGY FILE_COPY')
+    try:
+        with psycopg.connect(pg_server.url_for(name), autocommit=True) as db:
+            db.execute(SEED)
+            yield db
+    finally:
+        with psycopg.connect(pg_server.admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _jobs_access(plan: list[dict[str, Any]]) -> list[tuple[str, str | None]]:
+    """(node type, index) of every node that reads awa.jobs or one of its indexes."""
+    return [
+        (n["Node Type"], n.get("Index Name"))
+        for n in plan
+        if n.get("Relation Name") == "jobs" or str(n.get("Index Name", "")).startswith("jobs_")
+    ]
+
+
+def test_job_explain_reads_jobs_through_index_ranges_only(seeded: psycopg.Connection[Any]) -> None:
+    (job_id,) = seeded.execute(
+        "SELECT id FROM awa.jobs WHERE queue = 'q3' AND state = 'available' "
+        "ORDER BY priority DESC, run_at DESC LIMIT 1"
+    ).fetchone() or (None,)
+    params = {
+        "id": job_id,
+        "ahead_cap": AHEAD_CAP,
+        "rate_window_s": RATE_WINDOW_S,
+        "rate_sample": RATE_SAMPLE,
+    }
+    access = _jobs_access(plan_of(seeded, sql.JOB_EXPLAIN, params))
+    assert all(kind != "Seq Scan" for kind, _ in access), access
+    used = {index for _, index in access}
+    # The job by its key, the jobs ahead on the claim index, the running set on its own
+    # index; the recent completions on either index that has finalized_at in order (the
+    # planner picks by how many queues share the window).
+    assert {"jobs_pkey", "jobs_claim_idx", "jobs_running_idx"} <= used, access
+    assert used & {"jobs_finished_idx", "jobs_finalized_idx"}, access
+
+
+def test_job_oldest_available_probes_the_claim_index(seeded: psycopg.Connection[Any]) -> None:
+    access = _jobs_access(plan_of(seeded, sql.JOB_OLDEST_AVAILABLE, {"queue": "q3"}))
+    assert access and all(index == "jobs_claim_idx" for _, index in access), access

@@ -1,0 +1,148 @@
+"""The reason probes as pure functions: facts in, reasons out, no database."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from awa.explain import PROBES, explain
+from awa.explain.facts import AHEAD_CAP, RATE_SAMPLE, Facts, QueueFacts, permits_for
+from awa.explain.wording import duration
+from awa.types import (
+    HardReserved,
+    Job,
+    JobState,
+    QueueRuntime,
+    ReasonCode,
+    RuntimeInstance,
+    RuntimeSnapshot,
+    Weighted,
+)
+
+NOW = datetime(2025, 1, 31, 12, 0, 0, tzinfo=UTC)
+
+
+def job(state: JobState = JobState.AVAILABLE, **changes: Any) -> Job[Any]:
+    base: Job[Any] = Job(
+        7, "send_email", "email", {}, state, 2, 0, 25, 0, [], {}, None, [],
+        NOW - timedelta(minutes=5), NOW - timedelta(minutes=5), None, None, None,
+    )  # fmt: skip
+    return replace(base, **changes)
+
+
+def queue(**changes: Any) -> QueueFacts:
+    return replace(QueueFacts("email", False, None, None, 0, 0, 0, None), **changes)
+
+
+def runtime(capacity: HardReserved | Weighted, in_flight: int, rate: float | None = None) -> Any:
+    effective = {"poll_interval_ms": 200, "rate_limit": rate}
+    return QueueRuntime({}, {}, effective, {}, capacity, in_flight, False)
+
+
+def instance(pid: int, queues: dict[str, QueueRuntime], global_max: int | None = None) -> Any:
+    mode = "weighted" if global_max else "hard_reserved"
+    snap = RuntimeSnapshot(f"id-{pid}", "host", pid, NOW, False, mode, global_max, queues)
+    return RuntimeInstance(f"id-{pid}", "host", pid, NOW, NOW - timedelta(seconds=2), False, snap)
+
+
+def facts(j: Job[Any] | None = None, q: QueueFacts | None = None, live: Any = ()) -> Facts:
+    return Facts(j or job(), NOW, None, None, None, q or queue(), tuple(live))
+
+
+def codes(f: Facts) -> list[str]:
+    return [r.code for r in explain(f).reasons]
+
+
+def test_every_state_has_probes_and_every_code_a_probe_or_a_plan() -> None:
+    assert set(PROBES) == set(JobState)
+    fleet_codes = {ReasonCode.CONCURRENCY_LIMIT, ReasonCode.PARTITION_LIMIT, ReasonCode.POOL_LIMIT}
+    produced = {p.__name__ for probes in PROBES.values() for p in probes}
+    assert {c.value for c in ReasonCode} - fleet_codes <= produced
+
+
+def test_weighted_permits_count_the_unheld_overflow() -> None:
+    # global 10, minimums 2 + 3 → overflow 5; 'email' holds 1 of it, 'reports' 3: 1 unheld.
+    inst = instance(
+        1,
+        {"email": runtime(Weighted(2, 1, 1), 3), "reports": runtime(Weighted(3, 1, 3), 6)},
+        global_max=10,
+    )
+    assert permits_for(inst, "email") == (3, 2 + 1 + 1)
+
+
+def test_the_database_count_wins_over_an_old_snapshot() -> None:
+    # The snapshot (2 s old) says 0 of 2 held; the database counts 2 running jobs.
+    live = [instance(1, {"email": runtime(HardReserved(2), 0)})]
+    assert codes(facts(q=queue(running=2), live=live)) == [ReasonCode.WORKERS_BUSY]
+    assert codes(facts(q=queue(running=1), live=live)) == [ReasonCode.QUEUED_BEHIND]
+
+
+def test_a_process_without_a_limiter_and_a_free_permit_is_not_rate_limited() -> None:
+    limited = instance(1, {"email": runtime(HardReserved(2), 0, rate=1.0)})
+    free = instance(2, {"email": runtime(HardReserved(2), 0)})
+    assert codes(facts(live=[limited]))[0] == ReasonCode.RATE_LIMITED
+    assert codes(facts(live=[limited, free])) == [ReasonCode.QUEUED_BEHIND]
+
+
+def test_a_full_process_with_a_limiter_does_not_hide_a_free_limited_one() -> None:
+    full = instance(1, {"email": runtime(HardReserved(1), 1, rate=2.0)})
+    free = instance(2, {"email": runtime(HardReserved(1), 0, rate=3.0)})
+    found = explain(facts(q=queue(running=1, ahead=4), live=[full, free])).reasons
+    assert [r.code for r in found] == [ReasonCode.RATE_LIMITED, ReasonCode.QUEUED_BEHIND]
+    assert "2/s and 3/s per process, 5/s across the 2 live processes" in found[0].message
+    assert found[0].details["turn_in_s"] == pytest.approx(1.0)  # (4 + 1) / 5
+
+
+def test_ahead_is_capped_and_said_so() -> None:
+    live = [instance(1, {"email": runtime(HardReserved(1), 1)})]
+    found = explain(facts(q=queue(running=1, ahead=AHEAD_CAP), live=live)).reasons[1]
+    assert found.message.startswith("At least 100 000 jobs of queue 'email' are ahead")
+    assert found.details["ahead_capped"] is True
+
+
+def test_completion_rate_uses_the_window_or_the_full_sample() -> None:
+    assert queue(completed_recently=30, completed_since=NOW).completion_rate(NOW) == 0.1
+    since = NOW - timedelta(seconds=10)
+    full = queue(completed_recently=RATE_SAMPLE, completed_since=since)
+    assert full.completion_rate(NOW) == pytest.approx(100.0)
+    assert queue().completion_rate(NOW) is None
+
+
+def test_due_scheduled_job_waits_for_promotion_and_says_nobody_promotes() -> None:
+    due = job(JobState.SCHEDULED, run_at=NOW - timedelta(seconds=3))
+    found = explain(facts(due))
+    assert [r.code for r in found.reasons] == [ReasonCode.SCHEDULED, ReasonCode.NO_LIVE_WORKER]
+    assert "Due since 3.0 s ago" in found.reasons[0].message
+    assert "no worker process is live to run that pass" in found.reasons[0].message
+
+
+def test_running_job_found_in_a_snapshot_names_that_process() -> None:
+    running = job(JobState.RUNNING, attempt=1, attempted_at=NOW - timedelta(seconds=90))
+    other = instance(1, {"email": runtime(HardReserved(2), 1)})
+    mine = instance(2, {"email": runtime(HardReserved(2), 1)})
+    mine = replace(mine, snapshot=replace(mine.snapshot, running_job_ids=(7,)))
+    reason = explain(facts(running, live=[other, mine])).reasons[0]
+    assert "attempt 1 of 25, on host pid 2." in reason.message
+    assert reason.details["pid"] == 2
+
+
+def test_running_job_nobody_lists_names_the_candidates_or_the_rescuer() -> None:
+    running = job(JobState.RUNNING, attempt=1, attempted_at=NOW)
+    two = [instance(1, {"email": runtime(HardReserved(2), 1)}),
+           instance(2, {"email": runtime(HardReserved(2), 1)})]  # fmt: skip
+    assert "on one of the 2 live processes serving queue 'email' (host pid 1 and host pid 2)" in (
+        explain(facts(running, live=two)).reasons[0].message
+    )
+    assert "rescuer returns the job" in explain(facts(running)).reasons[0].message
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0.05, "50 ms"), (2.44, "2.4 s"), (42, "42 s"), (250, "4 min 10 s"), (3600, "1 h"),
+     (7500, "2 h 5 min"), (90000, "1 d 1 h")],
+)  # fmt: skip
+def test_durations_read_as_people_say_them(seconds: float, text: str) -> None:
+    assert duration(seconds) == text
