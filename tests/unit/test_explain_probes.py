@@ -146,3 +146,10 @@ def test_running_job_nobody_lists_names_the_candidates_or_the_rescuer() -> None:
 )  # fmt: skip
 def test_durations_read_as_people_say_them(seconds: float, text: str) -> None:
     assert duration(seconds) == text
+
+
+def test_failed_says_whether_attempts_ran_out() -> None:
+    errors = [{"error": "relay down.", "attempt": 3, "type": "ConnectionError"}]
+    spent = job(JobState.FAILED, attempt=3, max_attempts=3, errors=errors, finalized_at=NOW)
+    message = explain(facts(spent)).reasons[0].message
+    assert " after all 3 attempts: ConnectionError: relay down. awa job retry 7 " in message

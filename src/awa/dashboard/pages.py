@@ -5,6 +5,8 @@ Each page has a live part that htmx polls with ``?fragment=live`` every refresh 
 
 from __future__ import annotations
 
+import asyncio
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -41,7 +43,9 @@ async def queue_detail(request: Request) -> Response:
     d = dashboard(request)
     name = request.path_params["name"]
     try:
-        queues, _ = await queue_views(d.client, d.sampler, only=name)
+        (queues, _), waiting = await asyncio.gather(
+            queue_views(d.client, d.sampler, only=name), d.client.explain_queue(name)
+        )
     except awa.ValidationError as exc:  # not a name a queue can have: it cannot exist
         return d.render(request, "error.html", {"message": f"no such queue ({exc})"}, 404)
     ago, rate, running = d.sampler.series(name)
@@ -54,6 +58,7 @@ async def queue_detail(request: Request) -> Response:
             line_chart("running jobs", ago, running, "line-running"),
         ],
         "capacity_text": capacity_text,
+        "waiting": waiting,
         "audit": [e for e in d.audit.recent() if e.target == f"queue {name}"][:10],
     }
     return d.page(request, "queue.html", "_queue_live.html", context)
@@ -96,16 +101,17 @@ async def jobs(request: Request) -> Response:
 
 
 async def job_detail(request: Request) -> Response:
-    """One job: args, errors, progress, attempts and timestamps."""
+    """One job: why it is where it is, args, errors, progress, attempts and timestamps."""
     d = dashboard(request)
     job_id = request.path_params["job_id"]
     try:
-        job = await d.client.get_job(job_id)
+        explanation = await d.client.explain(job_id)
     except awa.JobNotFound:
         return d.render(request, "error.html", {"message": f"job {job_id} not found"}, 404)
     context = {
         "active": "jobs",
-        "job": job,
+        "job": explanation.job,
+        "explanation": explanation,
         "audit": [e for e in d.audit.recent() if e.target == f"job {job_id}"][:10],
     }
     return d.page(request, "job.html", "_job_live.html", context)

@@ -7,7 +7,7 @@ from typing import Any
 from awa.explain.facts import Facts
 from awa.explain.finding import Finding, finding
 from awa.explain.waiting import short_error
-from awa.explain.wording import ago, at, count, duration, names, process, when
+from awa.explain.wording import ago, at, duration, names, process, when
 from awa.types import ReasonCode
 
 
@@ -114,11 +114,12 @@ def failed(f: Facts) -> Finding:
     job = f.job
     last = job.errors[-1] if job.errors else {}
     error = short_error(last)
-    why = (
-        f"all {count(job.max_attempts, 'attempt')} used"
-        if job.attempt >= job.max_attempts
-        else f"on attempt {job.attempt} of {job.max_attempts}, without retry"
-    )
+    if job.attempt < job.max_attempts:
+        why = f"on attempt {job.attempt} of {job.max_attempts}, without retry"
+    elif job.max_attempts == 1:
+        why = "after its only attempt"
+    else:
+        why = f"after all {job.max_attempts} attempts"
     dlq = (
         f" It was moved to the dead letter queue {ago(f.now, f.dead_lettered_at)} "
         f"(awa dlq retry {job.id} runs it again)."
@@ -127,7 +128,7 @@ def failed(f: Facts) -> Finding:
     )
     return finding(
         ReasonCode.FAILED,
-        f"Failed at {_ended(f)} ({why}): {error}.{dlq}",
+        f"Failed at {_ended(f)} {why}: {error.rstrip('.')}.{dlq}",
         f"failed: {error}",
         error=error,
         attempt=job.attempt,

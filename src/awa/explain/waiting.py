@@ -86,7 +86,7 @@ def retry_backoff(f: Facts) -> Finding:
         )
     return finding(
         ReasonCode.RETRY_BACKOFF,
-        f"Attempt {failed_attempt} of {job.max_attempts} failed: {error}. {next_try}",
+        f"Attempt {failed_attempt} of {job.max_attempts} failed: {error.rstrip('.')}. {next_try}",
         f"failed attempt {failed_attempt} of {job.max_attempts} and retries at "
         f"{at(job.run_at)} ({relative(f.now, job.run_at)})",
         attempt=failed_attempt,
