@@ -4,6 +4,7 @@ process whose permits are all held, from what those processes published."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -59,7 +60,7 @@ def test_running_and_busy_name_the_right_processes(sync_client: awa.Client, spaw
     for job, pid in zip(held, pids, strict=True):
         found = wait_until(lambda job=job: _listed(sync_client, job.id))
         assert found.reasons[0].code == C.RUNNING
-        assert f" pid {pid}" in found.reasons[0].message
+        assert f"on {socket.gethostname()} pid {pid}; last heartbeat" in found.reasons[0].message
         assert found.reasons[0].details["pid"] == pid
 
     waiting = sync_client.insert({}, kind="hold", queue="imports")
