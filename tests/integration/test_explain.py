@@ -245,6 +245,10 @@ async def _all_completed(client: awa.AsyncClient, ids: list[int]) -> bool:
     return all(j.state is awa.JobState.COMPLETED for j in jobs)
 
 
+async def _is_running(client: awa.AsyncClient, job_id: int) -> bool:
+    return (await client.get_job(job_id)).state is awa.JobState.RUNNING
+
+
 async def test_queued_behind_counts_higher_priority_jobs_first(
     client: awa.AsyncClient, gate: asyncio.Event
 ) -> None:
@@ -252,7 +256,8 @@ async def test_queued_behind_counts_higher_priority_jobs_first(
     register_quick(client)
     await client.start([("q", 1)], **LIVE)
     try:
-        await client.insert({}, kind="block", queue="q")
+        held = await client.insert({}, kind="block", queue="q")
+        await wait_for(lambda: _is_running(client, held.id))  # the only permit is taken
         mine = await client.insert({}, kind="quick", queue="q", priority=2)
         await client.insert({}, kind="quick", queue="q", priority=3)  # behind it
         await client.insert_many([{}, {}], kind="quick", queue="q", priority=1)  # ahead

@@ -340,15 +340,17 @@ class AsyncClient(JobFeatures):
         the live workers' published snapshots say; ``summary`` is one sentence. Two reads,
         no pass over the jobs table (bounded index ranges). JobNotFound for an unknown id.
         """
-        async with self._connection() as conn:
-            return await explain_path.explain(conn, job_id)
+        return await self._read(lambda conn: explain_path.explain(conn, job_id))
 
     async def explain_queue(self, queue: str) -> Explanation | None:
         """:meth:`explain` for ``queue``'s available job that has waited longest (None when
         no job of the queue is available)."""
-        async with self._connection() as conn:
+
+        async def oldest(conn: AsyncConnection[Any]) -> Explanation | None:
             job_id = await explain_path.oldest_available(conn, queue)
             return None if job_id is None else await explain_path.explain(conn, job_id)
+
+        return await self._read(oldest)
 
     # -- control plane (design record 038) and the fleet ------------------------------
 
