@@ -128,7 +128,10 @@ async def _measure_bulk(
 
 
 def _report(title: str, results: dict[str, list[tuple[float, float, float]]]) -> None:
-    print(f"\n{title}\n| variant | wall µs | user CPU µs | system CPU µs | per s |")
+    import awa as loaded
+
+    print(f"\n{title} (awa from {Path(loaded.__file__).parent})")
+    print("| variant | wall µs | user CPU µs | system CPU µs | per s |")
     print("|---|--:|--:|--:|--:|")
     for name, samples in results.items():
         wall, user, system = (statistics.median(s[i] for s in samples) for i in range(3))
@@ -138,9 +141,9 @@ def _report(title: str, results: dict[str, list[tuple[float, float, float]]]) ->
 async def run(url: str, args: argparse.Namespace) -> None:
     async with awa.AsyncClient(url) as client:
         await client.migrate()
-    singles = await single_variants(url)
+    singles = await single_variants(url) if args.part in ("single", "both") else {}
     single_results: dict[str, list[tuple[float, float, float]]] = {n: [] for n in singles}
-    bulks = await bulk_variants(url, args.bulk)
+    bulks = await bulk_variants(url, args.bulk) if args.part in ("bulk", "both") else {}
     bulk_results: dict[str, list[tuple[float, float, float]]] = {n: [] for n in bulks}
     for r in range(args.rounds):
         order = list(singles) if r % 2 == 0 else list(reversed(singles))
@@ -148,8 +151,10 @@ async def run(url: str, args: argparse.Namespace) -> None:
             single_results[name].append(await _measure(singles[name], args.seconds))
         for name in bulks if r % 2 == 0 else reversed(list(bulks)):
             bulk_results[name].append(await _measure_bulk(bulks[name], args.bulk))
-    _report("Single inserts (one producer, back to back)", single_results)
-    _report(f"Bulk ({args.bulk} jobs per call), per job", bulk_results)
+    if singles:
+        _report("Single inserts (one producer, back to back)", single_results)
+    if bulks:
+        _report(f"Bulk ({args.bulk} jobs per call), per job", bulk_results)
 
 
 def main() -> None:
@@ -157,13 +162,22 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--bulk", type=int, default=20_000)
+    parser.add_argument("--part", choices=["single", "bulk", "both"], default="both")
     parser.add_argument("--pg-bin", help="initdb/pg_ctl from here instead of the embedded wheel")
+    parser.add_argument(
+        "--async-commit",
+        action="store_true",
+        help="synchronous_commit=off on every connection: takes the WAL flush (and a busy "
+        "disk's noise) out, leaving client and server CPU and the round trip",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="awa-insert-") as work:
         server, source = start_server(args.pg_bin, Path(work))
         print(f"server: {source}")
         try:
             url = server.fresh_database("insert_path")
+            if args.async_commit:
+                url += "?options=-c%20synchronous_commit%3Doff"
             asyncio.run(run(url, args))
         finally:
             server.close()

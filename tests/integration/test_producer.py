@@ -205,3 +205,42 @@ async def test_insert_many_round_trips_awkward_values(client: awa.AsyncClient) -
             queue=f"queue\t{nasty}"[:200],
             unique_opts={"by_queue": True},
         )
+
+
+@dataclasses.dataclass
+class Resize:
+    width: int
+
+
+async def test_insert_many_mixes_kinds_queues_and_unique_keys_row_by_row(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """Rows of one call share formatted stretches (kind and queue per args type, options
+    per call): every stored row must still carry its own kind, queue, args and key."""
+
+    @client.task(Resize, queue="images")
+    async def resize(job: awa.Job[Resize]) -> None:
+        return None
+
+    mixed: list[Any] = [SendEmail("a"), Resize(10), SendEmail("b\tc"), Resize(20)]
+    jobs = await client.insert_many(mixed, tags=["x"], metadata={"m": "v"})
+    unique = await client.insert_many(
+        [{"n": 1}, {"n": 2}], kind="u", unique_opts={"by_args": True}, max_attempts=3
+    )
+    rows = db.execute(
+        "SELECT id, kind, queue, args, tags, metadata, max_attempts, unique_key IS NOT NULL "
+        "FROM awa.jobs ORDER BY id"
+    ).fetchall()
+    assert [(r[1], r[2], r[3]) for r in rows] == [
+        ("send_email", "default", {"to": "a", "subject": "hi"}),
+        ("resize", "images", {"width": 10}),
+        ("send_email", "default", {"to": "b\tc", "subject": "hi"}),
+        ("resize", "images", {"width": 20}),
+        ("u", "default", {"n": 1}),
+        ("u", "default", {"n": 2}),
+    ]
+    assert [r[0] for r in rows] == [j.id for j in [*jobs, *unique]]
+    assert all(r[4] == ["x"] and r[5] == {"m": "v"} for r in rows[:4])
+    assert [(r[6], r[7]) for r in rows[4:]] == [(3, True), (3, True)]
+    keys = db.execute("SELECT count(DISTINCT unique_key) FROM awa.jobs WHERE kind = 'u'")
+    assert keys.fetchone() == (2,)

@@ -29,3 +29,35 @@ def test_encode_json_is_compact_and_strict() -> None:
     assert encode_json({"a": [1, 2]}) == '{"a":[1,2]}'
     with pytest.raises(SerializationError, match="args"):
         encode_json({"x": float("inf")})
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": [1, 2.5, None, True], "é": "x\u00e9\n\"q\"", "n": {"deep": [{"k": -3}]}},
+        [1, "two", {"three": 3.0}],
+        "plain",
+        {},
+    ],
+)
+def test_encode_json_matches_the_standard_encoder(value: object) -> None:
+    import json
+
+    assert encode_json(value) == json.dumps(value, separators=(",", ":"))
+
+
+def test_a_cycle_is_a_serialization_error_not_a_hang() -> None:
+    looped: dict[str, object] = {}
+    looped["self"] = looped
+    with pytest.raises(SerializationError, match="nested too deeply"):
+        encode_json(looped)
+
+
+def test_a_dataclass_inside_dict_args_is_encoded_as_a_dict() -> None:
+    from dataclasses import dataclass
+
+    @dataclass
+    class Point:
+        x: int
+
+    assert encode_json({"p": Point(3)}) == '{"p":{"x":3}}'

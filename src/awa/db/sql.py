@@ -21,6 +21,7 @@ def load(name: str) -> LiteralString:
 JOB_INSERT = load("job_insert")
 JOB_RESERVE_IDS = load("job_reserve_ids")
 JOB_COPY_IN = load("job_copy_in")
+JOB_COPY_IN_DEFAULTS = load("job_copy_in_defaults")
 
 # Admin
 JOB_GET = load("job_get")
