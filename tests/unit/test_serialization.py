@@ -34,7 +34,7 @@ def test_encode_json_is_compact_and_strict() -> None:
 @pytest.mark.parametrize(
     "value",
     [
-        {"a": [1, 2.5, None, True], "é": "x\u00e9\n\"q\"", "n": {"deep": [{"k": -3}]}},
+        {"a": [1, 2.5, None, True], "é": 'x\u00e9\n"q"', "n": {"deep": [{"k": -3}]}},
         [1, "two", {"three": 3.0}],
         "plain",
         {},
