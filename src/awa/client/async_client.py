@@ -215,8 +215,8 @@ class AsyncClient(JobFeatures):
         )
         pool = await self._get_pool()
         with mapped():
-            async with self._insert_lane.connection(pool) as conn:
-                job = await insert_path.insert_one(conn, spec)
+            async with self._insert_lane.cursor(pool) as cur:
+                job = await insert_path.insert_with(cur, spec)
         if self._after_insert is not None:  # awa.testing.inline
             job = await self._after_insert(job)
         return job

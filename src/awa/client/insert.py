@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, LiteralString
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, AsyncCursor
 
 from awa import validate
 from awa.client import copy_rows
@@ -225,8 +225,13 @@ def build_specs(
 
 async def insert_one(conn: AsyncConnection[Any], spec: InsertSpec) -> Job[Any]:
     """Write one job; one round trip."""
+    return await insert_with(conn.cursor(), spec)
+
+
+async def insert_with(cur: AsyncCursor[Any], spec: InsertSpec) -> Job[Any]:
+    """Write one job through ``cur`` (a cursor kept for many inserts); one round trip."""
     with mapped():
-        cur = await conn.execute(sql.JOB_INSERT, spec.params())
+        await cur.execute(sql.JOB_INSERT, spec.params())
         row = await cur.fetchone()
     return spec.inserted(row)
 
