@@ -153,3 +153,27 @@ def test_failed_says_whether_attempts_ran_out() -> None:
     spent = job(JobState.FAILED, attempt=3, max_attempts=3, errors=errors, finalized_at=NOW)
     message = explain(facts(spent)).reasons[0].message
     assert " after all 3 attempts: ConnectionError: relay down. awa job retry 7 " in message
+
+
+def test_a_job_handed_back_for_an_unknown_kind_says_so() -> None:
+    """ADR 0027: a process without a handler reschedules the job, attempt refunded."""
+    record = {"count": 3, "backoff_s": 20.0, "host": "web-2", "pid": 41}
+    handed = job(
+        JobState.SCHEDULED,
+        run_at=NOW + timedelta(seconds=20),
+        attempted_at=NOW - timedelta(seconds=1),
+        metadata={"unknown_kind": record},
+    )
+    found = explain(facts(handed))
+    reason = found.reasons[0]
+    assert reason.code == ReasonCode.SCHEDULED
+    assert "It was handed back 3 times, without spending an attempt: the last process to " in (
+        reason.message
+    )
+    assert "(web-2 pid 41) has no handler for kind 'send_email'" in reason.message
+    assert "snoozed" not in reason.message
+    assert found.summary == (
+        "Job 7 (send_email) was handed back 3 times (no handler for kind 'send_email' in "
+        "web-2 pid 41); it is tried again in 20 s."
+    )
+    assert reason.details["handed_back"] == record

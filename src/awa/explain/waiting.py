@@ -48,10 +48,27 @@ def short_error(entry: dict[str, object]) -> str:
 # -- not due yet ---------------------------------------------------------------------
 
 
+def _handed_back(f: Facts) -> tuple[str, str]:
+    """(sentence, clause) for a job a process handed back because it has no handler for
+    its kind (``metadata.unknown_kind``, ADR 0027); empty when that is not why it waits."""
+    record = f.job.metadata.get("unknown_kind")
+    if not isinstance(record, dict):
+        return "", ""
+    times = count(int(record.get("count") or 1), "time")
+    who = f"{record.get('host')} pid {record.get('pid')}"
+    return (
+        f" It was handed back {times}, without spending an attempt: the last process to "
+        f"claim it ({who}) has no handler for kind '{f.job.kind}'. It is tried again "
+        "after each backoff until a process that has one claims it.",
+        f"was handed back {times} (no handler for kind '{f.job.kind}' in {who})",
+    )
+
+
 def scheduled(f: Facts) -> Finding:
     """A scheduled job waits for its ``run_at`` (or for the promoter, once due)."""
     job = f.job
-    snoozed = " Its handler snoozed it." if job.attempted_at is not None else ""
+    handed, handed_clause = _handed_back(f)
+    snoozed = " Its handler snoozed it." if job.attempted_at is not None and not handed else ""
     if job.run_at > f.now:
         message = f"Scheduled to run at {when(f.now, job.run_at)}; no worker claims it before."
         clause = f"is scheduled to run at {at(job.run_at)} ({relative(f.now, job.run_at)})"
@@ -62,12 +79,15 @@ def scheduled(f: Facts) -> Finding:
             + ("." if f.live else ", but no worker process is live to run that pass.")
         )
         clause = f"is due since {ago(f.now, job.run_at)} and waits to be promoted"
+    if handed_clause:
+        clause = f"{handed_clause}; it is tried again {relative(f.now, job.run_at)}"
     return finding(
         ReasonCode.SCHEDULED,
-        message + snoozed,
+        message + snoozed + handed,
         clause,
         run_at=job.run_at.isoformat(),
         due_in_s=round((job.run_at - f.now).total_seconds(), 3),
+        handed_back=job.metadata.get("unknown_kind") if handed else None,
     )
 
 
