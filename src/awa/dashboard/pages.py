@@ -5,8 +5,6 @@ Each page has a live part that htmx polls with ``?fragment=live`` every refresh 
 
 from __future__ import annotations
 
-import asyncio
-
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -43,9 +41,8 @@ async def queue_detail(request: Request) -> Response:
     d = dashboard(request)
     name = request.path_params["name"]
     try:
-        (queues, _), waiting = await asyncio.gather(
-            queue_views(d.client, d.sampler, only=name), d.client.explain_queue(name)
-        )
+        queues, _ = await queue_views(d.client, d.sampler, only=name)
+        waiting = await d.client.explain_queue(name)  # why its oldest available job waits
     except awa.ValidationError as exc:  # not a name a queue can have: it cannot exist
         return d.render(request, "error.html", {"message": f"no such queue ({exc})"}, 404)
     ago, rate, running = d.sampler.series(name)
