@@ -171,6 +171,18 @@ def _check_rate_limit(q: QueueConfig) -> None:
         raise InvalidRateLimit(q.name, f"burst must be an integer >= 0, got {burst!r}")
 
 
+OVERRIDE_REFRESH_FLOOR_MS = 50
+
+
+def floor_override_refresh_ms(value: int, source: str) -> tuple[int, str | None]:
+    """The one rule for the override refresh cadence, whoever sets it: at least 50 ms
+    (a shorter cadence would turn the control read into a per-poll query)."""
+    if value < OVERRIDE_REFRESH_FLOOR_MS:
+        floor = OVERRIDE_REFRESH_FLOOR_MS
+        return floor, f"{source}={value} is below the {floor} ms floor; using {floor}"
+    return value, None
+
+
 def parse_override_refresh_ms(raw: str | None, default: int = 10_000) -> tuple[int, str | None]:
     """``AWA_OVERRIDE_REFRESH_MS`` → (milliseconds, warning or None); floored at 50."""
     if raw is None or raw.strip() == "":
@@ -179,9 +191,7 @@ def parse_override_refresh_ms(raw: str | None, default: int = 10_000) -> tuple[i
         value = int(raw.strip())
     except ValueError:
         return default, f"AWA_OVERRIDE_REFRESH_MS={raw!r} is not an integer; using {default}"
-    if value < 50:
-        return 50, None
-    return value, None
+    return floor_override_refresh_ms(value, "AWA_OVERRIDE_REFRESH_MS")
 
 
 _BOOLEAN_SETTINGS = frozenset({"synchronous_commit"})
@@ -221,11 +231,15 @@ def build_worker_config(
                 raise InvalidSetting(name, f"must be True or False, got {value!r}")
             continue
         validate.integer(name, value, low=1, error=InvalidSetting)
-    if "override_refresh_ms" not in settings:
+    if "override_refresh_ms" in settings:
+        refresh, warning = floor_override_refresh_ms(
+            settings["override_refresh_ms"], "override_refresh_ms"
+        )
+    else:
         refresh, warning = parse_override_refresh_ms(os.environ.get("AWA_OVERRIDE_REFRESH_MS"))
-        if warning:
-            logger.warning(warning)
-        settings["override_refresh_ms"] = refresh
+    if warning:
+        logger.warning(warning)
+    settings["override_refresh_ms"] = refresh
     config = WorkerConfig(queues=configs, global_max_workers=global_max_workers, **settings)
     if config.heartbeat_staleness_ms <= config.heartbeat_interval_ms:
         raise InvalidSetting(

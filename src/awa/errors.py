@@ -114,6 +114,7 @@ class BuildError(AwaError, ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
+        self.reason = message
 
 
 class NoQueuesConfigured(BuildError):
@@ -134,10 +135,9 @@ class DuplicateQueue(BuildError):
 class MinWorkersExceedGlobal(BuildError):
     """Σ min_workers is larger than global_max_workers."""
 
-    def __init__(self, total_min: int, global_max: int) -> None:
+    def __init__(self, total_min: int, global_max: int, limit: str = "global_max_workers") -> None:
         super().__init__(
-            "min_workers",
-            f"sum of min_workers ({total_min}) exceeds global_max_workers ({global_max})",
+            "min_workers", f"sum of min_workers ({total_min}) exceeds {limit} ({global_max})"
         )
         self.total_min = total_min
         self.global_max = global_max

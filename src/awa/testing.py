@@ -94,7 +94,7 @@ class _Runner:
             queue,
             self.pool,
             QueuePermits(queue, 1),
-            QueueControl(config, None, 60_000),
+            QueueControl(config),
             self.executor,
             self.observer,
         )

@@ -289,3 +289,46 @@ class Explanation:
     job: Job[Any]
     reasons: list[Reason]
     summary: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLimits:
+    """Fleet-wide limits of one queue as stored (CONTRACT §8): they hold across every
+    worker process and host. None means "no limit of that kind"."""
+
+    queue: str
+    concurrency: int | None
+    rate_limit: float | None
+    burst: int | None
+    partition_by: str | None
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLimitsStatus:
+    """A limited queue with what the fleet runs now: ``running`` jobs in the database, the
+    busiest partitions as ``(key, running)`` (partitioned queues), and the tokens left in
+    the queue's bucket (rate-limited, unpartitioned queues)."""
+
+    limits: QueueLimits
+    running: int
+    top_partitions: list[tuple[str, int]]
+    tokens: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class PoolMember:
+    """A queue's place in the fleet pool: a guaranteed minimum and a weight (CONTRACT §9)."""
+
+    min_workers: int = 0
+    weight: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class FleetPool:
+    """The fleet-wide weighted pool as stored, with each member's running jobs now."""
+
+    total: int
+    queues: dict[str, PoolMember]
+    updated_at: datetime
+    running: dict[str, int] = field(default_factory=dict)

@@ -168,8 +168,8 @@ def test_overrides_set_show_clear(awa_cli: Awa, sync_client: awa.Client) -> None
 def test_overrides_show_reports_effective_values_of_live_workers(
     awa_cli: Awa, live_worker: awa.Client
 ) -> None:
-    # "reports" was started without a rate limiter: a rate override is ignored there.
-    live_worker.set_runtime_overrides("reports", rate_limit=5.0, claim_batch_size=3)
+    # "reports" runs with a deadline: an override of 0 would cross the zero boundary.
+    live_worker.set_runtime_overrides("reports", deadline_ms=0, claim_batch_size=3)
     live_worker.set_runtime_overrides("email", poll_interval_ms=400)
 
     def applied() -> dict[str, Any] | None:
@@ -177,7 +177,7 @@ def test_overrides_show_reports_effective_values_of_live_workers(
         assert instance.snapshot is not None
         reports = instance.snapshot.queues["reports"]
         email = instance.snapshot.queues["email"]
-        done = reports.effective["claim_batch_size"] == 3 and "rate_limit" in reports.ignored
+        done = reports.effective["claim_batch_size"] == 3 and "deadline_ms" in reports.ignored
         return email.effective if done and email.effective["poll_interval_ms"] == 400 else None
 
     wait_until(applied)
@@ -185,9 +185,9 @@ def test_overrides_show_reports_effective_values_of_live_workers(
     [worker] = shown["workers"]
     assert worker["effective"]["claim_batch_size"] == 3
     assert worker["configured"]["claim_batch_size"] == 512
-    assert worker["overrides"]["rate_limit"] == 5.0
-    assert worker["effective"]["rate_limit"] is None
-    assert worker["ignored"]["rate_limit"]  # a reason, in words
+    assert worker["overrides"]["deadline_ms"] == 0
+    assert worker["effective"]["deadline_ms"] == worker["configured"]["deadline_ms"] > 0
+    assert worker["ignored"]["deadline_ms"]  # a reason, in words
     assert set(worker) == {"instance_id", "hostname", "pid", "configured", "overrides",
                            "effective", "ignored"}  # fmt: skip
     everything = awa_cli("queue", "overrides", "show", "--json").json()

@@ -167,14 +167,14 @@ async def test_metrics_scraped_over_http_count_what_ran(
         _check_gauges(series, await client.queue_stats(), in_flight={"metrics": 1})
         assert value(series, "awa_overrides_applied_total", queue="metrics") is None
 
-        await client.set_runtime_overrides("metrics", rate_limit=5.0)  # no limiter: refused
+        await client.set_runtime_overrides("metrics", deadline_ms=0)  # crosses zero: refused
         await client.set_runtime_overrides("limited", poll_interval_ms=100)
         series = await wait_for(lambda: _scrape_if(server.url, _overrides_seen))
         assert value(series, "awa_overrides_applied_total", queue="limited") == 1
         ignored = by_label(series, "awa_overrides_ignored_total", "queue", "setting")
-        assert ignored == {("metrics", "rate_limit"): 1}
+        assert ignored == {("metrics", "deadline_ms"): 1}
         active = by_label(series, "awa_overrides_ignored_active", "queue", "setting")
-        assert active == {("metrics", "rate_limit"): 1}
+        assert active == {("metrics", "deadline_ms"): 1}
 
         gate.set()
         series = await wait_for(
@@ -201,7 +201,7 @@ async def _scrape_if(url: str, predicate: Any) -> Series | None:
 def _overrides_seen(series: Series) -> bool:
     return (
         value(series, "awa_overrides_applied_total", queue="limited") == 1
-        and value(series, "awa_overrides_ignored_active", queue="metrics", setting="rate_limit")
+        and value(series, "awa_overrides_ignored_active", queue="metrics", setting="deadline_ms")
         == 1
     )
 

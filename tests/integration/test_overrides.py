@@ -159,7 +159,7 @@ async def test_bad_refresh_env_warns_and_keeps_the_default(
         await client.shutdown()
 
 
-async def test_guard_rails_are_logged_reported_and_change_nothing(
+async def test_the_deadline_guard_rail_is_logged_and_reported_and_a_rate_override_makes_a_limiter(
     client: awa.AsyncClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     await client.start(
@@ -170,25 +170,33 @@ async def test_guard_rails_are_logged_reported_and_change_nothing(
             await client.set_runtime_overrides("plain", rate_limit=5.0)
             await client.set_runtime_overrides("nodeadline", deadline_ms=1_000)
 
-            async def both_ignored() -> bool:
+            async def both_seen() -> bool:
                 snap = client.runtime_snapshot()
-                return "rate_limit" in snap.queues["plain"].ignored and (
+                return snap.queues["plain"].effective["rate_limit"] == 5.0 and (
                     "deadline_ms" in snap.queues["nodeadline"].ignored
                 )
 
-            await wait_for(both_ignored)
+            await wait_for(both_seen)
         snap = client.runtime_snapshot()
-        assert snap.queues["plain"].effective["rate_limit"] is None
-        assert snap.queues["plain"].overrides["rate_limit"] == 5.0
+        assert snap.queues["plain"].ignored == {}  # the record's first guard rail is lifted
+        assert client._worker.dispatchers["plain"].control.bucket.rate == 5.0
         assert snap.queues["nodeadline"].effective["deadline_ms"] == 0
         messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-        assert any("plain" in m and "rate" in m for m in messages)
+        assert not any("plain" in m for m in messages)
         assert any("nodeadline" in m and "zero boundary" in m for m in messages)
         # Published for the fleet too.
         await client._worker.publisher._tick()
         (instance,) = await client.list_runtime_instances()
         assert instance.snapshot is not None
-        assert "rate_limit" in instance.snapshot.queues["plain"].ignored
+        assert "deadline_ms" in instance.snapshot.queues["nodeadline"].ignored
+        # Clearing the override removes the limiter it created.
+        await client.clear_runtime_overrides("plain")
+
+        async def limiter_gone() -> bool:
+            return client.runtime_snapshot().queues["plain"].effective["rate_limit"] is None
+
+        await wait_for(limiter_gone)
+        assert client._worker.dispatchers["plain"].control.bucket is None
     finally:
         await client.shutdown()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -79,7 +80,7 @@ def test_weighted_mode_total_is_the_global_cap() -> None:
 
 @pytest.mark.parametrize(
     ("raw", "value", "warns"),
-    [(None, 10_000, False), ("", 10_000, False), ("250", 250, False), ("10", 50, False),
+    [(None, 10_000, False), ("", 10_000, False), ("250", 250, False), ("10", 50, True),
      ("abc", 10_000, True), ("1.5", 10_000, True)],
 )  # fmt: skip
 def test_override_refresh_env_is_floored_and_validated(
@@ -88,6 +89,18 @@ def test_override_refresh_env_is_floored_and_validated(
     parsed, warning = parse_override_refresh_ms(raw)
     assert parsed == value
     assert (warning is not None) == warns
+
+
+@pytest.mark.parametrize(("given", "value"), [(1, 50), (49, 50), (50, 50), (60_000, 60_000)])
+def test_override_refresh_given_to_start_has_the_same_floor_as_the_environment(
+    given: int, value: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="awa"):
+        config = build_worker_config([("q", 1)], override_refresh_ms=given)
+    assert config.override_refresh_ms == value
+    floored = [r for r in caplog.records if "floor" in r.getMessage()]
+    assert len(floored) == (1 if given < 50 else 0)
+    assert floored == [] or "override_refresh_ms" in floored[0].getMessage()
 
 
 def test_database_url_resolution_order(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import NoReturn
 
 from awa import validate
@@ -49,6 +50,24 @@ def positive_float(text: str) -> float:
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
     return value
+
+
+INT4_MAX = 2_147_483_647  # settings stored as PostgreSQL integers
+
+
+def bounded_int(low: int, high: int = INT4_MAX) -> Callable[[str], int]:
+    """A parser of integers within [low, high]."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low} and {high}, got {value}")
+        return value
+
+    return parse
 
 
 def rate(text: str) -> float:

@@ -12,11 +12,23 @@ from typing import Any
 
 import awa
 from awa.cli.args import Parser
-from awa.cli.commands import cron, demo, dlq, health, job, migrate, queue, runtime, serve, worker
+from awa.cli.commands import (
+    cron,
+    demo,
+    dlq,
+    health,
+    job,
+    migrate,
+    pool,
+    queue,
+    runtime,
+    serve,
+    worker,
+)
 from awa.cli.database import database_url
 from awa.cli.output import fail
 
-COMMANDS = (migrate, worker, queue, job, cron, dlq, runtime, health, serve, demo)
+COMMANDS = (migrate, worker, queue, pool, job, cron, dlq, runtime, health, serve, demo)
 
 
 def build_parser() -> Parser:

@@ -21,6 +21,7 @@ from awa.client import admin
 from awa.client import explain as explain_path
 from awa.client import insert as insert_path
 from awa.client.features import JobFeatures
+from awa.client.fleet_control import FleetControl
 from awa.client.lane import InsertLane
 from awa.client.transaction import Transaction
 from awa.client.unique import UniqueOpts
@@ -51,7 +52,7 @@ READ_ATTEMPTS = 2
 _UNSET: Any = object()
 
 
-class AsyncClient(JobFeatures):
+class AsyncClient(JobFeatures, FleetControl):
     """Connects to PostgreSQL; inserts, inspects and runs jobs.
 
     Use as an async context manager (or call :meth:`close`). The connection pool opens

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncCursor, Cursor
 from psycopg.rows import RowMaker
 
-from awa.types import Job, JobState, QueueStat, RuntimeOverrides
+from awa.types import Job, JobState, PoolMember, QueueLimits, QueueStat, RuntimeOverrides
 
 _JOB_FIELDS = (
     "id",
@@ -68,6 +69,36 @@ def job_from_row(row: Mapping[str, Any]) -> Job[Any]:
     return Job(*values)
 
 
+@dataclass(frozen=True, slots=True)
+class FleetHold:
+    """The last row of a coordinated claim: why the fleet held jobs back (``concurrency``,
+    ``partition``, ``pool`` or ``rate``) and, for a rate limit, when the next token is due."""
+
+    reason: str
+    retry_in_ms: float | None
+
+
+def claim_rows(cursor: Cursor[Any] | AsyncCursor[Any]) -> RowMaker[Job[Any] | FleetHold]:
+    """Row factory of ``job_claim_coordinated``: job rows, then maybe one FleetHold."""
+    jobs = job_rows(cursor)
+    result = cursor.pgresult
+    names = [] if result is None else [
+        (result.fname(i) or b"").decode() for i in range(result.nfields)
+    ]  # fmt: skip
+    id_at, blocked_at, retry_at = (
+        names.index("id"),
+        names.index("blocked"),
+        names.index("retry_in_ms"),
+    )
+
+    def make(values: Sequence[Any]) -> Job[Any] | FleetHold:
+        if values[id_at] is None:
+            return FleetHold(values[blocked_at], values[retry_at])
+        return jobs(values)
+
+    return make
+
+
 def queue_stat(row: dict[str, Any]) -> QueueStat:
     """A ``queue_stats.sql`` row as a :class:`QueueStat`."""
     return QueueStat(**row)
@@ -84,3 +115,24 @@ def runtime_overrides(row: dict[str, Any] | None) -> RuntimeOverrides | None:
         deadline_ms=row["override_deadline_ms"],
         updated_at=row["overrides_updated_at"],
     )
+
+
+def control_limits(row: dict[str, Any] | None) -> QueueLimits | None:
+    """The fleet limits in a ``queue_control_list`` row (None: the queue has none)."""
+    if row is None or row.get("limits_updated_at") is None:
+        return None
+    return QueueLimits(
+        queue=row["queue"],
+        concurrency=row["limit_concurrency"],
+        rate_limit=row["limit_rate_limit"],
+        burst=row["limit_burst"],
+        partition_by=row["limit_partition_by"],
+        updated_at=row["limits_updated_at"],
+    )
+
+
+def control_pool_member(row: dict[str, Any] | None) -> PoolMember | None:
+    """The fleet-pool membership in a ``queue_control_list`` row (None: not a member)."""
+    if row is None or row.get("pool_weight") is None:
+        return None
+    return PoolMember(min_workers=row["pool_min_workers"], weight=row["pool_weight"])

@@ -1,21 +1,26 @@
-"""Per-queue control state: pause and runtime overrides (design record 038).
+"""Per-queue control state: pause, runtime overrides (design record 038) and the fleet's
+limits on the queue (CONTRACT §8–§9).
 
 The start-time :class:`~awa.config.QueueConfig` is the default; a non-NULL override in
-``awa.queue_meta`` wins; NULL reverts. Each dispatcher refreshes its queue's row once per
-``override_refresh_ms`` (and at once when ``awa_control`` announces a change) and reads
-the effective values here on every poll. Two guard rails refuse overrides that would
-change the shape of the hot path; each refusal is logged once per change and reported.
+``awa.queue_meta`` wins; NULL reverts. The worker's control refresher reads every queue's
+row in one statement per cadence (and at once on an ``awa_control`` notice) and hands it
+to :meth:`QueueControl.apply`; dispatchers read the effective values here on every poll.
+Pure code: no I/O, so every rule is unit-tested without a database.
+
+Guard rails: a deadline override that would cross the zero boundary relative to
+``start()`` is refused, logged once per change and reported. **Beyond** the record (its
+first guard rail is lifted, CONTRACT §10): a rate override on a queue started without a
+limiter creates one, and clearing it removes it again.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 from awa.config import QueueConfig
-from awa.db.rows import runtime_overrides
-from awa.types import Capacity, QueueRuntime, RuntimeOverrides
+from awa.db.rows import control_limits, control_pool_member, runtime_overrides
+from awa.types import Capacity, PoolMember, QueueLimits, QueueRuntime, RuntimeOverrides
 from awa.worker.rate_limit import TokenBucket
 
 logger = logging.getLogger("awa")
@@ -27,10 +32,9 @@ _NO_OVERRIDES = RuntimeOverrides(None, None, None, None, None)
 class QueueControl:
     """Configured, stored and effective settings of one queue in this worker."""
 
-    def __init__(self, config: QueueConfig, bucket: TokenBucket | None, refresh_ms: int) -> None:
+    def __init__(self, config: QueueConfig, bucket: TokenBucket | None = None) -> None:
         self.config = config
         self.bucket = bucket
-        self.refresh_ms = refresh_ms
         self.paused = False
         self.overrides: RuntimeOverrides | None = None
         self.ignored: dict[str, str] = {}
@@ -38,28 +42,22 @@ class QueueControl:
         self.claim_batch_size = config.claim_batch_size
         self.deadline_ms = config.deadline_ms
         self.rate_limit: float | None = config.rate
-        self._next_refresh = 0.0
-        self._warned: set[tuple[str, Any]] = set()
+        # The fleet's view of this queue, as last read.
+        self.limits: QueueLimits | None = None
+        self.pool_member: PoolMember | None = None
+        self.pool_total: int | None = None
+        self.fleet_running: int | None = None
+        self._warned: dict[str, Any] = {}  # override key → the refused value last logged
 
-    # -- refresh cadence -------------------------------------------------------------
+    @property
+    def coordinated(self) -> bool:
+        """True when the fleet limits this queue: claims go through the fleet's locks."""
+        return self.limits is not None or self.pool_member is not None
 
-    def refresh_due(self, now: float | None = None) -> bool:
-        """True when the cadence says the row should be read again."""
-        return (time.monotonic() if now is None else now) >= self._next_refresh
-
-    def seconds_to_refresh(self, now: float | None = None) -> float:
-        """Time left until the next scheduled refresh (the poll sleep never exceeds it)."""
-        return max(0.0, self._next_refresh - (time.monotonic() if now is None else now))
-
-    def request_refresh(self) -> None:
-        """Read the row on the next loop turn (an ``awa_control`` notice arrived)."""
-        self._next_refresh = 0.0
-
-    # -- applying a queue_meta row ---------------------------------------------------
+    # -- applying a control row ------------------------------------------------------
 
     def apply(self, row: dict[str, Any] | None) -> None:
-        """Adopt a freshly read ``queue_meta`` row (None: no row, nothing overridden)."""
-        self._next_refresh = time.monotonic() + self.refresh_ms / 1000
+        """Adopt a freshly read control row (None: no row, nothing overridden or limited)."""
         self.paused = bool(row and row["paused"])
         self.overrides = runtime_overrides(row)
         ignored: dict[str, str] = {}
@@ -67,8 +65,14 @@ class QueueControl:
         self.poll_interval_ms = o.poll_interval_ms or self.config.poll_interval_ms
         self.claim_batch_size = o.claim_batch_size or self.config.claim_batch_size
         self.deadline_ms = self._effective_deadline(o.deadline_ms, ignored)
-        self._apply_rate(o.rate_limit, ignored)
+        self._apply_rate(o.rate_limit)
         self.ignored = ignored
+        # A refusal no longer in force is forgotten, so refusing it again logs again.
+        self._warned = {k: v for k, v in self._warned.items() if k in ignored}
+        self.limits = control_limits(row)
+        self.pool_member = control_pool_member(row)
+        self.pool_total = row.get("pool_total") if row else None
+        self.fleet_running = row.get("fleet_running") if row else None
 
     def _effective_deadline(self, override: int | None, ignored: dict[str, str]) -> int:
         configured = self.config.deadline_ms
@@ -83,29 +87,28 @@ class QueueControl:
             return configured
         return override
 
-    def _apply_rate(self, override: float | None, ignored: dict[str, str]) -> None:
-        if self.bucket is None:
-            if override is not None:
-                reason = (
-                    f"rate override {override:g}/s ignored: the queue was started without a "
-                    "rate limiter; configure rate_limit at start to enable retuning"
-                )
-                self._refuse("rate_limit", override, reason, ignored)
-            self.rate_limit = None
-            return
+    def _apply_rate(self, override: float | None) -> None:
+        """The start-time limiter, retuned by an override; an override on a queue started
+        without one creates one, and clearing that override removes it."""
         if override is None:
             rate, burst = self.config.rate, self.config.burst
         else:
             rate, burst = override, 0  # burst 0 → ceil(rate)
-        assert rate is not None and burst is not None
-        if rate != self.bucket.rate or (override is None and burst != self.bucket.burst):
-            self.bucket.reconfigure(rate, burst)
         self.rate_limit = rate
+        if rate is None or burst is None:
+            self.bucket = None
+            return
+        if self.bucket is None:
+            self.bucket = TokenBucket(rate, burst)
+            return
+        target = TokenBucket(rate, burst)  # resolves burst 0 → ceil(rate)
+        if (target.rate, target.burst) != (self.bucket.rate, self.bucket.burst):
+            self.bucket.reconfigure(rate, burst)
 
     def _refuse(self, key: str, value: Any, reason: str, ignored: dict[str, str]) -> None:
         ignored[key] = reason
-        if (key, value) not in self._warned:
-            self._warned = {w for w in self._warned if w[0] != key} | {(key, value)}
+        if self._warned.get(key, _NOTHING) != value:
+            self._warned[key] = value
             logger.warning(
                 "queue %s: %s", self.config.name, reason,
                 extra={"event": "override_ignored", "queue": self.config.name,
@@ -145,6 +148,17 @@ class QueueControl:
             "deadline_ms": self.deadline_ms,
         }
 
+    def state(self) -> tuple[Any, ...]:
+        """Everything a change of which the dispatcher must hear about at once."""
+        return (
+            self.effective_values(),
+            dict(self.ignored),
+            self.paused,
+            self.limits,
+            self.pool_member,
+            self.pool_total,
+        )
+
     def runtime(self, capacity: Capacity, in_flight: int) -> QueueRuntime:
         """This queue's entry in the runtime snapshot."""
         return QueueRuntime(
@@ -156,3 +170,6 @@ class QueueControl:
             in_flight=in_flight,
             paused=self.paused,
         )
+
+
+_NOTHING = object()

@@ -1,32 +1,37 @@
 """One dispatcher per queue: permits → rate tokens → claim → launch (design record 011).
 
 A dispatcher sleeps until it is woken — by a ``LISTEN`` notice for its queue, by a permit
-coming back, by a control notice — or until its poll interval passes (never longer than
-the override refresh cadence). Each poll then:
+coming back, by a change of its control state (the worker's control refresher applies
+overrides and fleet limits beside this loop) — or until its poll interval passes. Each
+poll then:
 
 1. reserves permits without waiting (local first, then overflow);
 2. takes rate-limit tokens for at most that many jobs;
-3. claims at most that many jobs (and at most ``claim_batch_size``) in ONE statement;
+3. claims at most that many jobs (and at most ``claim_batch_size``) in ONE statement —
+   through the fleet's claim locks when fleet limits or the fleet pool cover the queue
+   (ADR 0010), which may hold some or all of them back;
 4. releases the permits and refunds the tokens the claim did not use;
 5. clears its overflow demand when it could not use every permit (few or no jobs
    found, or rate-limited), so it stops weighing on the other queues' shares;
 6. launches each job with exactly one permit.
 
 It polls again at once while claims come back full, so a backlog drains at the speed
-of the handlers, and goes back to sleep when the queue is empty or permits run out.
+of the handlers, and goes back to sleep when the queue is empty or permits run out. Held
+back by the fleet, it waits for a freed-slot notice (or the next rate token), not for
+notices of new jobs, which could not change the answer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
-from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from awa.db import sql
-from awa.db.rows import job_rows
+from awa.db.rows import FleetHold, claim_rows, job_rows
 from awa.types import Job
 from awa.worker.control import QueueControl
 from awa.worker.executor import Executor
@@ -36,6 +41,8 @@ from awa.worker.permits import QueuePermits
 logger = logging.getLogger("awa")
 
 _MAX_ERROR_BACKOFF_S = 5.0
+_PARTITION_RECHECK_S = 0.02
+_DEAF_TO_NEW_JOBS = frozenset({"concurrency", "pool", "rate"})
 
 
 class Dispatcher:
@@ -65,6 +72,9 @@ class Dispatcher:
         self.claimed = 0
         self.polls = 0
         self.rate_limited_polls = 0
+        self.fleet_holds = 0
+        self.blocked: str | None = None  # why the fleet held the last claim back
+        self._not_before = 0.0  # monotonic time before which asking the fleet is pointless
         self.last_loop_ok = True
         permits.subscribe(self.wake)
 
@@ -89,7 +99,19 @@ class Dispatcher:
         return self._task is not None and not self._task.done()
 
     def wake(self) -> None:
-        """Poll as soon as possible (jobs or permits may be available)."""
+        """Poll as soon as possible (permits came back, or the queue's control changed)."""
+        self._wakeup.set()
+
+    def wake_available(self) -> None:
+        """Jobs became available. Ignored while the fleet holds this queue back on a cap
+        or a token: new jobs cannot change that answer, a freed slot or time will."""
+        if self.blocked not in _DEAF_TO_NEW_JOBS:
+            self._wakeup.set()
+
+    def wake_freed(self) -> None:
+        """A job of this queue (or of a fleet-pool member) left ``running`` somewhere."""
+        if self.blocked != "rate":
+            self._not_before = 0.0
         self._wakeup.set()
 
     # -- loop ------------------------------------------------------------------------
@@ -98,8 +120,6 @@ class Dispatcher:
         error_backoff = 0.05
         while not self._stopping:
             try:
-                if self.control.refresh_due():
-                    await self._refresh_control()
                 await self._drain()
                 self.last_loop_ok = True
                 error_backoff = 0.05
@@ -115,12 +135,12 @@ class Dispatcher:
             await self._sleep()
 
     async def _sleep(self) -> None:
-        timeout = min(self.control.poll_interval_ms / 1000, self.control.seconds_to_refresh())
+        timeout = self.control.poll_interval_ms / 1000
         bucket = self.control.bucket
-        if bucket is not None and self.control.rate_limit is not None:
-            wait_tokens = bucket.seconds_until(1)
-            if wait_tokens > 0:
-                timeout = max(timeout, min(wait_tokens, self.control.seconds_to_refresh()))
+        if bucket is not None:
+            timeout = max(timeout, bucket.seconds_until(1))
+        if self._not_before > 0:
+            timeout = max(timeout, self._not_before - time.monotonic())
         if self._wakeup.is_set():
             self._wakeup.clear()
             return
@@ -131,17 +151,6 @@ class Dispatcher:
             pass
         self._wakeup.clear()
 
-    async def _refresh_control(self) -> None:
-        async with self._pool.connection() as conn:
-            cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(sql.QUEUE_META_GET, {"queue": self.queue})
-            row = await cur.fetchone()
-        before = (self.control.effective_values(), dict(self.control.ignored))
-        self.control.apply(row)
-        after = (self.control.effective_values(), self.control.ignored)
-        if after != before:
-            self._observer.override_changed(self.queue, after[0], dict(after[1]))
-
     async def _drain(self) -> None:
         while not self._stopping:
             full = await self.poll_once()
@@ -151,13 +160,15 @@ class Dispatcher:
     async def poll_once(self) -> bool:
         """One permit → token → claim → launch cycle; True when the claim came back full."""
         self.polls += 1
+        if self._not_before > time.monotonic():
+            return False  # the fleet said when to ask again (the next rate token)
         control = self.control
         wanted = control.claim_batch_size
         grant = self.permits.try_acquire(wanted)
         if grant.total == 0:
             return False
         allowed = grant.total
-        bucket = control.bucket if control.rate_limit is not None else None
+        bucket = control.bucket
         if bucket is not None:
             allowed = bucket.take(allowed)
             if allowed == 0:
@@ -167,7 +178,7 @@ class Dispatcher:
                 self._observer.polled(self.queue, 0, True)
                 return False
         try:
-            jobs = await self._claim(allowed, control.deadline_ms)
+            jobs = await self._claim(allowed, control)
         except BaseException:
             self.permits.release(grant, wake_self=False)
             if bucket is not None:
@@ -187,16 +198,43 @@ class Dispatcher:
             self._executor.launch(job, permit, control.deadline_ms)
         return len(jobs) == allowed and allowed == wanted
 
-    async def _claim(self, limit: int, deadline_ms: int) -> list[Job[Any]]:
+    async def _claim(self, limit: int, control: QueueControl) -> list[Job[Any]]:
+        params = {
+            "queue": self.queue,
+            "limit": limit,
+            "deadline_ms": control.deadline_ms,
+            "synchronous_commit": self._commit_mode,
+        }
+        if not control.coordinated:
+            self.blocked = None
+            async with self._pool.connection() as conn:
+                cur = conn.cursor(row_factory=job_rows)
+                await cur.execute(sql.JOB_CLAIM_AVAILABLE, params)
+                return await cur.fetchall()
         async with self._pool.connection() as conn:
-            cur = conn.cursor(row_factory=job_rows)
-            await cur.execute(
-                sql.JOB_CLAIM_AVAILABLE,
-                {
-                    "queue": self.queue,
-                    "limit": limit,
-                    "deadline_ms": deadline_ms,
-                    "synchronous_commit": self._commit_mode,
-                },
-            )
-            return await cur.fetchall()
+            coordinated = conn.cursor(row_factory=claim_rows)
+            await coordinated.execute(sql.JOB_CLAIM_COORDINATED, params)
+            rows = await coordinated.fetchall()
+        jobs: list[Job[Any]] = []
+        held_back: FleetHold | None = None
+        for row in rows:
+            if isinstance(row, FleetHold):
+                held_back = row
+            else:
+                jobs.append(row)
+        self._held_back(held_back)
+        return jobs
+
+    def _held_back(self, hold: FleetHold | None) -> None:
+        """Remember why the fleet held the last claim back, and when to ask again."""
+        self.blocked = None if hold is None else hold.reason
+        self._not_before = 0.0
+        if hold is None:
+            return
+        self.fleet_holds += 1
+        if hold.retry_in_ms is not None:  # a rate limit: no token before then
+            self._not_before = time.monotonic() + hold.retry_in_ms / 1000
+        elif hold.reason == "partition":
+            # Other keys may get jobs any moment (no head-of-line blocking), but a burst of
+            # notices for a key at its limit must not turn into a burst of claims.
+            self._not_before = time.monotonic() + _PARTITION_RECHECK_S

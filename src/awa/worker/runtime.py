@@ -32,6 +32,7 @@ from awa.types import RuntimeSnapshot
 from awa.worker import heartbeat
 from awa.worker.completer import Completer
 from awa.worker.control import QueueControl
+from awa.worker.control_refresh import ControlRefresher
 from awa.worker.dispatcher import Dispatcher
 from awa.worker.executor import Executor
 from awa.worker.features import Features
@@ -85,7 +86,7 @@ class Worker:
         self.dispatchers: dict[str, Dispatcher] = {}
         for q in config.queues:
             bucket = TokenBucket(q.rate_limit[0], q.rate_limit[1]) if q.rate_limit else None
-            control = QueueControl(q, bucket, config.override_refresh_ms)
+            control = QueueControl(q, bucket)
             self.dispatchers[q.name] = Dispatcher(
                 q.name,
                 pool,
@@ -95,6 +96,12 @@ class Worker:
                 self.observer,
                 synchronous_commit=config.synchronous_commit,
             )
+        self.control = ControlRefresher(
+            pool, {name: d.control for name, d in self.dispatchers.items()}, self._control_changed
+        )
+        self.control_service = Periodic(
+            "control-refresh", config.override_refresh_ms / 1000, self.control.refresh
+        )
         self.listener = Listener(url, self._on_available, self._on_control, self._wake_all)
         self.heartbeat = Periodic("heartbeat", config.heartbeat_interval_ms / 1000, self._beat)
         self.publisher = Periodic(
@@ -148,7 +155,7 @@ class Worker:
     def _on_available(self, queue: str) -> None:
         dispatcher = self.dispatchers.get(queue)
         if dispatcher is not None:
-            dispatcher.wake()
+            dispatcher.wake_available()
 
     def _on_control(self, message: dict[str, Any]) -> None:
         if "cancel" in message:
@@ -159,8 +166,14 @@ class Worker:
                 self.executor.cancel(job_id, "cancelled", lease)
         queue = message.get("queue_meta")
         if isinstance(queue, str) and queue in self.dispatchers:
-            self.dispatchers[queue].control.request_refresh()
-            self.dispatchers[queue].wake()
+            self.control_service.kick()
+        freed = message.get("freed")
+        if isinstance(freed, str) and freed in self.dispatchers:
+            self.dispatchers[freed].wake_freed()
+
+    def _control_changed(self, queue: str, control: QueueControl) -> None:
+        self.dispatchers[queue].wake()
+        self.observer.override_changed(queue, control.effective_values(), dict(control.ignored))
 
     def _wake_all(self) -> None:
         for dispatcher in self.dispatchers.values():
@@ -196,8 +209,10 @@ class Worker:
             with mapped():
                 await migrations.check_schema(conn)
         await self.features.prepare()
+        await self.control.refresh()  # dispatchers start knowing pauses, overrides, limits
         self.completer.start()
         self.executor.start()
+        self.control_service.start()
         self.listener.start()
         for dispatcher in self.dispatchers.values():
             dispatcher.start()
@@ -227,6 +242,7 @@ class Worker:
         await self.executor.stop()
         await self.completer.stop()
         await self.heartbeat.stop()
+        await self.control_service.stop()
         await self.features.stop()
         await self.publisher.stop()
         await self.leader.stop()

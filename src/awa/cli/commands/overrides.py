@@ -10,28 +10,14 @@ import sys
 from typing import Any
 
 import awa
-from awa.cli.args import rate, with_example
+from awa.cli.args import bounded_int, rate, with_example
 from awa.cli.output import print_json, print_table
 
 SETTINGS = ("poll_interval_ms", "claim_batch_size", "rate_limit", "deadline_ms")
-INT4_MAX = 2_147_483_647  # the override columns are PostgreSQL integers
 APPLY_NOTE = (
     "note: live workers apply overrides within their refresh cadence "
     "(AWA_OVERRIDE_REFRESH_MS, default 10 s; usually at once through a notice)"
 )
-
-
-def _bounded_int(low: int) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-        if not low <= value <= INT4_MAX:
-            raise argparse.ArgumentTypeError(f"must be between {low} and {INT4_MAX}, got {value}")
-        return value
-
-    return parse
 
 
 def register(actions: Any) -> None:
@@ -61,12 +47,12 @@ def register(actions: Any) -> None:
         ),
     )
     p.add_argument("queue", metavar="QUEUE")
-    p.add_argument("--poll-interval-ms", type=_bounded_int(1), metavar="N",
+    p.add_argument("--poll-interval-ms", type=bounded_int(1), metavar="N",
                    help="poll interval in ms (>= 1)")  # fmt: skip
-    p.add_argument("--claim-batch-size", type=_bounded_int(1), metavar="N",
+    p.add_argument("--claim-batch-size", type=bounded_int(1), metavar="N",
                    help="most jobs claimed per statement (>= 1)")  # fmt: skip
     p.add_argument("--rate-limit", type=rate, metavar="F", help="jobs per second (1e-06 to 1e+06)")
-    p.add_argument("--deadline-ms", type=_bounded_int(0), metavar="N",
+    p.add_argument("--deadline-ms", type=bounded_int(0), metavar="N",
                    help="attempt deadline in ms (>= 0)")  # fmt: skip
     p.set_defaults(handler=run)
     p = sub.add_parser(

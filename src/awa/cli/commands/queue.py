@@ -7,7 +7,7 @@ from typing import Any
 
 import awa
 from awa.cli.args import with_example
-from awa.cli.commands import overrides
+from awa.cli.commands import limits, overrides
 from awa.cli.output import print_json, print_table
 
 
@@ -37,6 +37,7 @@ def register(sub: Any) -> None:
             p.add_argument("--by", dest="paused_by", help="who paused it (recorded)")
         p.set_defaults(handler=run)
     overrides.register(actions)  # `awa queue overrides set|clear|show`
+    limits.register(actions)  # `awa queue limits set|clear|show`
 
 
 async def run(args: argparse.Namespace, url: str | None) -> int:

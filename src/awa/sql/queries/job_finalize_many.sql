@@ -7,12 +7,18 @@
 -- The commit may be asynchronous (ADR 0006): a lost outcome leaves the job running under
 -- a lease nobody renews, and the rescuer returns it (at least once).
 -- The ids that come back are the outcomes that took effect; the rest were stale.
+-- A job leaving `running` frees a fleet slot when its queue has a fleet concurrency cap
+-- or is a fleet-pool member: such queues (and, for the pool, every member) are woken by
+-- an awa_control {"freed": queue} notice, so a claimer waiting at the limit anywhere in
+-- the fleet claims at once instead of at its next poll (ADR 0010). Unlimited queues cost
+-- two probes of tiny tables.
 --   state      completed | retryable | scheduled (snooze) | failed | cancelled
 --   delay_ms   NULL keeps run_at; otherwise run_at = now() + delay (retry backoff, snooze)
 --   refund     true when the attempt does not count (snooze)
 --   error      NULL, or one {error, attempt, type, ...} entry to append to errors
 --   progress   absent keeps the stored progress; otherwise the attempt's latest (job features)
 --   metadata   absent, or the keys the attempt updated, merged into metadata
+WITH done AS (
 UPDATE awa.jobs AS j
 SET state = o.state,
     run_at = CASE WHEN o.delay_ms IS NULL THEN j.run_at
@@ -32,4 +38,15 @@ FROM jsonb_to_recordset(%(outcomes)s::jsonb) AS o(
     (SELECT set_config('synchronous_commit', %(synchronous_commit)s, true)) AS commit_mode
 WHERE j.id = o.id AND j.run_lease = o.run_lease AND j.attempted_at = o.attempted_at
   AND j.state = 'running'
-RETURNING j.id
+RETURNING j.id, j.queue
+), freed AS (
+    SELECT pg_notify('awa_control', json_build_object('freed', w.queue)::text)
+    FROM (
+        SELECT l.queue FROM awa.queue_limits AS l
+        WHERE l.concurrency IS NOT NULL AND l.queue IN (SELECT queue FROM done)
+        UNION
+        SELECT p.queue FROM awa.fleet_pool_members AS p
+        WHERE EXISTS (SELECT 1 FROM done JOIN awa.fleet_pool_members AS m USING (queue))
+    ) AS w
+)
+SELECT id FROM done WHERE (SELECT count(*) FROM freed) >= 0

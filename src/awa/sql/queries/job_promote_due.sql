@@ -1,6 +1,8 @@
 -- job_promote_due: make scheduled and retryable jobs whose run_at has come available,
 -- and wake each affected queue once. Run by the maintenance leader. Priority goes back to
--- original_priority: priority aging counts from the new wait, not the earlier one.
+-- original_priority: priority aging counts from the new wait, not the earlier one. The
+-- partition key goes back to NULL: a partitioned queue's claimer adopts the job afresh
+-- under the queue's partition_by of that moment (ADR 0010).
 -- Expects jobs_due_idx (run_at) WHERE state IN ('scheduled', 'retryable').
 WITH due AS (
     SELECT id FROM awa.jobs
@@ -9,7 +11,8 @@ WITH due AS (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), promoted AS (
-    UPDATE awa.jobs AS j SET state = 'available', priority = j.original_priority
+    UPDATE awa.jobs AS j
+    SET state = 'available', priority = j.original_priority, partition_key = NULL
     FROM due WHERE j.id = due.id
     RETURNING j.queue
 )

@@ -2,7 +2,7 @@
 -- budget is widened by one so the retry can actually run.
 WITH retried AS (
     UPDATE awa.jobs
-    SET state = 'available', run_at = now(), finalized_at = NULL,
+    SET state = 'available', run_at = now(), partition_key = NULL, finalized_at = NULL,
         max_attempts = greatest(max_attempts, least(attempt + 1, 1000))
     WHERE id = %(id)s
       AND state IN ('scheduled', 'retryable', 'failed', 'cancelled', 'completed')

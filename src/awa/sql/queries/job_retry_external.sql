@@ -2,7 +2,7 @@
 -- attempt budget is widened by one so the retry can run; the queue is woken.
 WITH retried AS (
     UPDATE awa.jobs
-    SET state = 'available', run_at = now(), heartbeat_at = NULL,
+    SET state = 'available', run_at = now(), partition_key = NULL, heartbeat_at = NULL,
         callback_id = NULL, callback_timeout_at = NULL,
         max_attempts = greatest(max_attempts, least(attempt + 1, 1000))
     WHERE callback_id = %(callback_id)s::uuid AND state IN ('waiting_external', 'running')

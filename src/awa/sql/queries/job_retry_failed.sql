@@ -1,7 +1,7 @@
 -- job_retry_failed: bulk retry of failed jobs of one kind and/or queue.
 WITH retried AS (
     UPDATE awa.jobs
-    SET state = 'available', run_at = now(), finalized_at = NULL,
+    SET state = 'available', run_at = now(), partition_key = NULL, finalized_at = NULL,
         max_attempts = greatest(max_attempts, least(attempt + 1, 1000))
     WHERE state = 'failed'
       AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)

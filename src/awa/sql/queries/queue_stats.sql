@@ -6,7 +6,14 @@ WITH waiting AS (
     SELECT queue,
         count(*) AS available,
         extract(epoch FROM now() - min(run_at))::float8 AS lag_seconds
-    FROM awa.jobs WHERE state = 'available' GROUP BY queue
+    FROM (
+        -- one branch per claim index: available jobs sit in exactly one (ADR 0010)
+        SELECT queue, run_at FROM awa.jobs WHERE state = 'available' AND partition_key IS NULL
+        UNION ALL
+        SELECT queue, run_at FROM awa.jobs
+        WHERE state = 'available' AND partition_key IS NOT NULL
+    ) AS a
+    GROUP BY queue
 ), due AS (
     SELECT queue,
         count(*) FILTER (WHERE state = 'scheduled') AS scheduled,

@@ -1,0 +1,185 @@
+"""Fleet-wide limits and the fleet pool (CONTRACT §8–§9, ADR 0010): validation and the
+statements that store them.
+
+Every write runs in its own transaction after taking the claim lock it changes (the
+queue's, or the pool's), as a statement of its own: in READ COMMITTED the write's
+snapshot then holds every claim committed before it, so limits, rate buckets and the
+partition keys of adopted jobs change together, never under a claim in progress.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
+
+from awa import validate
+from awa.db import sql
+from awa.db.errors import mapped
+from awa.errors import MinWorkersExceedGlobal, ValidationError
+from awa.types import FleetPool, PoolMember, QueueLimits, QueueLimitsStatus
+
+INT32_MAX = 2_147_483_647
+PARTITION_KEY_MAX = 63
+TOP_PARTITIONS = 5
+
+
+def limit_params(
+    queue: str,
+    concurrency: int | None,
+    rate_limit: float | None,
+    burst: int | None,
+    partition_by: str | None,
+) -> dict[str, Any]:
+    """Validate every limit before anything is written (ValidationError names the field)."""
+    if burst is not None and rate_limit is None:
+        raise ValidationError("burst", "needs rate_limit: a burst is the size of its bucket")
+    if rate_limit is not None:
+        validate.rate("rate_limit", rate_limit)
+    if partition_by is not None:
+        validate.text("partition_by", partition_by, max_length=PARTITION_KEY_MAX)
+    return {
+        "queue": validate.text("queue", queue),
+        "concurrency": None
+        if concurrency is None
+        else validate.integer("concurrency", concurrency, low=1, high=INT32_MAX),
+        "rate_limit": None if rate_limit is None else float(rate_limit),
+        "burst": None if burst is None else validate.integer("burst", burst, low=1, high=INT32_MAX),
+        "partition_by": partition_by,
+    }
+
+
+def _limits(row: Mapping[str, Any]) -> QueueLimits:
+    return QueueLimits(
+        queue=row["queue"],
+        concurrency=row["concurrency"],
+        rate_limit=row["rate_limit"],
+        burst=row["burst"],
+        partition_by=row["partition_by"],
+        updated_at=row["updated_at"],
+    )
+
+
+async def set_queue_limits(
+    conn: AsyncConnection[Any], params: dict[str, Any]
+) -> QueueLimits | None:
+    """Store ``params`` (from :func:`limit_params`) as the queue's whole limit state.
+
+    Nothing set at all is the same as clearing: an unlimited queue keeps no row, so its
+    workers stay on the plain claim path.
+    """
+    if all(params[key] is None for key in ("concurrency", "rate_limit", "partition_by")):
+        await clear_queue_limits(conn, params["queue"])
+        return None
+    with mapped():
+        async with conn.transaction():
+            await conn.execute(sql.QUEUE_LOCK, {"queue": params["queue"]})
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(sql.QUEUE_LIMITS_SET, params)
+            row = await cur.fetchone()
+    assert row is not None  # the upsert always returns its row
+    return _limits(row)
+
+
+async def clear_queue_limits(conn: AsyncConnection[Any], queue: str) -> QueueLimits | None:
+    """Remove the queue's limits; returns what was stored (None: nothing was)."""
+    queue = validate.text("queue", queue)
+    with mapped():
+        async with conn.transaction():
+            await conn.execute(sql.QUEUE_LOCK, {"queue": queue})
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(sql.QUEUE_LIMITS_CLEAR, {"queue": queue})
+            row = await cur.fetchone()
+    return None if row is None else _limits(row)
+
+
+async def queue_limits(conn: AsyncConnection[Any], queue: str) -> QueueLimits | None:
+    """The stored limits of ``queue`` (None: unlimited)."""
+    with mapped():
+        cur = conn.cursor(row_factory=dict_row)
+        await cur.execute(sql.QUEUE_LIMITS_GET, {"queue": validate.text("queue", queue)})
+        row = await cur.fetchone()
+    return None if row is None else _limits(row)
+
+
+async def queue_limits_status(
+    conn: AsyncConnection[Any], queue: str | None = None
+) -> list[QueueLimitsStatus]:
+    """Every limited queue (or just ``queue``) with the fleet's running count now."""
+    if queue is not None:
+        validate.text("queue", queue)
+    with mapped():
+        cur = conn.cursor(row_factory=dict_row)
+        await cur.execute(sql.QUEUE_LIMITS_STATUS, {"queue": queue, "top": TOP_PARTITIONS})
+        rows = await cur.fetchall()
+    return [
+        QueueLimitsStatus(
+            limits=_limits(row),
+            running=row["running"],
+            top_partitions=[(key, running) for key, running in row["top_partitions"]],
+            tokens=row["tokens"],
+        )
+        for row in rows
+    ]
+
+
+def pool_params(total: int, queues: Mapping[str, PoolMember]) -> dict[str, Any]:
+    """Validate a fleet pool before anything is written."""
+    validate.integer("total", total, low=1, high=INT32_MAX)
+    if not isinstance(queues, Mapping) or not queues:
+        raise ValidationError("queues", "name at least one member queue: {name: PoolMember}")
+    names, minimums, weights = [], [], []
+    for name, member in queues.items():
+        validate.text("queues", name)
+        if not isinstance(member, PoolMember):
+            raise ValidationError(
+                f"queues[{name!r}]", f"must be an awa.PoolMember, got {type(member).__name__}"
+            )
+        names.append(name)
+        minimums.append(
+            validate.integer(f"queues[{name!r}].min_workers", member.min_workers, low=0)
+        )
+        weights.append(validate.integer(f"queues[{name!r}].weight", member.weight, low=1))
+    if sum(minimums) > total:
+        raise MinWorkersExceedGlobal(sum(minimums), total, limit="the pool total")
+    return {"total": total, "queues": names, "min_workers": minimums, "weights": weights}
+
+
+async def set_fleet_pool(conn: AsyncConnection[Any], params: dict[str, Any]) -> FleetPool:
+    """Store the pool from :func:`pool_params` (whole state) and return it as stored."""
+    with mapped():
+        async with conn.transaction():
+            await conn.execute(sql.POOL_LOCK)
+            await conn.execute(sql.FLEET_POOL_SET, params)
+    pool = await fleet_pool(conn)
+    assert pool is not None
+    return pool
+
+
+async def clear_fleet_pool(conn: AsyncConnection[Any]) -> bool:
+    """Remove the pool; True when there was one."""
+    with mapped():
+        async with conn.transaction():
+            await conn.execute(sql.POOL_LOCK)
+            cur = await conn.execute(sql.FLEET_POOL_CLEAR)
+            row = await cur.fetchone()
+    return bool(row and row[1])
+
+
+async def fleet_pool(conn: AsyncConnection[Any]) -> FleetPool | None:
+    """The stored pool with each member's running jobs now (None: no pool)."""
+    with mapped():
+        cur = conn.cursor(row_factory=dict_row)
+        await cur.execute(sql.FLEET_POOL_GET)
+        row = await cur.fetchone()
+    if row is None:
+        return None
+    members = row["members"]
+    return FleetPool(
+        total=row["total"],
+        queues={m["queue"]: PoolMember(m["min_workers"], m["weight"]) for m in members},
+        updated_at=row["updated_at"],
+        running={m["queue"]: m["running"] for m in members},
+    )

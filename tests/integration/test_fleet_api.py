@@ -1,0 +1,118 @@
+"""The fleet-limit and fleet-pool API (CONTRACT §8–§9): storage, validation, status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+import awa
+
+
+def _fleet_rows(db: psycopg.Connection[Any]) -> tuple[Any, ...]:
+    return tuple(
+        tuple(db.execute(f"SELECT * FROM awa.{table} ORDER BY 1").fetchall())
+        for table in ("queue_limits", "queue_rate_buckets", "fleet_pool", "fleet_pool_members")
+    )
+
+
+async def test_limits_are_whole_state_and_nothing_set_means_unlimited(
+    client: awa.AsyncClient,
+) -> None:
+    stored = await client.set_queue_limits("q", concurrency=3, rate_limit=2.5, burst=4)
+    assert stored is not None
+    assert (stored.queue, stored.concurrency, stored.rate_limit, stored.burst) == ("q", 3, 2.5, 4)
+    assert stored.partition_by is None and stored.updated_at is not None
+    stored = await client.set_queue_limits("q", partition_by="tenant")
+    assert stored is not None and (stored.concurrency, stored.rate_limit) == (None, None)
+    assert await client.queue_limits("q") == stored
+    assert await client.set_queue_limits("q") is None  # nothing set: the row goes
+    assert await client.queue_limits("q") is None
+    assert await client.clear_queue_limits("q") is None
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"concurrency": 0}, "concurrency"),
+        ({"concurrency": 1.5}, "concurrency"),
+        ({"concurrency": True}, "concurrency"),
+        ({"rate_limit": 0}, "rate_limit"),
+        ({"rate_limit": -1.0}, "rate_limit"),
+        ({"rate_limit": float("nan")}, "rate_limit"),
+        ({"rate_limit": 1e10}, "rate_limit"),
+        ({"rate_limit": 1.0, "burst": 0}, "burst"),
+        ({"burst": 3}, "burst"),
+        ({"partition_by": ""}, "partition_by"),
+        ({"partition_by": "k" * 64}, "partition_by"),
+        ({"partition_by": 7}, "partition_by"),
+    ],
+)
+async def test_bad_limits_name_the_field_and_write_nothing(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], options: dict[str, Any], field: str
+) -> None:
+    await client.set_queue_limits("q", concurrency=2)
+    before = _fleet_rows(db)
+    with pytest.raises(awa.ValidationError) as caught:
+        await client.set_queue_limits("q", **options)
+    assert caught.value.field == field
+    assert _fleet_rows(db) == before
+
+
+async def test_bad_pools_name_the_field_and_write_nothing(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    await client.set_fleet_pool(4, {"a": awa.PoolMember(1, 1)})
+    before = _fleet_rows(db)
+    with pytest.raises(awa.MinWorkersExceedGlobal) as too_many:
+        await client.set_fleet_pool(3, {"a": awa.PoolMember(2), "b": awa.PoolMember(2)})
+    assert "the pool total (3)" in str(too_many.value)
+    for total, queues, field in [
+        (0, {"a": awa.PoolMember()}, "total"),
+        (3, {}, "queues"),
+        (3, {"a": awa.PoolMember(weight=0)}, "queues['a'].weight"),
+        (3, {"a": awa.PoolMember(min_workers=-1)}, "queues['a'].min_workers"),
+        (3, {"a": {"weight": 2}}, "queues['a']"),
+        (3, {"": awa.PoolMember()}, "queues"),
+    ]:
+        with pytest.raises(awa.ValidationError) as caught:
+            await client.set_fleet_pool(total, queues)
+        assert caught.value.field == field
+    assert _fleet_rows(db) == before
+
+
+async def test_status_reports_what_the_fleet_runs(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    await client.set_queue_limits("t", concurrency=2, partition_by="tenant")
+    await client.set_queue_limits("r", rate_limit=4.0)
+    await client.insert_many(
+        [{"tenant": "a"}, {"tenant": "a"}, {"tenant": "b"}, {}], kind="k", queue="t"
+    )
+    # A claimer takes what the per-key cap allows: a twice, b and the keyless once each.
+    rows = db.execute("SELECT id, blocked FROM awa.claim_coordinated('t', 10, 0, 'on')").fetchall()
+    assert len([r for r in rows if r[0] is not None]) == 4
+    status = {s.limits.queue: s for s in await client.queue_limits_status()}
+    assert status["t"].running == 4
+    assert status["t"].top_partitions == [("a", 2), ("", 1), ("b", 1)]
+    assert status["r"].running == 0 and status["r"].tokens is None  # no bucket yet
+    (only_r,) = await client.queue_limits_status("r")
+    assert only_r.limits.rate_limit == 4.0
+
+
+async def test_the_pool_is_whole_state_and_reports_running_members(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    pool = await client.set_fleet_pool(
+        10, {"a": awa.PoolMember(min_workers=2, weight=3), "b": awa.PoolMember()}
+    )
+    assert (pool.total, pool.running) == (10, {"a": 0, "b": 0})
+    await client.insert_many([{}] * 3, kind="k", queue="a")
+    db.execute("SELECT * FROM awa.claim_coordinated('a', 2, 0, 'on')")
+    pool = await client.set_fleet_pool(6, {"a": awa.PoolMember(min_workers=1)})
+    assert pool.queues == {"a": awa.PoolMember(1, 1)} and pool.running == {"a": 2}
+    assert await client.fleet_pool() == pool
+    assert await client.clear_fleet_pool() is True
+    assert await client.fleet_pool() is None
+    assert await client.clear_fleet_pool() is False
