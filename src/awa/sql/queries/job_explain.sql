@@ -5,7 +5,9 @@
 -- computed only for an available job (the guard on f.state is a one-time filter, so
 -- for any other state those scans never start):
 --   ahead          available jobs of the queue before it in claim order (priority, run_at,
---                  id), counted on jobs_claim_idx up to %(ahead_cap)s;
+--                  id), counted up to %(ahead_cap)s on jobs_claim_idx — or, for a job
+--                  adopted by a partitioned queue, those of its own partition on
+--                  jobs_partition_idx (each guarded by a one-time filter, ADR 0010);
 --   queue_running  the queue's running jobs, on jobs_running_idx (a set bounded by the
 --                  fleet's permits);
 --   completed_*    the queue's newest completions within %(rate_window_s)s, at most
@@ -14,12 +16,13 @@
 WITH found AS (
     (SELECT id, kind, queue, args, state, priority, attempt, max_attempts, run_lease, tags,
         metadata, progress, errors, created_at, run_at, attempted_at, deadline_at,
-        finalized_at, heartbeat_at, callback_timeout_at, NULL::timestamptz AS dead_lettered_at
+        finalized_at, heartbeat_at, callback_timeout_at, partition_key,
+        NULL::timestamptz AS dead_lettered_at
     FROM awa.jobs WHERE id = %(id)s)
     UNION ALL
     (SELECT id, kind, queue, args, state, priority, attempt, max_attempts, run_lease, tags,
         metadata, progress, errors, created_at, run_at, attempted_at, deadline_at,
-        finalized_at, heartbeat_at, callback_timeout_at, dlq_at
+        finalized_at, heartbeat_at, callback_timeout_at, NULL::text, dlq_at
     FROM awa.dlq WHERE id = %(id)s)
     LIMIT 1
 )
@@ -31,10 +34,18 @@ FROM found AS f
 LEFT JOIN awa.queue_meta AS m ON m.queue = f.queue
 LEFT JOIN LATERAL (
     SELECT count(*) AS n FROM (
-        SELECT 1 FROM awa.jobs AS a
-        WHERE f.state = 'available' AND a.state = 'available' AND a.queue = f.queue
+        (SELECT 1 FROM awa.jobs AS a
+        WHERE f.state = 'available' AND f.partition_key IS NULL
+          AND a.state = 'available' AND a.queue = f.queue AND a.partition_key IS NULL
           AND (a.priority, a.run_at, a.id) < (f.priority, f.run_at, f.id)
-        LIMIT %(ahead_cap)s
+        LIMIT %(ahead_cap)s)
+        UNION ALL
+        (SELECT 1 FROM awa.jobs AS a
+        WHERE f.state = 'available' AND f.partition_key IS NOT NULL
+          AND a.state = 'available' AND a.queue = f.queue
+          AND a.partition_key = f.partition_key
+          AND (a.priority, a.run_at, a.id) < (f.priority, f.run_at, f.id)
+        LIMIT %(ahead_cap)s)
     ) AS s
 ) AS ahead ON true
 LEFT JOIN LATERAL (
