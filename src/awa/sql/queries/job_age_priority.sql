@@ -6,23 +6,38 @@
 -- priority to original_priority when a retried or snoozed job becomes available again, so
 -- aging always counts from the current wait. Claims keep using jobs_claim_idx
 -- (queue, priority, run_at, id): the update moves the row within that index, and the
--- candidate scan walks the same index for priority > 1.
+-- candidate scan walks the same index for priority > 1; jobs adopted by a partitioned
+-- queue are aged the same way on jobs_partition_idx (ADR 0010).
 WITH config AS (
     SELECT c.queue, c.interval_ms
     FROM unnest(%(queues)s::text[], %(intervals_ms)s::bigint[]) AS c(queue, interval_ms)
     WHERE c.interval_ms > 0
-), aged AS (
+), aged_plain AS (
     SELECT j.id,
         greatest(1, j.original_priority - floor(
             extract(epoch FROM now() - j.run_at) * 1000 / c.interval_ms))::smallint AS priority
     FROM config AS c
     JOIN awa.jobs AS j ON j.queue = c.queue
-    WHERE j.state = 'available' AND j.priority > 1
+    WHERE j.state = 'available' AND j.partition_key IS NULL AND j.priority > 1
       AND j.run_at <= now() - c.interval_ms * interval '1 millisecond'
       AND greatest(1, j.original_priority - floor(
             extract(epoch FROM now() - j.run_at) * 1000 / c.interval_ms)) < j.priority
     LIMIT %(limit)s
     FOR UPDATE OF j SKIP LOCKED
+), aged_keyed AS (
+    SELECT j.id,
+        greatest(1, j.original_priority - floor(
+            extract(epoch FROM now() - j.run_at) * 1000 / c.interval_ms))::smallint AS priority
+    FROM config AS c
+    JOIN awa.jobs AS j ON j.queue = c.queue
+    WHERE j.state = 'available' AND j.partition_key IS NOT NULL AND j.priority > 1
+      AND j.run_at <= now() - c.interval_ms * interval '1 millisecond'
+      AND greatest(1, j.original_priority - floor(
+            extract(epoch FROM now() - j.run_at) * 1000 / c.interval_ms)) < j.priority
+    LIMIT %(limit)s
+    FOR UPDATE OF j SKIP LOCKED
+), aged AS (
+    SELECT * FROM aged_plain UNION ALL SELECT * FROM aged_keyed
 )
 UPDATE awa.jobs AS j
 SET priority = aged.priority
