@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from awa.db import sql
-from awa.explain.facts import AHEAD_CAP, RATE_SAMPLE, RATE_WINDOW_S
+from awa.explain.facts import AHEAD_CAP, MAX_PARTITIONS_SCANNED, RATE_SAMPLE, RATE_WINDOW_S
 from tests.conftest import PgServer
 
 SEED = """
@@ -27,6 +27,20 @@ SELECT 'k', 'q' || (g % 10), 'running', 1, now(), now() FROM generate_series(1, 
 INSERT INTO awa.jobs (kind, queue, state, attempt, attempted_at, finalized_at)
 SELECT 'k', 'q' || (g % 10), 'completed', 1, now(), now() - g * interval '100 ms'
 FROM generate_series(1, 6000) AS g;
+-- A partitioned, rate-limited queue in the fleet pool: adopted and unadopted jobs.
+INSERT INTO awa.queue_limits (queue, concurrency, rate_limit, partition_by)
+VALUES ('p', 2, 5, 'customer');
+INSERT INTO awa.fleet_pool (total) VALUES (10);
+INSERT INTO awa.fleet_pool_members (queue, min_workers, weight) VALUES ('p', 1, 1);
+INSERT INTO awa.jobs (kind, queue, state, args, partition_key, run_at)
+SELECT 'k', 'p', 'available', jsonb_build_object('customer', 'c' || (g % 50)),
+    CASE WHEN g % 4 > 0 THEN 'c' || (g % 50) END, now() - g * interval '1 ms'
+FROM generate_series(1, 6000) AS g;
+INSERT INTO awa.jobs (kind, queue, state, args, partition_key, attempt, attempted_at,
+    heartbeat_at)
+SELECT 'k', 'p', 'running', jsonb_build_object('customer', 'c' || g), 'c' || g, 1, now(),
+    now()
+FROM generate_series(1, 40) AS g;
 ANALYZE awa.jobs;
 """
 
@@ -92,7 +106,31 @@ def test_job_explain_reads_jobs_through_index_ranges_only(seeded: psycopg.Connec
 
 
 def test_job_oldest_available_probes_the_claim_index(seeded: psycopg.Connection[Any]) -> None:
-    access = _jobs_access(plan_of(seeded, sql.JOB_OLDEST_AVAILABLE, {"queue": "q3"}))
+    params = {"queue": "q3", "max_keys": MAX_PARTITIONS_SCANNED}
+    access = _jobs_access(plan_of(seeded, sql.JOB_OLDEST_AVAILABLE, params))
+    assert access, "the plan reads awa.jobs"
     halves = {"jobs_claim_idx", "jobs_partition_idx"}  # available jobs sit in one of them
-    assert access and all(index in halves for _, index in access), access
+    assert all(index in halves for _, index in access), access
     assert "jobs_claim_idx" in {index for _, index in access}, access
+
+
+def test_job_explain_of_a_partitioned_pooled_job_stays_on_indexes(
+    seeded: psycopg.Connection[Any],
+) -> None:
+    (job_id,) = seeded.execute(
+        "SELECT id FROM awa.jobs WHERE queue = 'p' AND state = 'available' "
+        "AND partition_key = 'c7' ORDER BY run_at DESC LIMIT 1"
+    ).fetchone() or (None,)
+    params = {
+        "id": job_id,
+        "ahead_cap": AHEAD_CAP,
+        "rate_window_s": RATE_WINDOW_S,
+        "rate_sample": RATE_SAMPLE,
+    }
+    access = _jobs_access(plan_of(seeded, sql.JOB_EXPLAIN, params))
+    assert all(kind != "Seq Scan" for kind, _ in access), access
+    assert {"jobs_partition_idx", "jobs_claim_idx"} <= {index for _, index in access}, access
+    params = {"queue": "p", "max_keys": MAX_PARTITIONS_SCANNED}
+    access = _jobs_access(plan_of(seeded, sql.JOB_OLDEST_AVAILABLE, params))
+    assert all(kind != "Seq Scan" for kind, _ in access), access
+    assert "jobs_partition_idx" in {index for _, index in access}, access

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from awa.explain import PROBES, explain
-from awa.explain.facts import AHEAD_CAP, RATE_SAMPLE, Facts, QueueFacts, permits_for
+from awa.explain.facts import AHEAD_CAP, RATE_SAMPLE, Facts, FleetFacts, QueueFacts, permits_for
 from awa.explain.wording import duration
 from awa.types import (
     HardReserved,
@@ -56,11 +56,10 @@ def codes(f: Facts) -> list[str]:
     return [r.code for r in explain(f).reasons]
 
 
-def test_every_state_has_probes_and_every_code_a_probe_or_a_plan() -> None:
+def test_every_state_has_probes_and_every_code_a_probe() -> None:
     assert set(PROBES) == set(JobState)
-    fleet_codes = {ReasonCode.CONCURRENCY_LIMIT, ReasonCode.PARTITION_LIMIT, ReasonCode.POOL_LIMIT}
-    produced = {p.__name__ for probes in PROBES.values() for p in probes}
-    assert {c.value for c in ReasonCode} - fleet_codes <= produced
+    produced = {p.__name__.removeprefix("fleet_") for probes in PROBES.values() for p in probes}
+    assert {c.value for c in ReasonCode} <= produced
 
 
 def test_weighted_permits_count_the_unheld_overflow() -> None:
@@ -177,3 +176,45 @@ def test_a_job_handed_back_for_an_unknown_kind_says_so() -> None:
         "web-2 pid 41); it is tried again in 20 s."
     )
     assert reason.details["handed_back"] == record
+
+
+def fleet_facts(q: QueueFacts | None = None, **fleet: Any) -> Facts:
+    live = [instance(1, {"email": runtime(HardReserved(8), 0)})]
+    return replace(facts(q=q, live=live), fleet=FleetFacts(**fleet))
+
+
+def test_a_partition_out_of_tokens_is_a_partition_limit_not_the_queue_rate() -> None:
+    found = explain(
+        fleet_facts(
+            queue(ahead=1), rate_limit=2.0, partition_by="customer", partition="acme",
+            tokens=0.5,
+        )
+    )  # fmt: skip
+    assert [r.code for r in found.reasons] == [ReasonCode.PARTITION_LIMIT, ReasonCode.QUEUED_BEHIND]
+    message = found.reasons[0].message
+    assert "Partition customer='acme' of queue 'email' is at its fleet limit: the bucket " in (
+        message
+    )
+    assert "(2/s, burst 2) holds 0.50 tokens, the next is due in 250 ms" in message
+    assert found.reasons[0].details["turn_in_s"] == pytest.approx(0.75)  # (1 + 1 - 0.5) / 2
+
+
+def test_jobs_without_the_partition_key_share_one_partition() -> None:
+    found = explain(
+        fleet_facts(concurrency=1, partition_by="customer", partition="", partition_running=1)
+    )
+    assert found.reasons[0].message.startswith("Partition jobs without customer of queue")
+
+
+def test_fleet_limits_with_room_say_nothing() -> None:
+    roomy = fleet_facts(
+        queue(running=1), concurrency=2, rate_limit=5.0, tokens=3.0, pool_total=10,
+        pool_room=1,
+    )  # fmt: skip
+    assert codes(roomy) == [ReasonCode.QUEUED_BEHIND]  # next up
+    # A partitioned queue's concurrency is per partition: the queue's total does not count.
+    partitioned = fleet_facts(
+        queue(running=5), concurrency=2, partition_by="customer", partition="acme",
+        partition_running=1,
+    )  # fmt: skip
+    assert codes(partitioned) == [ReasonCode.QUEUED_BEHIND]

@@ -22,9 +22,11 @@ from awa.explain import explain as reason_about
 from awa.explain.facts import (
     AHEAD_CAP,
     LIVE_WITHIN_MS,
+    MAX_PARTITIONS_SCANNED,
     RATE_SAMPLE,
     RATE_WINDOW_S,
     Facts,
+    FleetFacts,
     QueueFacts,
 )
 from awa.types import Explanation
@@ -52,7 +54,8 @@ async def explain(conn: AsyncConnection[Any], job_id: int) -> Explanation:
 async def oldest_available(conn: AsyncConnection[Any], queue: str) -> int | None:
     """The id of ``queue``'s available job that has waited longest, if any."""
     with mapped():
-        cur = await conn.execute(sql.JOB_OLDEST_AVAILABLE, {"queue": validate.text("queue", queue)})
+        params = {"queue": validate.text("queue", queue), "max_keys": MAX_PARTITIONS_SCANNED}
+        cur = await conn.execute(sql.JOB_OLDEST_AVAILABLE, params)
         row = await cur.fetchone()
     return None if row is None else int(row[0])
 
@@ -75,4 +78,19 @@ def _facts(row: dict[str, Any], live: tuple[Any, ...]) -> Facts:
             completed_since=row["completed_since"],
         ),
         live=live,
+        fleet=FleetFacts(
+            concurrency=row["concurrency"],
+            rate_limit=row["fleet_rate"],
+            burst=row["fleet_burst"],
+            partition_by=row["partition_by"],
+            partition=row["part"],
+            partition_running=row["part_running"] or 0,
+            tokens=None if row["fleet_tokens"] is None else float(row["fleet_tokens"]),
+            updated_at=row["limits_updated_at"],
+            pool_total=row["pool_total"],
+            pool_min_workers=row["pool_min_workers"],
+            pool_weight=row["pool_weight"],
+            pool_room=row["pool_room"],
+            pool_running=row["pool_running"] or 0,
+        ),
     )

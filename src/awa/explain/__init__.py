@@ -10,7 +10,7 @@ the facts is in :mod:`awa.client.explain`.
 
 from __future__ import annotations
 
-from awa.explain import states, waiting
+from awa.explain import fleet, states, waiting
 from awa.explain.facts import Facts
 from awa.explain.finding import Finding, Probe
 from awa.types import Explanation, JobState
@@ -19,7 +19,11 @@ PROBES: dict[JobState, tuple[Probe, ...]] = {
     JobState.AVAILABLE: (
         waiting.queue_paused,
         waiting.no_live_worker,
+        fleet.concurrency_limit,
+        fleet.partition_limit,
+        fleet.pool_limit,
         waiting.workers_busy,
+        fleet.fleet_rate_limited,
         waiting.rate_limited,
         waiting.queued_behind,
     ),

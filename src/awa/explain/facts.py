@@ -12,6 +12,7 @@ of them says is held is not promised to a waiting job.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -25,6 +26,8 @@ RATE_WINDOW_S = 300.0
 """Completions of the last five minutes give the rate a wait is estimated from …"""
 RATE_SAMPLE = 1_000
 """… at most this many of the newest, so a fast queue costs no more than a slow one."""
+MAX_PARTITIONS_SCANNED = 1_000
+"""The queue page's "oldest waiting job" of a partitioned queue looks at this many keys."""
 LIVE_WITHIN_MS = 30_000
 """A worker that has not published its snapshot for this long (three missed reports
 at the default interval) no longer counts as live."""
@@ -54,6 +57,33 @@ class QueueFacts:
         if self.completed_recently >= RATE_SAMPLE:
             span = max((now - self.completed_since).total_seconds(), 0.001)
         return self.completed_recently / span
+
+
+@dataclass(frozen=True, slots=True)
+class FleetFacts:
+    """The fleet-wide limits that apply to the job (CONTRACT §8–§9), as the database has
+    them now; every field None when its limit is not set."""
+
+    concurrency: int | None = None
+    rate_limit: float | None = None
+    burst: int | None = None
+    partition_by: str | None = None
+    partition: str | None = None  # the job's key under partition_by
+    partition_running: int = 0
+    tokens: float | None = None  # in the job's bucket (its partition's, or the queue's)
+    updated_at: datetime | None = None
+    pool_total: int | None = None  # set when the queue is a member of the fleet pool
+    pool_min_workers: int | None = None
+    pool_weight: int | None = None
+    pool_room: int | None = None  # how many more jobs the pool lets the queue run now
+    pool_running: int = 0  # running jobs of every member
+
+    @property
+    def effective_burst(self) -> int | None:
+        """The bucket's size: ``burst``, or ``ceil(rate_limit)`` when none was given."""
+        if self.rate_limit is None:
+            return None
+        return self.burst or math.ceil(self.rate_limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +124,7 @@ class Facts:
     dead_lettered_at: datetime | None
     queue: QueueFacts
     live: tuple[RuntimeInstance, ...]
+    fleet: FleetFacts = FleetFacts()
 
     def serving(self) -> list[Serving]:
         """The live processes whose snapshot lists the job's queue."""

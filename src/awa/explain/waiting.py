@@ -26,7 +26,7 @@ from awa.types import ReasonCode
 ERROR_CHARS = 300  # an error's first line, cut here, is enough to say what went wrong
 
 
-def _waits(f: Facts, because: str) -> str:
+def waits(f: Facts, because: str) -> str:
     """The summary clause of a due job: how long it has waited, and why."""
     return f"has waited {duration(f.waited_s())}: {because}"
 
@@ -130,7 +130,7 @@ def queue_paused(f: Facts) -> Finding | None:
         ReasonCode.QUEUE_PAUSED,
         f"Queue '{q.name}' is paused{by}{since}: no worker claims its jobs until it is "
         f"resumed (awa queue resume {q.name}).",
-        _waits(f, f"{_queue(f)} is paused{by}"),
+        waits(f, f"{_queue(f)} is paused{by}"),
         paused_by=q.paused_by,
         paused_at=q.paused_at.isoformat() if q.paused_at else None,
     )
@@ -157,7 +157,7 @@ def no_live_worker(f: Facts) -> Finding | None:
     return finding(
         ReasonCode.NO_LIVE_WORKER,
         f"No live worker process serves {_queue(f)}. {others}",
-        _waits(f, f"no live worker serves {_queue(f)}"),
+        waits(f, f"no live worker serves {_queue(f)}"),
         live_processes=[
             {"host": i.hostname, "pid": i.pid, "queues": sorted(i.snapshot.queues)}
             for i in live
@@ -182,7 +182,7 @@ def workers_busy(f: Facts) -> Finding | None:
         f"Every permit for {_queue(f)} on the live processes serving it is in use: the "
         f"database counts {count(f.queue.running, 'running job')} of the queue against "
         f"{count(total, 'permit')}: {names([_holds(s, f) for s in serving])}.",
-        _waits(f, f"all {total} permits for {_queue(f)} are in use"),
+        waits(f, f"all {total} permits for {_queue(f)} are in use"),
         running=f.queue.running,
         permits=total,
         processes=[
@@ -215,7 +215,7 @@ def rate_limited(f: Facts) -> Finding | None:
         f"{rate(fleet)} across the {count(len(serving), 'live process', 'live processes')} "
         f"serving it: a token comes due every {duration(1 / fleet)}, and {takers}, so its "
         f"turn comes in about {duration(turn)}.",
-        _waits(f, f"{_queue(f)} is rate limited to {rate(fleet)}"),
+        waits(f, f"{_queue(f)} is rate limited to {rate(fleet)}"),
         rate_per_process=rates,
         fleet_rate=fleet,
         ahead=ahead,
@@ -251,7 +251,7 @@ def queued_behind(f: Facts) -> Finding | None:
         ReasonCode.QUEUED_BEHIND,
         f"{_ahead_text(ahead)} of {_queue(f)} {verb} ahead of it in claim order "
         f"(priority, then the earliest due); {estimate}.",
-        _waits(f, f"{count(ahead, 'job')} {verb} ahead of it in {_queue(f)}"),
+        waits(f, f"{count(ahead, 'job')} {verb} ahead of it in {_queue(f)}"),
         ahead=ahead,
         ahead_capped=ahead >= AHEAD_CAP,
         completion_rate=completion,
@@ -268,6 +268,6 @@ def next_up(f: Facts) -> Finding:
         f"Nothing is ahead of it in {_queue(f)} and a live process serving it has a free "
         f"permit: its next poll{every} claims it. It has been due for "
         f"{duration(f.waited_s())}.",
-        _waits(f, f"it is next in {_queue(f)}"),
+        waits(f, f"it is next in {_queue(f)}"),
         ahead=0,
     )

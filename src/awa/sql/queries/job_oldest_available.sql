@@ -1,26 +1,40 @@
 -- job_oldest_available: the id of the queue's available job that has waited longest
 -- (earliest run_at), whose explanation the dashboard's queue page shows.
--- jobs_claim_idx is ordered (queue, priority, run_at, id): one probe per priority finds
--- each priority's oldest, instead of a pass over the queue's whole available range.
--- Jobs adopted by a partitioned queue sit in jobs_partition_idx instead (ADR 0010),
--- ordered by key first: for such a queue the oldest is found on a pass over its adopted
--- jobs' index range (none for an unpartitioned queue).
-SELECT o.id
-FROM (
-    SELECT c.id, c.run_at
+-- An available job sits in one of two indexes (ADR 0010): jobs_claim_idx (queue,
+-- priority, run_at, id) holds the unpartitioned and not yet adopted ones — one probe per
+-- priority finds each priority's oldest; jobs_partition_idx (queue, partition_key,
+-- priority, run_at, id) holds the adopted ones — a loose scan finds the distinct keys
+-- (one probe each, the first %(max_keys)s keys), then one probe per key and priority.
+WITH RECURSIVE keys(k, n) AS (
+    (SELECT a.partition_key, 1 FROM awa.jobs AS a
+     WHERE a.queue = %(queue)s AND a.state = 'available' AND a.partition_key IS NOT NULL
+     ORDER BY a.partition_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT a.partition_key FROM awa.jobs AS a
+            WHERE a.queue = %(queue)s AND a.state = 'available'
+              AND a.partition_key IS NOT NULL AND a.partition_key > keys.k
+            ORDER BY a.partition_key LIMIT 1), keys.n + 1
+    FROM keys WHERE keys.k IS NOT NULL AND keys.n < %(max_keys)s
+), heads AS (
+    SELECT o.id, o.run_at
     FROM unnest('{1,2,3,4}'::smallint[]) AS p(priority)
     CROSS JOIN LATERAL (
         SELECT id, run_at FROM awa.jobs
-        WHERE state = 'available' AND queue = %(queue)s AND partition_key IS NULL
+        WHERE state = 'available' AND partition_key IS NULL AND queue = %(queue)s
           AND priority = p.priority
         ORDER BY run_at, id
         LIMIT 1
-    ) AS c
+    ) AS o
     UNION ALL
-    (SELECT id, run_at FROM awa.jobs
-    WHERE state = 'available' AND queue = %(queue)s AND partition_key IS NOT NULL
-    ORDER BY run_at, id
-    LIMIT 1)
-) AS o
-ORDER BY o.run_at, o.id
-LIMIT 1
+    SELECT o.id, o.run_at
+    FROM keys CROSS JOIN unnest('{1,2,3,4}'::smallint[]) AS p(priority)
+    CROSS JOIN LATERAL (
+        SELECT id, run_at FROM awa.jobs
+        WHERE state = 'available' AND partition_key IS NOT NULL AND queue = %(queue)s
+          AND partition_key = keys.k AND priority = p.priority
+        ORDER BY run_at, id
+        LIMIT 1
+    ) AS o
+    WHERE keys.k IS NOT NULL
+)
+SELECT id FROM heads ORDER BY run_at, id LIMIT 1

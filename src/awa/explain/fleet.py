@@ -1,0 +1,142 @@
+"""Probes for the fleet-wide limits (CONTRACT §8–§9, ADR 0010): each reads the numbers the
+claim itself decides by — the limits row, the running counts, the token bucket refilled
+to now and the pool's room — so explain says "at its limit" exactly when the claim does.
+"""
+
+from __future__ import annotations
+
+import math
+
+from awa.explain.facts import Facts
+from awa.explain.finding import Finding, finding
+from awa.explain.waiting import waits
+from awa.explain.wording import ago, count, duration, rate
+from awa.types import ReasonCode
+
+
+def _set(f: Facts) -> str:
+    updated = f.fleet.updated_at
+    return f" (set {ago(f.now, updated)})" if updated else ""
+
+
+def _partition(f: Facts) -> str:
+    fleet = f.fleet
+    if not fleet.partition:
+        return f"jobs without {fleet.partition_by}"
+    return f"{fleet.partition_by}={fleet.partition!r}"
+
+
+def _turn(f: Facts) -> tuple[float, float, str] | None:
+    """(seconds to its turn, seconds to the next token, words) when the bucket lacks the
+    tokens for this job and those ahead of it; None when it has them."""
+    fleet = f.fleet
+    if fleet.rate_limit is None or fleet.tokens is None:
+        return None
+    needed = f.queue.ahead + 1
+    if fleet.tokens >= needed:
+        return None
+    turn = (needed - fleet.tokens) / fleet.rate_limit
+    next_token = (math.floor(fleet.tokens) + 1 - fleet.tokens) / fleet.rate_limit
+    ahead = f.queue.ahead
+    takers = f"the {count(ahead, 'job')} ahead of it take the first" if ahead else "it takes"
+    words = (
+        f"the bucket ({rate(fleet.rate_limit)}, burst {fleet.effective_burst}) holds "
+        f"{fleet.tokens:.2f} tokens, the next is due in {duration(next_token)}, and {takers}, "
+        f"so its turn comes in about {duration(turn)}"
+    )
+    return turn, next_token, words
+
+
+def concurrency_limit(f: Facts) -> Finding | None:
+    """The queue runs as many jobs as its fleet-wide cap allows (an unpartitioned queue)."""
+    fleet = f.fleet
+    if fleet.concurrency is None or fleet.partition_by is not None:
+        return None
+    if f.queue.running < fleet.concurrency:
+        return None
+    q = f.queue.name
+    return finding(
+        ReasonCode.CONCURRENCY_LIMIT,
+        f"Queue '{q}' may run {count(fleet.concurrency, 'job')} at once across the fleet"
+        f"{_set(f)}, and {f.queue.running} {'is' if f.queue.running == 1 else 'are'} "
+        "running: it starts when one of them ends "
+        f"(awa queue limits show {q}).",
+        waits(f, f"queue '{q}' is at its fleet limit of {fleet.concurrency} running"),
+        concurrency=fleet.concurrency,
+        running=f.queue.running,
+    )
+
+
+def partition_limit(f: Facts) -> Finding | None:
+    """The job's partition is at its concurrency or rate limit; other partitions are not."""
+    fleet = f.fleet
+    if fleet.partition_by is None or fleet.partition is None:
+        return None
+    limits = []
+    if fleet.concurrency is not None and fleet.partition_running >= fleet.concurrency:
+        limits.append(
+            f"it runs {fleet.partition_running} of its jobs, its limit of "
+            f"{fleet.concurrency} per partition"
+        )
+    turn = _turn(f)
+    if turn is not None:
+        limits.append(turn[2])
+    if not limits:
+        return None
+    q = f.queue.name
+    return finding(
+        ReasonCode.PARTITION_LIMIT,
+        f"Partition {_partition(f)} of queue '{q}' is at its fleet limit{_set(f)}: "
+        f"{'; '.join(limits)}. The other partitions of '{q}' are not held back by it.",
+        waits(f, f"partition {_partition(f)} of queue '{q}' is at its limit"),
+        partition_by=fleet.partition_by,
+        partition=fleet.partition,
+        running=fleet.partition_running,
+        concurrency=fleet.concurrency,
+        tokens=fleet.tokens,
+        turn_in_s=round(turn[0], 3) if turn else None,
+    )
+
+
+def pool_limit(f: Facts) -> Finding | None:
+    """The fleet pool gives the queue no more room now (its minimum and share are in use)."""
+    fleet = f.fleet
+    if fleet.pool_total is None or fleet.pool_room is None or fleet.pool_room > 0:
+        return None
+    q = f.queue.name
+    return finding(
+        ReasonCode.POOL_LIMIT,
+        f"Queue '{q}' is a member of the fleet pool of {fleet.pool_total} (min "
+        f"{fleet.pool_min_workers}, weight {fleet.pool_weight}) and the pool has no room "
+        f"for it now: it runs {f.queue.running}, and the members run {fleet.pool_running} "
+        f"of {fleet.pool_total} (awa pool show).",
+        waits(f, f"the fleet pool has no room for queue '{q}'"),
+        pool_total=fleet.pool_total,
+        pool_running=fleet.pool_running,
+        running=f.queue.running,
+        min_workers=fleet.pool_min_workers,
+        weight=fleet.pool_weight,
+    )
+
+
+def fleet_rate_limited(f: Facts) -> Finding | None:
+    """The queue's fleet-wide token bucket lacks the tokens for it and those ahead."""
+    fleet = f.fleet
+    if fleet.partition_by is not None:
+        return None  # a partition's bucket: partition_limit says it
+    turn = _turn(f)
+    if turn is None or fleet.rate_limit is None:
+        return None
+    q = f.queue.name
+    return finding(
+        ReasonCode.RATE_LIMITED,
+        f"Queue '{q}' is rate limited across the fleet to {rate(fleet.rate_limit)}"
+        f"{_set(f)}: {turn[2]}.",
+        waits(f, f"queue '{q}' is rate limited to {rate(fleet.rate_limit)} across the fleet"),
+        fleet_rate=fleet.rate_limit,
+        burst=fleet.effective_burst,
+        tokens=fleet.tokens,
+        next_token_in_s=round(turn[1], 3),
+        ahead=f.queue.ahead,
+        turn_in_s=round(turn[0], 3),
+    )

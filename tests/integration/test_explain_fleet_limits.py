@@ -1,0 +1,142 @@
+"""client.explain for the fleet-wide limits (CONTRACT §8–§9): each code with a job held
+back by exactly that limit, by a real worker claiming through the fleet's claim."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import awa
+from awa.types import ReasonCode as C
+from tests.helpers import wait_for
+from tests.integration.test_explain import (
+    LIVE,
+    codes,
+    explained,
+    register_blocking,
+    register_quick,
+)
+
+
+@pytest.fixture
+def gate() -> asyncio.Event:
+    return asyncio.Event()
+
+
+async def _running(client: awa.AsyncClient, job_id: int) -> bool:
+    return (await client.get_job(job_id)).state is awa.JobState.RUNNING
+
+
+async def test_concurrency_limit_gives_the_cap_and_the_running_count(
+    client: awa.AsyncClient, gate: asyncio.Event
+) -> None:
+    register_blocking(client, gate)
+    await client.set_queue_limits("q", concurrency=1)
+    await client.start([("q", 4)], **LIVE)
+    try:
+        first = await client.insert({}, kind="block", queue="q")
+        await wait_for(lambda: _running(client, first.id))
+        second = await client.insert({}, kind="block", queue="q")
+        found = await explained(client, second.id, first=C.CONCURRENCY_LIMIT)
+        assert codes(found) == [C.CONCURRENCY_LIMIT]
+        message = found.reasons[0].message
+        assert message.startswith("Queue 'q' may run 1 job at once across the fleet (set ")
+        assert "and 1 is running: it starts when one of them ends" in message
+        assert "queue 'q' is at its fleet limit of 1 running" in found.summary
+    finally:
+        gate.set()
+        await client.shutdown()
+
+
+async def test_partition_limit_names_the_partition(
+    client: awa.AsyncClient, gate: asyncio.Event
+) -> None:
+    register_blocking(client, gate)
+    await client.set_queue_limits("q", concurrency=1, partition_by="customer")
+    await client.start([("q", 4)], **LIVE)
+    try:
+        first = await client.insert({"customer": "acme"}, kind="block", queue="q")
+        await wait_for(lambda: _running(client, first.id))
+        waiting = await client.insert({"customer": "acme"}, kind="block", queue="q")
+        other = await client.insert({"customer": "globex"}, kind="block", queue="q")
+        await wait_for(lambda: _running(client, other.id))  # not held back by acme
+        found = await explained(client, waiting.id, first=C.PARTITION_LIMIT)
+        assert codes(found) == [C.PARTITION_LIMIT]
+        message = found.reasons[0].message
+        assert message.startswith("Partition customer='acme' of queue 'q' is at its fleet limit")
+        assert "it runs 1 of its jobs, its limit of 1 per partition" in message
+        assert "The other partitions of 'q' are not held back by it." in message
+        assert found.reasons[0].details["partition"] == "acme"
+    finally:
+        gate.set()
+        await client.shutdown()
+
+
+async def test_pool_limit_gives_the_pool_and_what_its_members_run(
+    client: awa.AsyncClient, gate: asyncio.Event
+) -> None:
+    register_blocking(client, gate)
+    await client.set_fleet_pool(1, {"q": awa.PoolMember(weight=2)})
+    await client.start([("q", 4)], **LIVE)
+    try:
+        first = await client.insert({}, kind="block", queue="q")
+        await wait_for(lambda: _running(client, first.id))
+        second = await client.insert({}, kind="block", queue="q")
+        found = await explained(client, second.id, first=C.POOL_LIMIT)
+        assert codes(found) == [C.POOL_LIMIT]
+        message = found.reasons[0].message
+        assert "member of the fleet pool of 1 (min 0, weight 2) and the pool has no room" in (
+            message
+        )
+        assert "it runs 1, and the members run 1 of 1" in message
+    finally:
+        gate.set()
+        await client.shutdown()
+
+
+async def test_fleet_rate_limit_gives_the_bucket_and_the_turn(client: awa.AsyncClient) -> None:
+    register_quick(client)
+    # One token per 100 s and a burst of one, across the fleet.
+    await client.set_queue_limits("q", rate_limit=0.01, burst=1)
+    await client.start([("q", 4)], **LIVE)
+    try:
+        first = await client.insert({}, kind="quick", queue="q")
+        await wait_for(lambda: _completed(client, first.id))
+        jobs = await client.insert_many([{}, {}, {}], kind="quick", queue="q")
+        found = await explained(client, jobs[-1].id, first=C.RATE_LIMITED)
+        assert codes(found) == [C.RATE_LIMITED, C.QUEUED_BEHIND]
+        reason = found.reasons[0]
+        assert reason.message.startswith(
+            "Queue 'q' is rate limited across the fleet to 0.01/s (set "
+        )
+        assert "the bucket (0.01/s, burst 1) holds 0.0" in reason.message
+        assert "the 2 jobs ahead of it take the first" in reason.message
+        assert 290 < reason.details["turn_in_s"] <= 300
+        assert 90 < reason.details["next_token_in_s"] <= 100
+    finally:
+        await client.shutdown()
+
+
+async def _completed(client: awa.AsyncClient, job_id: int) -> bool:
+    job: awa.Job[Any] = await client.get_job(job_id)
+    return job.state is awa.JobState.COMPLETED
+
+
+async def test_paused_queue_at_its_fleet_cap_names_the_pause_first(
+    client: awa.AsyncClient, gate: asyncio.Event
+) -> None:
+    register_blocking(client, gate)
+    await client.set_queue_limits("q", concurrency=1)
+    await client.start([("q", 4)], **LIVE)
+    try:
+        first = await client.insert({}, kind="block", queue="q")
+        await wait_for(lambda: _running(client, first.id))
+        await client.pause_queue("q", paused_by="ops")
+        second = await client.insert({}, kind="block", queue="q")
+        found = await client.explain(second.id)
+        assert codes(found) == [C.QUEUE_PAUSED, C.CONCURRENCY_LIMIT]
+    finally:
+        gate.set()
+        await client.shutdown()
