@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from awa import validate
+from awa import tracing, validate
 from awa.client import admin
 from awa.client import explain as explain_path
 from awa.client import insert as insert_path
@@ -430,9 +430,8 @@ class AsyncClient(JobFeatures, FleetControl):
             queues = self.registry.queues()
         config = build_worker_config(queues, global_max_workers=global_max_workers, **settings)
         pool = await self._get_pool()
-        worker = Worker(
-            pool, self.database_url, self.registry, config, self._observers, self._periodic
-        )
+        observers = [*self._observers, *tracing.automatic(self._observers)]
+        worker = Worker(pool, self.database_url, self.registry, config, observers, self._periodic)
         await worker.start()
         self._worker = worker
 

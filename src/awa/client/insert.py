@@ -21,6 +21,7 @@ from awa.db.errors import mapped
 from awa.errors import ValidationError
 from awa.kinds import derive_kind
 from awa.serialization import args_to_dict, encode_json
+from awa.tracing import context as trace_context
 from awa.types import Job, JobState
 
 MAX_TAGS = 20
@@ -123,6 +124,7 @@ def _shared_options(
     ):  # every option at its default: nothing to check (fresh containers: jobs own them)
         return _SharedOptions(2, 25, [], {}, "{}", None, None)
     meta = _metadata(metadata)
+    trace_context.carry(meta)  # the producer's traceparent, when inside an OTel span
     return _SharedOptions(
         priority=validate.integer("priority", priority, low=1, high=4),
         max_attempts=validate.integer("max_attempts", max_attempts, low=1, high=1000),

@@ -1,0 +1,216 @@
+"""OpenTelemetry traces with the real SDK and an in-memory exporter: the producer's context
+travels in the job's metadata, each attempt is a consumer span in the producer's trace."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+pytest.importorskip("opentelemetry.sdk.trace")
+
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+import awa
+import awa.bridge
+import awa.tracing
+from tests.helpers import FAST_WORKER, wait_for
+
+
+@pytest.fixture
+def exporter() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+def provider(exporter: InMemorySpanExporter) -> Iterator[TracerProvider]:
+    tp = TracerProvider()
+    tp.add_span_processor(SimpleSpanProcessor(exporter))
+    yield tp
+    tp.shutdown()
+
+
+def _traceparent(span: Any) -> str:
+    ctx = span.get_span_context()
+    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{ctx.trace_flags:02x}"
+
+
+def _consumer_spans(exporter: InMemorySpanExporter, job_id: int) -> list[ReadableSpan]:
+    spans = [
+        s
+        for s in exporter.get_finished_spans()
+        if s.kind == SpanKind.CONSUMER and s.attributes["messaging.message.id"] == str(job_id)
+    ]
+    return sorted(spans, key=lambda s: s.attributes["awa.job.attempt"])
+
+
+async def test_every_insert_path_carries_the_current_span(
+    client: awa.AsyncClient, provider: TracerProvider, database_url: str
+) -> None:
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("request") as span:
+        one = await client.insert({}, kind="k", metadata={"tenant": 7})
+        many = await client.insert_many([{}, {}], kind="k")
+        async with client.transaction() as tx:
+            in_tx = await tx.insert({}, kind="k")
+        with psycopg.connect(database_url) as conn:
+            bridged = awa.bridge.insert_job(conn, {}, kind="k")
+    expected = _traceparent(span)
+    for job in [one, *many, in_tx, bridged]:
+        stored = await client.get_job(job.id)
+        assert stored.metadata["traceparent"] == expected
+    assert (await client.get_job(one.id)).metadata["tenant"] == 7
+
+
+async def test_no_span_no_metadata_and_an_explicit_context_wins(
+    client: awa.AsyncClient, provider: TracerProvider
+) -> None:
+    outside = await client.insert({}, kind="k")
+    assert (await client.get_job(outside.id)).metadata == {}
+    handed_over = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    with provider.get_tracer("test").start_as_current_span("request"):
+        job = await client.insert({}, kind="k", metadata={"traceparent": handed_over})
+    assert (await client.get_job(job.id)).metadata["traceparent"] == handed_over
+
+
+async def test_each_attempt_is_a_consumer_span_in_the_producers_trace(
+    client: awa.AsyncClient, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    awa.tracing.instrument(client, tracer_provider=provider)
+    inner = provider.get_tracer("handler")
+
+    @client.task(None, kind="flaky", queue="traced")
+    async def flaky(job: awa.Job[Any]) -> Any:
+        with inner.start_as_current_span("inside the handler"):
+            pass
+        return awa.RetryAfter(0.01) if job.attempt == 1 else None
+
+    @client.task(None, kind="broken", queue="traced")
+    async def broken(job: awa.Job[Any]) -> None:
+        raise ValueError("no such customer")
+
+    with provider.get_tracer("test").start_as_current_span("request") as producer:
+        job = await client.insert({}, kind="flaky", queue="traced")
+    failing = await client.insert({}, kind="broken", queue="traced", max_attempts=1)
+    await client.start([("traced", 4)], **FAST_WORKER)
+    try:
+        await wait_for(lambda: _state_is(client, job.id, awa.JobState.COMPLETED))
+        await wait_for(lambda: _state_is(client, failing.id, awa.JobState.FAILED))
+    finally:
+        await client.shutdown()
+
+    first, second = _consumer_spans(exporter, job.id)
+    producer_ctx = producer.get_span_context()
+    for attempt, span in enumerate((first, second), start=1):
+        assert span.name == "process traced"
+        assert span.context.trace_id == producer_ctx.trace_id
+        assert span.parent is not None and span.parent.span_id == producer_ctx.span_id
+        assert [link.context.span_id for link in span.links] == [producer_ctx.span_id]
+        assert span.attributes["messaging.system"] == "awa"
+        assert span.attributes["messaging.operation.type"] == "process"
+        assert span.attributes["messaging.destination.name"] == "traced"
+        assert span.attributes["awa.job.kind"] == "flaky"
+        assert span.attributes["awa.job.attempt"] == attempt
+        assert span.status.status_code == StatusCode.UNSET
+    assert first.context.span_id != second.context.span_id
+    assert first.attributes["awa.job.outcome"] == "retryable"
+    assert second.attributes["awa.job.outcome"] == "completed"
+    children = [s for s in exporter.get_finished_spans() if s.name == "inside the handler"]
+    assert {c.parent.span_id for c in children if c.parent} == {
+        first.context.span_id,
+        second.context.span_id,
+    }
+
+    (failed,) = _consumer_spans(exporter, failing.id)
+    assert failed.parent is None  # inserted outside any span: a trace of its own
+    assert failed.links == ()
+    assert failed.attributes["awa.job.outcome"] == "failed"
+    assert failed.attributes["error.type"] == "ValueError"
+    assert failed.status.status_code == StatusCode.ERROR
+    (event,) = [e for e in failed.events if e.name == "exception"]
+    assert event.attributes["exception.message"] == "no such customer"
+    assert "ValueError" in event.attributes["exception.stacktrace"]
+
+
+async def _state_is(client: awa.AsyncClient, job_id: int, state: awa.JobState) -> bool:
+    return (await client.get_job(job_id)).state == state
+
+
+def test_a_malformed_traceparent_starts_a_new_trace() -> None:
+    assert awa.tracing.extract({"traceparent": "00-not-a-context-01"}) is None
+    assert awa.tracing.extract({"traceparent": 42}) is None
+    assert awa.tracing.extract({}) is None
+    good = awa.tracing.extract(
+        {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    )
+    assert good is not None
+
+
+def test_off_without_a_configured_sdk() -> None:
+    # This test process never sets a global tracer provider.
+    assert not awa.tracing.configured()
+    assert awa.tracing.automatic([]) == []
+
+
+_AUTOMATIC = textwrap.dedent(
+    """
+    import asyncio, sys
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    import awa
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+
+    async def main():
+        async with awa.AsyncClient(sys.argv[1]) as client:
+            done = asyncio.Event()
+
+            @client.task(None, kind="k", queue="auto")
+            async def handler(job):
+                done.set()
+
+            with trace.get_tracer("app").start_as_current_span("request"):
+                await client.insert({}, kind="k", queue="auto")
+            await client.start([("auto", 1)], poll_interval_ms=50)
+            await asyncio.wait_for(done.wait(), 30)
+            await client.shutdown()
+        names = sorted(s.name for s in exporter.get_finished_spans())
+        print(",".join(names))
+
+    asyncio.run(main())
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("disabled", "expected"),
+    [("", "process auto,request"), ("awa", "request")],
+)
+def test_a_configured_sdk_turns_spans_on_by_itself(
+    database_url: str, disabled: str, expected: str
+) -> None:
+    env = {**os.environ, "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": disabled}
+    result = subprocess.run(
+        [sys.executable, "-c", _AUTOMATIC, database_url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == expected
