@@ -1,0 +1,55 @@
+"""A FastAPI app that enqueues from its endpoints and runs the worker in the same process.
+
+    pip install 'awa[fastapi]' uvicorn
+    export DATABASE_URL=postgresql://localhost/app
+    awa migrate
+    uvicorn --factory app:create_app
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, HTTPException
+
+import awa
+from awa.contrib.starlette import client_of, lifespan
+
+AwaClient = Annotated[awa.AsyncClient, Depends(client_of)]
+
+
+@dataclass
+class SendWelcome:
+    email: str
+
+
+def create_app(database_url: str | None = None) -> FastAPI:
+    """The app; the database comes from ``database_url`` or ``DATABASE_URL``."""
+    client = awa.AsyncClient(database_url)
+
+    @client.task(SendWelcome, queue="email")
+    async def send_welcome(job: awa.Job[SendWelcome]) -> None:
+        # A real app would send the email here.
+        job.update_metadata({"sent_to": job.args.email})  # written with the outcome
+
+    # Opens the client at start-up and runs a worker for the "email" queue in-process;
+    # drop worker=True to run workers elsewhere (`awa worker app:...`).
+    app = FastAPI(lifespan=lifespan(client, worker=True, queues=[("email", 4)]))
+
+    @app.post("/signups", status_code=201)
+    async def signup(email: str, awa_client: AwaClient) -> dict[str, int]:
+        if "@" not in email:
+            raise HTTPException(400, "email: must be an email address")
+        job = await awa_client.insert(SendWelcome(email))
+        return {"job": job.id}
+
+    @app.get("/jobs/{job_id}")
+    async def job_state(job_id: int, awa_client: AwaClient) -> dict[str, object]:
+        try:
+            job = await awa_client.get_job(job_id)
+        except awa.JobNotFound:
+            raise HTTPException(404, f"no job {job_id}") from None
+        return {"job": job.id, "state": job.state.value, "metadata": job.metadata}
+
+    return app

@@ -1,0 +1,61 @@
+"""``manage.py awa_worker [--queue NAME=N ...] [...]``: ``awa worker`` for this project.
+
+Every flag is ``awa worker``'s (``--help`` lists them); the client is the project's
+(:func:`awa.contrib.django.get_client`), with the tasks of every app's tasks module.
+Without ``--queue``, the queues of ``AWA['QUEUES']`` run, else those the tasks name.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+TARGET = "awa.contrib.django.worker:client"
+
+
+def awa_argv(argv: Sequence[str]) -> list[str]:
+    """The ``awa`` command line for ``manage.py awa_worker ARGV``."""
+    from awa.contrib.django import conf
+
+    extra: list[str] = []
+    if not any(arg == "--queue" or arg.startswith("--queue=") for arg in argv):
+        for name, workers in conf.current().queues.items():
+            extra += ["--queue", f"{name}={workers}"]
+    return ["worker", TARGET, *argv, *extra]
+
+
+def run(argv: Sequence[str]) -> int:
+    """Run ``awa worker`` with the project's client; returns its exit status."""
+    from awa.cli.main import main
+
+    if "-h" in argv or "--help" in argv:
+        sys.stdout.write(
+            f"manage.py awa_worker takes the flags of `awa worker` below; MODULE:CLIENT is\n"
+            f"this project's client ({TARGET}).\n\n"
+        )
+        sys.stdout.flush()
+    try:
+        return main(awa_argv(argv))
+    except SystemExit as exc:  # argparse: bad flags (2) or --help (0)
+        return exc.code if isinstance(exc.code, int) else 2
+
+
+class Command(BaseCommand):
+    """Django's face of ``awa worker``."""
+
+    help = "Run an awa worker for this project's tasks (flags as `awa worker`; try --help)."
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        # awa's own parser reads the flags, so they stay those of `awa worker` exactly.
+        sys.exit(run(argv[2:]))
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("awa_args", nargs="*", help="flags of `awa worker`")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        status = run([*args, *options.get("awa_args", [])])
+        if status:
+            raise CommandError(f"awa worker exited with status {status}", returncode=status)

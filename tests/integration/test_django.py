@@ -1,0 +1,210 @@
+"""awa.contrib.django with the example project (examples/django) on the test PostgreSQL:
+migrate applies awa's schema, enqueue joins Django's transactions, manage.py awa_worker
+runs the project's tasks, and the queues page is read-only and for staff only."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+pytest.importorskip("django")
+
+import django
+from django.apps import apps
+
+import awa
+from awa.db import migrations
+from tests.conftest import PgServer, _create_db, _drop_db
+from tests.helpers import wait_until
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "django"
+
+
+@pytest.fixture(scope="module")
+def django_db(pg_server: PgServer) -> Iterator[str]:
+    """A database with no awa schema, and the example project set up on it (once per
+    process: Django's settings cannot be loaded twice)."""
+    name = _create_db(pg_server, None)
+    url = pg_server.url_for(name)
+    if apps.ready:
+        pytest.skip("Django was already set up in this process for another database")
+    saved = {k: os.environ.get(k) for k in ("DATABASE_URL", "DJANGO_SETTINGS_MODULE")}
+    os.environ.update(DATABASE_URL=url, DJANGO_SETTINGS_MODULE="shopsite.settings")
+    sys.path.insert(0, str(EXAMPLE))
+    try:
+        django.setup()
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
+        yield url
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        sys.path.remove(str(EXAMPLE))
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        _drop_db(pg_server, name)
+
+
+def _jobs(url: str, kind: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute(
+            "SELECT id, queue, state::text FROM awa.jobs WHERE kind = %s ORDER BY id", (kind,)
+        ).fetchall()
+
+
+def test_migrate_applies_awa_schema(django_db: str) -> None:
+    with psycopg.connect(django_db, autocommit=True) as conn:
+        version = conn.execute("SELECT max(version) FROM awa.schema_version").fetchone()
+        recorded = conn.execute("SELECT name FROM django_migrations WHERE app = 'awa'").fetchall()
+    assert version == (migrations.latest_version(),)
+    assert recorded == [("0001_awa_schema",)]
+
+
+def test_enqueue_commits_and_rolls_back_with_the_atomic_block(django_db: str) -> None:
+    from django.db import transaction
+
+    from awa.contrib.django import enqueue
+
+    with transaction.atomic():
+        job = enqueue({"n": 1}, kind="tx_commit")
+        assert _jobs(django_db, "tx_commit") == []  # not visible before the commit
+    assert _jobs(django_db, "tx_commit") == [(job.id, "default", "available")]
+
+    class Abort(Exception):
+        pass
+
+    with pytest.raises(Abort), transaction.atomic():
+        enqueue({"n": 2}, kind="tx_rollback")
+        raise Abort
+    assert _jobs(django_db, "tx_rollback") == []
+
+    # on_commit: the callback runs only when (and after) the outer block commits.
+    for outcome in ("rollback", "commit"):
+        try:
+            with transaction.atomic():
+                transaction.on_commit(lambda o=outcome: enqueue({}, kind=f"on_{o}"))
+                if outcome == "rollback":
+                    raise Abort
+        except Abort:
+            pass
+    assert _jobs(django_db, "on_rollback") == []
+    assert len(_jobs(django_db, "on_commit")) == 1
+
+
+async def test_aenqueue_joins_the_same_transaction_from_async_code(django_db: str) -> None:
+    from asgiref.sync import sync_to_async
+    from django.db import transaction
+
+    from awa.contrib.django import aenqueue
+
+    @sync_to_async
+    def atomic_enter() -> Any:
+        block = transaction.atomic()
+        block.__enter__()
+        return block
+
+    block = await atomic_enter()
+    await aenqueue({}, kind="async_tx")
+    assert _jobs(django_db, "async_tx") == []
+    await sync_to_async(block.__exit__)(None, None, None)
+    assert len(_jobs(django_db, "async_tx")) == 1
+
+
+def test_the_queue_of_a_registered_task_is_the_default(django_db: str) -> None:
+    from orders.tasks import SendConfirmation
+
+    from awa.contrib.django import enqueue
+
+    job = enqueue(SendConfirmation(order_id=0))
+    assert job.queue == "email" and job.kind == "send_confirmation"
+    assert enqueue(SendConfirmation(order_id=0), queue="urgent").queue == "urgent"
+
+
+def test_bad_settings_name_their_key() -> None:
+    from awa.contrib.django import conf
+
+    with pytest.raises(awa.ValidationError, match=r"AWA\['MAX_CONNECTIONS'\].*>= 1"):
+        conf.parse({"MAX_CONNECTIONS": 0})
+    with pytest.raises(awa.ValidationError, match=r"AWA\['QUEUS'\]: unknown setting"):
+        conf.parse({"QUEUS": {"email": 1}})
+    with pytest.raises(awa.ValidationError, match=r"AWA\['QUEUES'\]\['email'\]"):
+        conf.parse({"QUEUES": {"email": "ten"}})
+    assert conf.parse({"QUEUES": {"email": 3}}).queues == {"email": 3}
+
+
+def test_the_queues_page_is_read_only_and_for_staff(django_db: str) -> None:
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    from awa.contrib.django import enqueue
+
+    enqueue({}, kind="shown", queue="reports")
+    browser = Client()
+    assert browser.get("/awa/").status_code == 302  # to the login page
+    user = User.objects.create_user("clerk", password="x")
+    browser.force_login(user)
+    assert browser.get("/awa/").status_code == 302
+    User.objects.filter(pk=user.pk).update(is_staff=True)
+    page = browser.get("/awa/")
+    assert page.status_code == 200
+    assert b'<tr data-queue="reports"><td>reports</td><td>1</td>' in page.content
+    assert b"awa serve" in page.content  # no DASHBOARD_URL set: says how to get one
+    assert browser.post("/awa/").status_code == 405
+
+
+def _manage(url: str, *argv: str, **kwargs: Any) -> subprocess.Popen[str]:
+    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "shopsite.settings"}
+    return subprocess.Popen(
+        [sys.executable, "manage.py", *argv],
+        cwd=EXAMPLE,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,
+    )
+
+
+def test_an_order_is_confirmed_by_manage_py_awa_worker(django_db: str) -> None:
+    from django.test import Client
+    from orders.models import Order
+
+    placed = Client().post("/orders/", {"email": "ada@example.com"})
+    assert placed.status_code == 201
+    order_id, job_id = placed.json()["order"], placed.json()["job"]
+    assert Client().get(f"/orders/{order_id}/").json()["confirmation_sent"] is False
+
+    worker = _manage(django_db, "awa_worker", "--shutdown-timeout-ms", "2000")
+    try:
+        wait_until(
+            lambda: Order.objects.get(pk=order_id).confirmation_sent_at is not None,
+            timeout=60,
+        )
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, stderr = worker.communicate(timeout=30)
+    assert worker.returncode == 0, stderr
+    assert "worker running (email)" in stderr  # AWA["QUEUES"] when no --queue is given
+    assert Client().get(f"/orders/{order_id}/").json()["confirmation_sent"] is True
+    assert (job_id, "email", "completed") in _jobs(django_db, "send_confirmation")
+    assert Client().post("/orders/", {"email": "nope"}).status_code == 400
+
+
+def test_awa_worker_rejects_a_bad_flag_like_awa_worker(django_db: str) -> None:
+    worker = _manage(django_db, "awa_worker", "--queue", "email")
+    _, stderr = worker.communicate(timeout=60)
+    assert worker.returncode == 2
+    assert "argument --queue" in stderr.strip().splitlines()[-1]
