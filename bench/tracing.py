@@ -7,8 +7,9 @@
   ``traceparent`` (W3 runs inside one span in this mode).
 
 Each run is its own process on a fresh schema; modes are interleaved in every
-repetition and medians reported. Uses DATABASE_URL, else a throwaway embedded server
-without fsync.
+repetition and medians reported, with the client process's CPU time per job, which
+the other load on a shared machine disturbs far less than wall-clock rates. Uses
+DATABASE_URL, else a throwaway embedded server without fsync.
 
     python bench/tracing.py [--jobs 20000] [--seconds 5] [--repeat 3]
 """
@@ -62,7 +63,7 @@ async def _fresh(url: str) -> None:
         await client.migrate()
 
 
-async def w1_drain(url: str, jobs: int) -> float:
+async def w1_drain(url: str, jobs: int) -> tuple[float, float]:
     import awa
 
     await _fresh(url)
@@ -73,19 +74,19 @@ async def w1_drain(url: str, jobs: int) -> float:
             return None
 
         await client.insert_many([{"n": i} for i in range(jobs)], kind="noop", queue="bench")
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         await client.start([("bench", 32)])
         while True:
             (stat,) = await client.queue_stats()
             if stat.completed >= jobs:
                 break
             await asyncio.sleep(0.02)
-        elapsed = time.perf_counter() - start
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
         await client.shutdown()
-    return jobs / elapsed
+    return jobs / elapsed, cpu / jobs * 1e6
 
 
-async def w3_inserts(url: str, seconds: float, tracer: Any) -> float:
+async def w3_inserts(url: str, seconds: float, tracer: Any) -> tuple[float, float]:
     import awa
 
     await _fresh(url)
@@ -93,18 +94,19 @@ async def w3_inserts(url: str, seconds: float, tracer: Any) -> float:
     async with awa.AsyncClient(url) as client:
         await client.insert({"n": 0}, kind="bench")  # warm the pool
         with span:
-            count, start = 0, time.perf_counter()
+            count, start, cpu = 0, time.perf_counter(), time.process_time()
             while time.perf_counter() - start < seconds:
                 await client.insert({"n": count}, kind="bench")
                 count += 1
-            return count / (time.perf_counter() - start)
+            cpu = time.process_time() - cpu
+            return count / (time.perf_counter() - start), cpu / count * 1e6
 
 
 def _child(mode: str, url: str, jobs: int, seconds: float) -> None:
     tracer = _prepare(mode)
-    drain = asyncio.run(w1_drain(url, jobs))
-    inserts = asyncio.run(w3_inserts(url, seconds, tracer))
-    print(json.dumps({"w1": drain, "w3": inserts}))
+    drain, drain_cpu = asyncio.run(w1_drain(url, jobs))
+    inserts, insert_cpu = asyncio.run(w3_inserts(url, seconds, tracer))
+    print(json.dumps({"w1": drain, "w1_cpu": drain_cpu, "w3": inserts, "w3_cpu": insert_cpu}))
 
 
 def main() -> None:
@@ -130,7 +132,13 @@ def main() -> None:
             settings={"fsync": "off", "synchronous_commit": "off"},
         )
         url = server.start()
-    results: dict[str, dict[str, list[float]]] = {m: {"w1": [], "w3": []} for m in MODES}
+    keys = {
+        "w1": "W1 drain jobs/s",
+        "w1_cpu": "W1 client CPU µs/job",
+        "w3": "W3 inserts/s",
+        "w3_cpu": "W3 client CPU µs/insert",
+    }
+    results = {mode: {key: [] for key in keys} for mode in MODES}
     try:
         for _ in range(args.repeat):
             for mode in MODES:
@@ -141,18 +149,18 @@ def main() -> None:
                     capture_output=True, text=True, check=True,
                 )  # fmt: skip
                 run = json.loads(out.stdout.strip().splitlines()[-1])
-                for key in ("w1", "w3"):
+                for key in keys:
                     results[mode][key].append(run[key])
     finally:
         if server is not None:
             server.destroy()
-    for key, label in (("w1", "W1 drain jobs/s"), ("w3", "W3 inserts/s")):
+    for key, label in keys.items():
         base = statistics.median(results["absent"][key])
         for mode in MODES:
             values = results[mode][key]
             med = statistics.median(values)
-            print(f"{label:16} {mode:7} median {med:9.0f}  min {min(values):9.0f}  "
-                  f"max {max(values):9.0f}  ×{med / base:.3f} of absent")  # fmt: skip
+            print(f"{label:24} {mode:7} median {med:9.1f}  min {min(values):9.1f}  "
+                  f"max {max(values):9.1f}  ×{med / base:.3f} of absent")  # fmt: skip
 
 
 if __name__ == "__main__":
