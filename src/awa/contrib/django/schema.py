@@ -16,10 +16,12 @@ from awa.contrib.django import conf
 
 
 def migrate(alias: str) -> list[int]:
-    """Apply pending awa migrations to the database of Django alias ``alias``."""
+    """Apply pending awa migrations when ``alias`` is the database awa uses
+    (``AWA['DATABASE']``); other databases of a multi-database project are left alone."""
     settings = conf.current()
-    url = settings.database_url if alias == settings.database and settings.database_url else None
-    url = url or conf.database_url(alias)
+    if alias != settings.database:
+        return []
+    url = settings.database_url or conf.database_url(alias)
 
     async def run() -> list[int]:
         async with AsyncClient(url, max_connections=1) as client:
