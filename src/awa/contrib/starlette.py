@@ -12,7 +12,8 @@ web process, and a dependency that hands handlers the client.
         return {"job": job.id}
 
 Composing with a lifespan of your own: ``async with running(client, worker=True): ...``
-inside it. See ``docs/integrations/fastapi.md``.
+inside it. ``mount_dashboard(app, "/awa", token=...)`` serves the web dashboard inside
+the app. See ``docs/integrations/fastapi.md``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ require("fastapi", "awa.contrib.starlette")
 
 from starlette.requests import Request  # noqa: E402 - after the check that names the extra
 
+from awa import validate  # noqa: E402
 from awa.client.async_client import AsyncClient  # noqa: E402
 from awa.config import QueueSpec  # noqa: E402
 from awa.errors import ValidationError  # noqa: E402
@@ -93,4 +95,51 @@ def client_of(request: Request) -> AsyncClient:
     return client
 
 
-__all__ = ["client_of", "lifespan", "running"]
+def mount_dashboard(
+    app: Any,
+    path: str = "/awa",
+    *,
+    token: str | None,
+    read_only: bool = False,
+    database_url: str | None = None,
+    refresh_ms: int = 2_000,
+    sample_interval_ms: int = 5_000,
+) -> Any:
+    """Mount the web dashboard (``awa serve``'s pages and actions) at ``path`` of a
+    FastAPI or Starlette ``app``; returns the mounted dashboard app.
+
+    ``token`` is required as a keyword so the choice is explicit: a string asks every
+    request for it (as ``awa serve --token``); ``None`` leaves access control to the
+    app (its middleware runs for mounted routes too). The dashboard's own start-up and
+    shutdown (its client, the chart sampler) join the app's lifespan.
+    """
+    require("dashboard", "mount_dashboard")
+    from awa.dashboard import DashboardSettings, create_app
+
+    if not isinstance(path, str) or not path.startswith("/") or path == "/" or "//" in path:
+        raise ValidationError("path", f"must be a sub-path like '/awa', got {path!r}")
+    settings = DashboardSettings(
+        database_url=database_url,
+        # Served by the app's own server: no loopback bind, so no loopback Host check;
+        # the app decides who reaches this path.
+        host="0.0.0.0",
+        token=token,
+        read_only=read_only,
+        refresh_ms=validate.integer("refresh_ms", refresh_ms, low=1),
+        sample_interval_s=validate.integer("sample_interval_ms", sample_interval_ms, low=1) / 1000,
+    )
+    dashboard = create_app(settings)
+    app.mount(path.rstrip("/"), dashboard)
+    # Starlette runs only the outermost app's lifespan: chain the dashboard's into it.
+    outer = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def with_dashboard(app_: Any) -> AsyncIterator[Any]:
+        async with dashboard.router.lifespan_context(dashboard), outer(app_) as state:
+            yield state
+
+    app.router.lifespan_context = with_dashboard
+    return dashboard
+
+
+__all__ = ["client_of", "lifespan", "mount_dashboard", "running"]

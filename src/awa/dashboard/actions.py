@@ -18,7 +18,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 import awa
-from awa.dashboard.app import OPERATOR_COOKIE, dashboard, who
+from awa.dashboard.app import OPERATOR_COOKIE, dashboard, mount_root, who
 from awa.dashboard.security import CSRF_FIELD, CSRF_HEADER, local_redirect
 from awa.dashboard.views import SETTINGS
 
@@ -38,9 +38,10 @@ def _field(form: FormData, name: str) -> str:
     return value.strip()
 
 
-def _next(form: FormData, default: str) -> str:
-    """Where to go afterwards: a local path only (never another site)."""
-    return local_redirect(form.get("next")) or default
+def _next(request: Request, form: FormData, default: str) -> str:
+    """Where to go afterwards: a local path only (never another site). ``next`` is a
+    page's full path; ``default`` is one of ours, under the mount point."""
+    return local_redirect(form.get("next")) or mount_root(request) + default
 
 
 def _done(request: Request, target: str) -> Response:
@@ -87,7 +88,7 @@ async def pause(request: Request, form: FormData) -> Response:
     d, queue, by = dashboard(request), _field(form, "queue"), who(request)
     await d.client.pause_queue(queue, paused_by=by)
     d.audit.record(by, "pause", f"queue {queue}")
-    return _done(request, _next(form, queue_url(queue)))
+    return _done(request, _next(request, form, queue_url(queue)))
 
 
 async def resume(request: Request, form: FormData) -> Response:
@@ -95,7 +96,7 @@ async def resume(request: Request, form: FormData) -> Response:
     d, queue, by = dashboard(request), _field(form, "queue"), who(request)
     await d.client.resume_queue(queue)
     d.audit.record(by, "resume", f"queue {queue}")
-    return _done(request, _next(form, queue_url(queue)))
+    return _done(request, _next(request, form, queue_url(queue)))
 
 
 def _optional(form: FormData, name: str) -> str | None:
@@ -135,7 +136,7 @@ async def set_overrides(request: Request, form: FormData) -> Response:
     detail = ", ".join(f"{k}={'-' if getattr(stored, k) is None else getattr(stored, k)}"
                        for k in SETTINGS)  # fmt: skip
     d.audit.record(by, "set overrides", f"queue {queue}", detail)
-    return _done(request, _next(form, queue_url(queue)))
+    return _done(request, _next(request, form, queue_url(queue)))
 
 
 async def clear_overrides(request: Request, form: FormData) -> Response:
@@ -143,7 +144,7 @@ async def clear_overrides(request: Request, form: FormData) -> Response:
     d, queue, by = dashboard(request), _field(form, "queue"), who(request)
     await d.client.clear_runtime_overrides(queue)
     d.audit.record(by, "clear overrides", f"queue {queue}")
-    return _done(request, _next(form, queue_url(queue)))
+    return _done(request, _next(request, form, queue_url(queue)))
 
 
 async def retry_failed(request: Request, form: FormData) -> Response:
@@ -151,7 +152,7 @@ async def retry_failed(request: Request, form: FormData) -> Response:
     d, queue, by = dashboard(request), _field(form, "queue"), who(request)
     retried = await d.client.retry_failed(queue=queue)
     d.audit.record(by, "retry failed", f"queue {queue}", f"{len(retried)} job(s)")
-    return _done(request, _next(form, queue_url(queue)))
+    return _done(request, _next(request, form, queue_url(queue)))
 
 
 def _job_id(form: FormData) -> int:
@@ -166,7 +167,7 @@ async def retry_job(request: Request, form: FormData) -> Response:
     d, job_id, by = dashboard(request), _job_id(form), who(request)
     job = await d.client.retry(job_id)
     d.audit.record(by, "retry", f"job {job_id}", f"now {job.state.value}")
-    return _done(request, _next(form, f"/jobs/{job_id}"))
+    return _done(request, _next(request, form, f"/jobs/{job_id}"))
 
 
 async def cancel_job(request: Request, form: FormData) -> Response:
@@ -174,7 +175,7 @@ async def cancel_job(request: Request, form: FormData) -> Response:
     d, job_id, by = dashboard(request), _job_id(form), who(request)
     job = await d.client.cancel(job_id)
     d.audit.record(by, "cancel", f"job {job_id}", f"now {job.state.value}")
-    return _done(request, _next(form, f"/jobs/{job_id}"))
+    return _done(request, _next(request, form, f"/jobs/{job_id}"))
 
 
 async def set_operator(request: Request, form: FormData) -> Response:
@@ -182,7 +183,7 @@ async def set_operator(request: Request, form: FormData) -> Response:
     name = _field(form, "operator")
     if len(name) > 64 or not (name.isascii() and name.isprintable()):
         raise awa.ValidationError("operator", "must be at most 64 printable ASCII characters")
-    response = _done(request, _next(form, "/"))
+    response = _done(request, _next(request, form, "/"))
     response.set_cookie(OPERATOR_COOKIE, name, httponly=True, samesite="strict")
     return response
 

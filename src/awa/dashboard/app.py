@@ -79,6 +79,7 @@ class Dashboard:
             "refresh_ms": self.settings.refresh_ms,
             "version": awa.__version__,
             "path": local_path(request.url.path),
+            "root": mount_root(request),
             "live_url": live_url(request),
             **(context or {}),
         }
@@ -97,6 +98,12 @@ class Dashboard:
 def dashboard(request: Request) -> Dashboard:
     """The :class:`Dashboard` of the app serving ``request``."""
     return cast(Dashboard, request.app.state.dashboard)
+
+
+def mount_root(request: Request) -> str:
+    """The path the dashboard is mounted at in a larger app (``""`` when it is the app):
+    every link, form and redirect starts with it."""
+    return local_path(request.scope.get("root_path", "")).rstrip("/")
 
 
 def live_url(request: Request) -> str:

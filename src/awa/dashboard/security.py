@@ -68,6 +68,13 @@ def local_redirect(target: object) -> str | None:
     return target if not parts.scheme and not parts.netloc else None
 
 
+def route_path(request: Request) -> str:
+    """The request's path inside the dashboard, without the path it is mounted at."""
+    root = request.scope.get("root_path", "")
+    path = request.url.path
+    return path[len(root) :] if root and path.startswith(root) else path
+
+
 def is_loopback(host: str) -> bool:
     """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
     if host.lower() in LOOPBACK_NAMES:
@@ -165,7 +172,7 @@ class GuardMiddleware(BaseHTTPMiddleware):
         host = (request.url.hostname or "").lower()
         if self.allowed_hosts and host not in self.allowed_hosts:
             return PlainTextResponse("unexpected Host header", status_code=400)
-        if request.url.path.startswith(OPEN_PATHS):
+        if route_path(request).startswith(OPEN_PATHS):
             return await call_next(request)
         guard = self.guard
         if guard.token is not None:

@@ -1,0 +1,91 @@
+"""The web dashboard mounted under a path of a FastAPI app (awa.contrib.starlette):
+every page, link, form, asset and redirect stays under the mount point, actions work,
+and the dashboard's start-up and shutdown ride on the app's lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import pytest
+
+pytest.importorskip("fastapi")
+
+from fastapi import FastAPI
+from starlette.testclient import TestClient
+
+import awa
+from awa.contrib.starlette import mount_dashboard
+
+PREFIX = "/ops/awa"
+URL_ATTRIBUTES = re.compile(r'\b(?:href|src|action|hx-get|hx-post)="([^"]*)"')
+
+
+def _seed(database_url: str) -> int:
+    async def seed() -> int:
+        async with awa.AsyncClient(database_url, max_connections=1) as client:
+            return (await client.insert({"to": "ada"}, kind="send", queue="mail")).id
+
+    return asyncio.run(seed())
+
+
+def _app(database_url: str, **options: object) -> FastAPI:
+    app = FastAPI()
+
+    @app.get("/")
+    async def home() -> dict[str, str]:
+        return {"app": "mine"}
+
+    mount_dashboard(app, PREFIX, database_url=database_url, **options)  # type: ignore[arg-type]
+    return app
+
+
+def test_pages_links_and_actions_stay_under_the_mount_point(database_url: str) -> None:
+    job_id = _seed(database_url)
+    with TestClient(_app(database_url, token=None)) as http:
+        assert http.get("/").json() == {"app": "mine"}  # the app's own routes are untouched
+        pages = ["/", "/jobs", "/queues/mail", f"/jobs/{job_id}", "/runtime", "/audit"]
+        for page in pages:
+            response = http.get(PREFIX + page)
+            assert response.status_code == 200, page
+            urls = [u for u in URL_ATTRIBUTES.findall(response.text) if u.startswith("/")]
+            assert urls, page
+            assert [u for u in urls if not u.startswith(PREFIX + "/")] == [], page
+        assert http.get(PREFIX + "/static/dashboard.css").status_code == 200
+
+        queue_page = http.get(PREFIX + "/queues/mail").text
+        csrf = re.search(r'name="csrf_token" value="([^"]+)"', queue_page)
+        assert csrf is not None
+        paused = http.post(
+            PREFIX + "/actions/queue/pause",
+            data={"csrf_token": csrf.group(1), "queue": "mail"},
+            follow_redirects=False,
+        )
+        assert paused.status_code == 303
+        assert paused.headers["location"] == PREFIX + "/queues/mail"
+        assert "paused" in http.get(PREFIX + "/").text
+
+    async def is_paused() -> bool:
+        async with awa.AsyncClient(database_url, max_connections=1) as client:
+            (stat,) = [s for s in await client.queue_stats() if s.queue == "mail"]
+            return stat.paused
+
+    assert asyncio.run(is_paused())
+
+
+def test_a_token_guards_the_mounted_dashboard_only(database_url: str) -> None:
+    with TestClient(_app(database_url, token="s3cret", read_only=True)) as http:
+        assert http.get("/").status_code == 200
+        refused = http.get(PREFIX + "/jobs")
+        assert refused.status_code == 401
+        assert f'href="{PREFIX}/static/dashboard.css"' in refused.text
+        login = http.get(PREFIX + "/jobs?token=s3cret", follow_redirects=False)
+        assert login.status_code == 303 and login.headers["location"] == PREFIX + "/jobs"
+        assert http.get(PREFIX + "/jobs").status_code == 200  # the session cookie
+        assert http.post(PREFIX + "/actions/queue/pause", data={}).status_code == 403
+
+
+@pytest.mark.parametrize("path", ["/", "awa", "//awa", ""])
+def test_a_mount_path_must_be_a_sub_path(database_url: str, path: str) -> None:
+    with pytest.raises(awa.ValidationError, match="path: must be a sub-path"):
+        mount_dashboard(FastAPI(), path, token=None, database_url=database_url)
