@@ -3,6 +3,7 @@ travels in the job's metadata, each attempt is a consumer span in the producer's
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -139,6 +140,40 @@ async def test_each_attempt_is_a_consumer_span_in_the_producers_trace(
     (event,) = [e for e in failed.events if e.name == "exception"]
     assert event.attributes["exception.message"] == "no such customer"
     assert "ValueError" in event.attributes["exception.stacktrace"]
+
+
+async def test_a_cancelled_attempt_and_one_abandoned_at_shutdown_end_their_spans(
+    client: awa.AsyncClient, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    awa.tracing.instrument(client, tracer_provider=provider)
+    started: set[str] = set()
+
+    @client.task(None, kind="forever", queue="traced")
+    async def forever(job: awa.Job[Any]) -> None:
+        started.add(job.args["name"])
+        await asyncio.Event().wait()
+
+    cancelled = await client.insert({"name": "cancelled"}, kind="forever", queue="traced")
+    abandoned = await client.insert({"name": "abandoned"}, kind="forever", queue="traced")
+    await client.start([("traced", 2)], **FAST_WORKER)
+    try:
+
+        async def both_running() -> bool:
+            return started == {"cancelled", "abandoned"}
+
+        await wait_for(both_running)
+        await client.cancel(cancelled.id)
+        await wait_for(lambda: _has_span(exporter, cancelled.id))
+    finally:
+        await client.shutdown(timeout_ms=100)
+    (span,) = _consumer_spans(exporter, cancelled.id)
+    assert span.attributes["awa.job.outcome"] == "cancelled"
+    (span,) = _consumer_spans(exporter, abandoned.id)
+    assert span.attributes["awa.job.outcome"] in ("abandoned", "interrupted")
+
+
+async def _has_span(exporter: InMemorySpanExporter, job_id: int) -> bool:
+    return bool(_consumer_spans(exporter, job_id))
 
 
 async def _state_is(client: awa.AsyncClient, job_id: int, state: awa.JobState) -> bool:

@@ -81,7 +81,7 @@ class Tracing(Observer):
         otel_context.detach(token)  # type: ignore[arg-type]
         if outcome is None:
             # An operator's cancel, a lost lease or a deadline: the row moved on already.
-            reason = getattr(job._context, "cancel_reason", None)
+            reason = getattr(getattr(job, "_context", None), "cancel_reason", None)
             cancelled = reason == "cancelled"
             span.set_attribute("awa.job.outcome", "cancelled" if cancelled else "interrupted")
             if reason is not None:
