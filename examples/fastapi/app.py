@@ -1,20 +1,20 @@
-"""A FastAPI app that enqueues from its endpoints and runs the worker in the same process.
+"""A FastAPI app that enqueues from its endpoints and runs the worker in the same process,
+with the awa dashboard at /awa/.
 
-    pip install 'awa[fastapi]' uvicorn
-    export DATABASE_URL=postgresql://localhost/app
-    awa migrate
-    uvicorn --factory app:create_app
+Run it: ``pip install 'awa[fastapi]' uvicorn``, set ``DATABASE_URL``, ``awa migrate``,
+then ``uvicorn --factory app:create_app``.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, HTTPException
 
 import awa
-from awa.contrib.starlette import client_of, lifespan
+from awa.contrib.starlette import client_of, lifespan, mount_dashboard
 
 AwaClient = Annotated[awa.AsyncClient, Depends(client_of)]
 
@@ -36,6 +36,10 @@ def create_app(database_url: str | None = None) -> FastAPI:
     # Opens the client at start-up and runs a worker for the "email" queue in-process;
     # drop worker=True to run workers elsewhere (`awa worker app:...`).
     app = FastAPI(lifespan=lifespan(client, worker=True, queues=[("email", 4)]))
+    # The dashboard at /awa/: with AWA_DASHBOARD_TOKEN set, every request must carry it;
+    # without, put it behind your app's own authentication before exposing it.
+    token = os.environ.get("AWA_DASHBOARD_TOKEN")
+    mount_dashboard(app, "/awa", token=token, database_url=client.database_url)
 
     @app.post("/signups", status_code=201)
     async def signup(email: str, awa_client: AwaClient) -> dict[str, int]:

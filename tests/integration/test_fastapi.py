@@ -56,6 +56,8 @@ def test_the_example_enqueues_and_runs_jobs_in_process(database_url: str) -> Non
         assert body["metadata"] == {"sent_to": "ada@example.com"}
         assert http.post("/signups", params={"email": "nope"}).status_code == 400
         assert http.get("/jobs/999999").status_code == 404
+        dashboard = http.get("/awa/jobs?queue=email")
+        assert dashboard.status_code == 200 and f'href="/awa/jobs/{job_id}"' in dashboard.text
     assert _instances(database_url) == 0  # shut down with the app
 
 

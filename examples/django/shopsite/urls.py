@@ -1,5 +1,4 @@
 from django.urls import include, path
-
 from orders import views
 
 urlpatterns = [

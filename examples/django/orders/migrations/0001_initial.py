@@ -1,10 +1,12 @@
+from typing import Any, ClassVar
+
 from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
     initial = True
-    dependencies: list[tuple[str, str]] = []
-    operations = [
+    dependencies: ClassVar[list[tuple[str, str]]] = []
+    operations: ClassVar[list[Any]] = [
         migrations.CreateModel(
             name="Order",
             fields=[
