@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,7 @@ from fastapi import FastAPI
 from starlette.testclient import TestClient
 
 import awa
+import awa.dashboard
 from awa.contrib.starlette import mount_dashboard
 
 PREFIX = "/ops/awa"
@@ -83,6 +85,19 @@ def test_a_token_guards_the_mounted_dashboard_only(database_url: str) -> None:
         assert login.status_code == 303 and login.headers["location"] == PREFIX + "/jobs"
         assert http.get(PREFIX + "/jobs").status_code == 200  # the session cookie
         assert http.post(PREFIX + "/actions/queue/pause", data={}).status_code == 403
+
+
+def test_templates_build_every_local_url_from_the_mount_root() -> None:
+    # A literal "/…" would leave the mount point: write "{{ root }}/…" instead.
+    templates = Path(awa.dashboard.__file__).parent / "templates"
+    literal = re.compile(r'\b(?:href|src|action|hx-get|hx-post)="/')
+    offending = [
+        f"{path.name}:{number}: {line.strip()}"
+        for path in sorted(templates.glob("*.html"))
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if literal.search(line)
+    ]
+    assert offending == []
 
 
 @pytest.mark.parametrize("path", ["/", "awa", "//awa", ""])
