@@ -122,7 +122,10 @@ def _shared_options(
         and type(max_attempts) is int
         and max_attempts == 25
     ):  # every option at its default: nothing to check (fresh containers: jobs own them)
-        return _SharedOptions(2, 25, [], {}, "{}", None, None)
+        traced = trace_context.current()  # the producer's traceparent, inside an OTel span
+        if traced is None:
+            return _SharedOptions(2, 25, [], {}, "{}", None, None)
+        return _SharedOptions(2, 25, [], traced, encode_json(traced), None, None)
     meta = _metadata(metadata)
     trace_context.carry(meta)  # the producer's traceparent, when inside an OTel span
     return _SharedOptions(

@@ -30,18 +30,28 @@ def available() -> bool:
     return otel_trace is not None
 
 
-def carry(metadata: dict[str, Any]) -> None:
-    """Add the current span's context to ``metadata`` (in place), if there is a span."""
-    if otel_trace is None or TRACEPARENT in metadata:
-        return
+def current() -> dict[str, str] | None:
+    """The current span's context as metadata entries; None when there is no span."""
+    if otel_trace is None:
+        return None
     context = otel_trace.get_current_span().get_span_context()
     if not context.is_valid:
-        return
-    metadata[TRACEPARENT] = (
-        f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
-    )
+        return None
+    entries = {
+        TRACEPARENT: f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
+    }
     if context.trace_state:
-        metadata[TRACESTATE] = context.trace_state.to_header()
+        entries[TRACESTATE] = context.trace_state.to_header()
+    return entries
+
+
+def carry(metadata: dict[str, Any]) -> None:
+    """Add the current span's context to ``metadata`` (in place), unless it has one."""
+    if otel_trace is None or TRACEPARENT in metadata:
+        return
+    entries = current()
+    if entries is not None:
+        metadata.update(entries)
 
 
 def extract(metadata: Mapping[str, Any] | None) -> Context | None:
