@@ -98,7 +98,7 @@ def test_a_full_process_with_a_limiter_does_not_hide_a_free_limited_one() -> Non
 def test_ahead_is_capped_and_said_so() -> None:
     live = [instance(1, {"email": runtime(HardReserved(1), 1)})]
     found = explain(facts(q=queue(running=1, ahead=AHEAD_CAP), live=live)).reasons[1]
-    assert found.message.startswith("At least 100 000 jobs of queue 'email' are ahead")
+    assert found.message.startswith("At least 10 000 jobs of queue 'email' are ahead")
     assert found.details["ahead_capped"] is True
 
 

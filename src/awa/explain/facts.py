@@ -19,8 +19,8 @@ from typing import Any
 
 from awa.types import HardReserved, Job, QueueRuntime, RuntimeInstance, Weighted
 
-AHEAD_CAP = 100_000
-"""Counting the jobs ahead stops here (``at least 100 000``): the count stays one
+AHEAD_CAP = 10_000
+"""Counting the jobs ahead stops here (``at least 10 000``): the count stays one
 bounded index range however deep the backlog."""
 RATE_WINDOW_S = 300.0
 """Completions of the last five minutes give the rate a wait is estimated from …"""

@@ -237,9 +237,10 @@ def queued_behind(f: Facts) -> Finding | None:
     completion = f.queue.completion_rate(f.now)
     window = duration(RATE_WINDOW_S)
     if completion:
+        about = "at least" if ahead >= AHEAD_CAP else "about"
         estimate = (
             f"at the recent completion rate of {rate(completion)} (last {window}) they "
-            f"take about {duration(ahead / completion)}"
+            f"take {about} {duration(ahead / completion)}"
         )
     else:
         estimate = (
