@@ -7,6 +7,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import psycopg
+
+from awa.db import sql
+
 
 async def wait_for(
     predicate: Callable[[], Awaitable[Any]], *, timeout: float = 15.0, interval: float = 0.02
@@ -47,3 +51,13 @@ FAST_WORKER = {
     "leader_election_interval_ms": 100,
 }
 """Worker settings that make promotion, heartbeats and rescue fast enough for tests."""
+
+
+def lead_maintenance(conn: psycopg.Connection[Any], holder: str = "test") -> int:
+    """Take the maintenance lease for an hour, as an elected leader would, and return its
+    epoch: what maintenance functions and statements called directly are fenced by."""
+    row = conn.execute(
+        sql.LEADER_LEASE_ACQUIRE, {"holder": holder, "lease_ms": 3_600_000}
+    ).fetchone()
+    assert row is not None, "the lease is held by a live worker"
+    return int(row[0])

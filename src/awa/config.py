@@ -28,6 +28,8 @@ from awa.errors import (
 )
 
 DEFAULT_QUEUE = "default"
+LEADER_ELECTION_INTERVAL_MS = 5_000
+LEADER_LEASE_MS = 15_000
 logger = logging.getLogger("awa")
 
 
@@ -80,7 +82,8 @@ class WorkerConfig:
     heartbeat_rescue_interval_ms: int = 30_000
     deadline_rescue_interval_ms: int = 30_000
     promote_interval_ms: int = 250
-    leader_election_interval_ms: int = 5_000
+    leader_election_interval_ms: int = LEADER_ELECTION_INTERVAL_MS
+    leader_lease_ms: int = LEADER_LEASE_MS
     runtime_snapshot_interval_ms: int = 10_000
     completed_retention_ms: int = 24 * 3_600_000
     failed_retention_ms: int = 7 * 24 * 3_600_000
@@ -240,12 +243,22 @@ def build_worker_config(
     if warning:
         logger.warning(warning)
     settings["override_refresh_ms"] = refresh
+    if "leader_lease_ms" not in settings:  # three missed renewals, and never under 15 s
+        interval = settings.get("leader_election_interval_ms", LEADER_ELECTION_INTERVAL_MS)
+        settings["leader_lease_ms"] = max(LEADER_LEASE_MS, 3 * interval)
     config = WorkerConfig(queues=configs, global_max_workers=global_max_workers, **settings)
     if config.heartbeat_staleness_ms <= config.heartbeat_interval_ms:
         raise InvalidSetting(
             "heartbeat_staleness_ms",
             f"must exceed heartbeat_interval_ms ({config.heartbeat_interval_ms}), "
             f"got {config.heartbeat_staleness_ms}",
+        )
+    if config.leader_lease_ms < 2 * config.leader_election_interval_ms:
+        raise InvalidSetting(
+            "leader_lease_ms",
+            "must be at least twice leader_election_interval_ms (the leader renews its "
+            f"lease every {config.leader_election_interval_ms} ms), "
+            f"got {config.leader_lease_ms}",
         )
     return config
 

@@ -3,11 +3,14 @@
 Reads the database from AWA_DATABASE_URL, runs fast maintenance settings, handles the
 ``chaos_sleep`` kind (async sleep of args["ms"]) and ``chaos_sync`` (blocking sleep), and
 shuts down gracefully on SIGTERM. Prints "ready" once the worker runs.
+``AWA_TEST_WORKER_SETTINGS`` (JSON) overrides worker settings.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import signal
 import sys
 import time
@@ -34,7 +37,8 @@ async def main(queue_specs: list[str]) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
-    await client.start(queues or [("chaos", 8)], **FAST_WORKER)
+    settings = {**FAST_WORKER, **json.loads(os.environ.get("AWA_TEST_WORKER_SETTINGS") or "{}")}
+    await client.start(queues or [("chaos", 8)], **settings)
     print("ready", flush=True)
     await stop.wait()
     await client.shutdown(timeout_ms=5_000)

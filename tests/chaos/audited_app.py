@@ -1,7 +1,8 @@
 """A worker process whose handlers log each finished execution in ``chaos_exec``.
 
 ``python -m tests.chaos.audited_app QUEUE=N ...`` (database from AWA_DATABASE_URL, fast
-maintenance settings, graceful shutdown on SIGTERM, prints "ready" once running).
+maintenance settings — ``AWA_TEST_WORKER_SETTINGS`` (JSON) overrides them —, graceful
+shutdown on SIGTERM, prints "ready" once running).
 
 Kind ``audited``: args ``ms`` (an ``await asyncio.sleep``), and ``block_ms``: on the
 job's first attempt only, the handler calls ``time.sleep`` — it blocks the whole event
@@ -14,6 +15,7 @@ returns, synchronously (no await: nothing can cancel the handler in between).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -41,7 +43,8 @@ async def main(queue_specs: list[str]) -> None:
     queues = [(name, int(n)) for name, n in (spec.split("=") for spec in queue_specs)]
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    await client.start(queues or [("chaos", 8)], **FAST_WORKER)
+    settings = {**FAST_WORKER, **json.loads(os.environ.get("AWA_TEST_WORKER_SETTINGS") or "{}")}
+    await client.start(queues or [("chaos", 8)], **settings)
     print("ready", flush=True)
     await stop.wait()
     await client.shutdown(timeout_ms=5_000)

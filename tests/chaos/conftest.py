@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from psycopg import conninfo
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,8 +24,21 @@ def spawn_worker(database_url: str) -> Iterator[SpawnWorker]:
     module); each is killed at the end of the test."""
     procs: list[subprocess.Popen[str]] = []
 
-    def spawn(*queues: str, app: str = "tests.apps.worker_app") -> subprocess.Popen[str]:
-        env = {**os.environ, "AWA_DATABASE_URL": database_url, "PYTHONPATH": str(ROOT)}
+    def spawn(
+        *queues: str,
+        app: str = "tests.apps.worker_app",
+        name: str | None = None,
+        settings: dict[str, Any] | None = None,
+    ) -> subprocess.Popen[str]:
+        """``name`` becomes the connections' ``application_name`` (to tell in the database
+        which process did what); ``settings`` override the app's worker settings."""
+        url = (
+            database_url
+            if name is None
+            else conninfo.make_conninfo(database_url, application_name=name)
+        )
+        env = {**os.environ, "AWA_DATABASE_URL": url, "PYTHONPATH": str(ROOT),
+               "AWA_TEST_WORKER_SETTINGS": json.dumps(settings or {})}  # fmt: skip
         proc = subprocess.Popen(
             [sys.executable, "-m", app, *queues],
             cwd=ROOT,

@@ -127,7 +127,7 @@ async def _healthy(client: awa.AsyncClient) -> awa.HealthCheck | None:
 async def test_terminated_backends_are_survived(
     client: awa.AsyncClient, db: psycopg.Connection[Any], database_url: str
 ) -> None:
-    """Every awa connection — pooled ones, the LISTEN connection and the leader's lock
+    """Every awa connection — pooled ones, the LISTEN connection and the leader's lease
     connection — is terminated again and again during a run: each reconnects, notices
     resume, leadership comes back, and every job ends exactly once."""
     install_audit(db)
@@ -196,14 +196,13 @@ async def _reconnected(worker: Any, times: int) -> bool:
 
 
 def _special_pids(db: psycopg.Connection[Any]) -> tuple[int, int]:
-    """The backends of the LISTEN connection and of the leader's advisory lock."""
+    """The backends of the LISTEN connection and of the leader's lease connection."""
     listener = db.execute(
         "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
         "AND query LIKE 'LISTEN%%'"
     ).fetchone()
     leader = db.execute(
-        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted "
-        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        "SELECT holder_pid FROM awa.leader_lease WHERE expires_at > clock_timestamp()"
     ).fetchone()
     assert listener is not None and leader is not None
     return int(listener[0]), int(leader[0])

@@ -8,7 +8,7 @@ import psycopg
 
 import awa
 from awa.maintenance import aging
-from tests.helpers import FAST_WORKER, wait_for
+from tests.helpers import FAST_WORKER, lead_maintenance, wait_for
 
 
 def _priorities(db: psycopg.Connection[Any]) -> dict[int, tuple[int, int]]:
@@ -33,8 +33,10 @@ async def test_aging_raises_waiting_jobs_one_level_per_interval(
          awa.QueueConfig("off", priority_aging_interval_ms=0)]
     )  # fmt: skip
     assert intervals == {"q": 1_000}
-    assert await aging.age_priorities(pool, intervals) == 2
-    assert await aging.age_priorities(pool, intervals) == 0  # nothing more until time passes
+    epoch = lead_maintenance(db)
+    assert await aging.age_priorities(pool, intervals, epoch - 1) == 0  # a stale leader
+    assert await aging.age_priorities(pool, intervals, epoch) == 2
+    assert await aging.age_priorities(pool, intervals, epoch) == 0  # nothing more until time passes
     p = _priorities(db)
     assert p[fresh.id] == (4, 4) and p[waited_2.id] == (2, 4) and p[waited_9.id] == (1, 3)
     assert p[off.id] == (4, 4)  # aging off for that queue
@@ -82,5 +84,5 @@ async def test_promotion_resets_priority_so_aging_counts_the_new_wait(
                "WHERE id = %s", (job.id,))  # fmt: skip
     from awa.maintenance import promoter
 
-    assert await promoter.promote_due(await client._get_pool()) == 1
+    assert await promoter.promote_due(await client._get_pool(), lead_maintenance(db)) == 1
     assert _priorities(db)[job.id] == (3, 3)

@@ -14,7 +14,7 @@ import pytest
 import awa
 from awa.cli.main import main as cli
 from awa.maintenance.cron import CronService, register
-from tests.helpers import FAST_WORKER, wait_for
+from tests.helpers import FAST_WORKER, lead_maintenance, wait_for
 
 CRON_FAST = {**FAST_WORKER, "cron_interval_ms": 50}
 
@@ -70,13 +70,19 @@ async def _define(
     db.execute("UPDATE awa.cron_schedules SET created_at = %s", (created_at,))
 
 
+def _lead(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return lead_maintenance(conn)
+
+
 def _walk(client: awa.AsyncClient, start: datetime, step: timedelta, steps: int) -> Any:
     async def run() -> list[datetime]:
         clock = [start]
         service = CronService(await client._get_pool(), clock=lambda: clock[0])
+        epoch = await asyncio.to_thread(_lead, client.database_url)
         for _ in range(steps):
             clock[0] += step
-            await service.tick()
+            await service.tick(epoch)
         return clock
 
     return run()
@@ -136,9 +142,10 @@ async def test_two_processes_racing_on_a_schedule_enqueue_each_fire_once(
         clock = [start]
         mine = CronService(await client._get_pool(), clock=lambda: clock[0])
         theirs = CronService(await other._get_pool(), clock=lambda: clock[0])
+        epoch = lead_maintenance(db)  # both believe they lead (a failover, a stalled leader)
         for _ in range(30):
             clock[0] += timedelta(seconds=7)
-            await asyncio.gather(mine.tick(), theirs.tick(), mine.tick())
+            await asyncio.gather(mine.tick(epoch), theirs.tick(epoch), mine.tick(epoch))
     fires = _fires(db, "race")
     expected = [start + timedelta(seconds=10 * i) for i in range(1, 22)]  # 210 s / 10 s
     assert fires == expected
@@ -195,10 +202,11 @@ async def test_pause_resume_trigger_remove(
     paused = await client.pause_cron("ops")
     assert paused.paused and paused.next_fire_at is None
     service = CronService(await client._get_pool())
-    assert await service.tick() == 0  # paused: nothing fires
+    epoch = lead_maintenance(db)
+    assert await service.tick(epoch) == 0  # paused: nothing fires
     resumed = await client.resume_cron("ops")
     assert not resumed.paused and resumed.last_fire_at is not None
-    assert await service.tick() == 0  # fires missed while paused are skipped
+    assert await service.tick(epoch) == 0  # fires missed while paused are skipped
     job = await client.trigger_cron("ops")
     assert job.kind == "k" and job.args == {"a": 1} and job.metadata["cron_name"] == "ops"
     assert (await client.list_cron_schedules())[0].last_fire_at == resumed.last_fire_at

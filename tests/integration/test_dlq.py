@@ -12,7 +12,7 @@ import pytest
 import awa
 from awa.cli.main import main as cli
 from awa.maintenance import pruner
-from tests.helpers import FAST_WORKER, wait_for
+from tests.helpers import FAST_WORKER, lead_maintenance, wait_for
 
 
 async def _dead(client: awa.AsyncClient, n: int, **filters: Any) -> list[awa.DeadLetter]:
@@ -147,7 +147,9 @@ async def test_retention_prunes_old_dead_letters(
     ids = await _seed(db, client)
     db.execute("UPDATE awa.dlq SET dlq_at = now() - interval '31 days' WHERE id = ANY(%s)",
                (ids[:3],))  # fmt: skip
-    pruned = await pruner.prune_dlq(await client._get_pool(), 30 * 24 * 3_600_000)
+    pruned = await pruner.prune_dlq(
+        await client._get_pool(), 30 * 24 * 3_600_000, lead_maintenance(db)
+    )
     assert pruned == 3 and [d.job.id for d in await client.list_dlq()] == [ids[3]]
 
 

@@ -37,6 +37,7 @@ from hypothesis.stateful import (
 import awa
 from awa.db import sql
 from tests.chaos.support import ALLOWED, install_audit
+from tests.helpers import lead_maintenance
 
 QUEUES = ("a", "b")
 FINAL = {"completed", "failed", "cancelled"}
@@ -91,6 +92,7 @@ class JobStateMachine(RuleBasedStateMachine):
         self.conn.execute(
             "TRUNCATE awa.jobs, awa.queue_meta, public.chaos_transitions RESTART IDENTITY"
         )
+        self.epoch = lead_maintenance(self.conn)  # a new epoch per example
         self.jobs: dict[int, JobModel] = {}
         self.paused: set[str] = set()
         self.seen_transitions = 0
@@ -334,7 +336,10 @@ class JobStateMachine(RuleBasedStateMachine):
     @precondition(lambda self: any(j.state == "running" for j in self.jobs.values()))
     @rule()
     def rescue_stale_heartbeats(self) -> None:
-        rows = self.run(sql.JOB_RESCUE_STALE_HEARTBEAT, {"staleness_ms": 60_000, "limit": 1000})
+        rows = self.run(
+            sql.JOB_RESCUE_STALE_HEARTBEAT,
+            {"staleness_ms": 60_000, "limit": 1000, "epoch": self.epoch},
+        )
         expected = {j.id for j in self.jobs.values() if j.state == "running" and j.stale}
         assert {row[0] for row in rows} == expected
         event(f"stale-heartbeat rescue: {len(expected)}")
@@ -344,7 +349,9 @@ class JobStateMachine(RuleBasedStateMachine):
     @precondition(lambda self: any(j.state == "running" for j in self.jobs.values()))
     @rule()
     def rescue_past_deadline(self) -> None:
-        rows = self.run(sql.JOB_RESCUE_PAST_DEADLINE, {"grace_ms": 1_000, "limit": 1000})
+        rows = self.run(
+            sql.JOB_RESCUE_PAST_DEADLINE, {"grace_ms": 1_000, "limit": 1000, "epoch": self.epoch}
+        )
         expected = {j.id for j in self.jobs.values() if j.state == "running" and j.overdue}
         assert {row[0] for row in rows} == expected
         for job_id in expected:
@@ -355,12 +362,26 @@ class JobStateMachine(RuleBasedStateMachine):
     )
     @rule()
     def promote(self) -> None:
-        rows = self.run(sql.JOB_PROMOTE_DUE, {"limit": 1000})
+        rows = self.run(sql.JOB_PROMOTE_DUE, {"limit": 1000, "epoch": self.epoch})
         due = [j for j in self.jobs.values() if j.state in ("scheduled", "retryable") and j.due]
         per_queue = {q: sum(1 for j in due if j.queue == q) for q in QUEUES}
         assert {row[0]: row[1] for row in rows} == {q: n for q, n in per_queue.items() if n}
         for job in due:
             job.state = "available"
+
+    @precondition(lambda self: bool(self.jobs))
+    @rule(query=st.sampled_from(["rescue_heartbeat", "rescue_deadline", "promote"]))
+    def stale_leader_maintenance(self, query: str) -> None:
+        """A former leader (an older lease epoch) runs maintenance: nothing happens."""
+        statement, params = {
+            "rescue_heartbeat": (sql.JOB_RESCUE_STALE_HEARTBEAT, {"staleness_ms": 60_000}),
+            "rescue_deadline": (sql.JOB_RESCUE_PAST_DEADLINE, {"grace_ms": 1_000}),
+            "promote": (sql.JOB_PROMOTE_DUE, {}),
+        }[query]
+        ids = sorted(self.jobs)
+        before = self.rows(ids)
+        assert self.run(statement, {**params, "limit": 1000, "epoch": self.epoch - 1}) == []
+        assert self.rows(ids) == before
 
     # -- after every step ------------------------------------------------------------
 

@@ -61,7 +61,9 @@ JOB_HEARTBEAT_MANY = load("job_heartbeat_many")
 JOB_FENCE_ATTEMPTS = load("job_fence_attempts")
 
 # Maintenance
-LEADER_TRY_LOCK = load("leader_try_lock")
+LEADER_LEASE_ACQUIRE = load("leader_lease_acquire")
+LEADER_LEASE_RENEW = load("leader_lease_renew")
+LEADER_LEASE_RELEASE = load("leader_lease_release")
 JOB_PROMOTE_DUE = load("job_promote_due")
 JOB_RESCUE_STALE_HEARTBEAT = load("job_rescue_stale_heartbeat")
 JOB_RESCUE_PAST_DEADLINE = load("job_rescue_past_deadline")

@@ -31,9 +31,14 @@ def tick_seconds(intervals: dict[str, int]) -> float:
     return min(max(shortest / 2, MIN_TICK_S), MAX_TICK_S)
 
 
-async def age_priorities(pool: AsyncConnectionPool, intervals: dict[str, int]) -> int:
+async def age_priorities(pool: AsyncConnectionPool, intervals: dict[str, int], epoch: int) -> int:
     """Raise the priority of jobs that waited long enough; returns how many changed."""
-    params = {"queues": list(intervals), "intervals_ms": list(intervals.values()), "limit": BATCH}
+    params = {
+        "queues": list(intervals),
+        "intervals_ms": list(intervals.values()),
+        "limit": BATCH,
+        "epoch": epoch,
+    }
     total = 0
     while True:
         async with pool.connection() as conn:

@@ -14,13 +14,15 @@ BATCH = 1_000
 Rescued = list[tuple[int, str, str, str]]
 
 
-async def rescue_callback_timeouts(pool: AsyncConnectionPool) -> Rescued:
+async def rescue_callback_timeouts(pool: AsyncConnectionPool, epoch: int) -> Rescued:
     """``waiting_external`` jobs past ``callback_timeout_at`` → retryable (failed on their
     last attempt), in batches; returns (id, queue, kind, new state) of each."""
     rescued: Rescued = []
     while True:
         async with pool.connection() as conn:
-            cur = await conn.execute(sql.JOB_RESCUE_CALLBACK_TIMEOUT, {"limit": BATCH})
+            cur = await conn.execute(
+                sql.JOB_RESCUE_CALLBACK_TIMEOUT, {"limit": BATCH, "epoch": epoch}
+            )
             rows = await cur.fetchall()
         for job_id, queue, kind, state in rows:
             logger.info(

@@ -87,8 +87,9 @@ class CronService:
                 self._parsed[key] = None
         return self._parsed[key]
 
-    async def tick(self) -> int:
-        """Fire what is due now; returns how many jobs were enqueued."""
+    async def tick(self, epoch: int) -> int:
+        """Fire what is due now, as the leader of lease ``epoch``; returns how many jobs
+        were enqueued."""
         now = self._clock()
         async with self._pool.connection() as conn:
             cur = conn.cursor(row_factory=dict_row)
@@ -104,16 +105,19 @@ class CronService:
             base = row["last_fire_at"] or row["created_at"]
             fires = due_fires(expr, base, now, row["missed_fire_policy"])
             if fires:
-                enqueued += await self._fire(row["name"], row["last_fire_at"], fires)
+                enqueued += await self._fire(row["name"], row["last_fire_at"], fires, epoch)
         self.fired += enqueued
         return enqueued
 
-    async def _fire(self, name: str, previous: datetime | None, fires: list[datetime]) -> int:
+    async def _fire(
+        self, name: str, previous: datetime | None, fires: list[datetime], epoch: int
+    ) -> int:
         params = {
             "name": name,
             "previous": previous,
             "last_fire_at": fires[-1],
             "fire_times": fires,
+            "epoch": epoch,
         }
         async with self._pool.connection() as conn:
             cur = await conn.execute(sql.CRON_SCHEDULE_FIRE, params)

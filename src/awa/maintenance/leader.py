@@ -1,8 +1,14 @@
-"""Leader election: one worker in the fleet runs maintenance.
+"""Leader election: one worker in the fleet runs maintenance, under a lease (ADR 0019).
 
-The leader holds a session-level advisory lock on a dedicated connection. If that
-process dies or its connection drops, PostgreSQL releases the lock and another worker
-takes over at its next attempt (every ``election_interval_s``).
+The leader holds the one row of ``awa.leader_lease`` and renews it every
+``election_interval_s`` on a dedicated connection; the lease lasts ``lease_s`` of the
+server's clock. A leader that stops renewing — frozen (SIGSTOP, a stalled VM),
+partitioned, or its loop blocked — loses the lease when it expires, and the next
+campaigner takes it. A leader that crashed loses it at once: its connection's backend is
+gone. Every acquisition bumps the lease's *epoch*, and every maintenance statement
+carries the epoch its leader was elected with and does nothing once that epoch is no
+longer the lease's (``awa.leader_holds``): a former leader that wakes up cannot act on
+its stale leadership, exactly as a stale attempt cannot complete a job.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
+import psycopg
 from psycopg import AsyncConnection
 
 from awa.db import sql
@@ -18,20 +25,35 @@ from awa.maintenance.periodic import Periodic, cancel_and_wait
 
 logger = logging.getLogger("awa")
 
-# Arbitrary but fixed: the advisory lock key of the maintenance leader.
-LEADER_LOCK_KEY = 0x61776100_6C656164
+NOT_LEADING = -1  # the epoch a fenced statement gets when this worker does not lead
 
 
 class Leader:
-    """Campaigns for the lock; runs ``services`` while it holds it."""
+    """Campaigns for the lease; runs ``services`` while it holds it."""
 
-    def __init__(self, url: str, services: Sequence[Periodic], election_interval_s: float) -> None:
+    def __init__(
+        self,
+        url: str,
+        services: Sequence[Periodic],
+        election_interval_s: float,
+        *,
+        holder: str,
+        lease_s: float,
+    ) -> None:
         self._url = url
         self._services = list(services)
         self._interval = election_interval_s
+        self._holder = holder
+        self._lease_ms = round(lease_s * 1000)
         self._task: asyncio.Task[None] | None = None
-        self.is_leader = False
+        self.epoch = NOT_LEADING
         self.elections = 0
+        self.losses = 0  # leases lost to another worker while this one believed it led
+
+    @property
+    def is_leader(self) -> bool:
+        """True while this worker holds the lease (as far as it last knew)."""
+        return self.epoch != NOT_LEADING
 
     def start(self) -> None:
         """Start campaigning. Idempotent."""
@@ -39,7 +61,7 @@ class Leader:
             self._task = asyncio.create_task(self._run(), name="awa-leader")
 
     async def stop(self) -> None:
-        """Stop services and campaigning; the lock goes with the connection. Idempotent."""
+        """Stop services and campaigning, and give the lease up. Idempotent."""
         task, self._task = self._task, None
         if task is not None:
             await cancel_and_wait(task)  # a cancellation can be lost (Python 3.11)
@@ -51,17 +73,20 @@ class Leader:
         return self._task is not None and not self._task.done()
 
     async def _step_down(self) -> None:
-        if self.is_leader:
-            logger.info("maintenance leadership released", extra={"event": "leader_released"})
-        self.is_leader = False
+        was_leading, self.epoch = self.is_leader, NOT_LEADING
         for service in self._services:
             await service.stop()
+        if was_leading:
+            logger.info("maintenance leadership released", extra={"event": "leader_released"})
 
     async def _run(self) -> None:
         while True:
             try:
                 async with await AsyncConnection.connect(self._url, autocommit=True) as conn:
-                    await self._campaign(conn)
+                    try:
+                        await self._campaign(conn)
+                    finally:
+                        await self._give_up(conn)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -69,19 +94,59 @@ class Leader:
             await self._step_down()
             await asyncio.sleep(self._interval)
 
+    async def _give_up(self, conn: AsyncConnection[tuple[object, ...]]) -> None:
+        """On the way out (stop, or a failed renewal): stop the services, then expire our
+        lease so that another worker takes over at once. Best effort: a lease that cannot
+        be released expires, or is freed by its holder's backend ending."""
+        epoch = self.epoch
+        await self._step_down()
+        if epoch == NOT_LEADING or conn.closed:
+            return
+        try:
+            await conn.execute(sql.LEADER_LEASE_RELEASE, {"epoch": epoch, "holder": self._holder})
+        except psycopg.Error as exc:
+            logger.debug("leader: could not release the lease: %s", exc)
+
     async def _campaign(self, conn: AsyncConnection[tuple[object, ...]]) -> None:
         while True:
-            cur = await conn.execute(sql.LEADER_TRY_LOCK, {"key": LEADER_LOCK_KEY})
-            row = await cur.fetchone()
-            if row is not None and row[0]:
-                break
-            await asyncio.sleep(self._interval)
-        self.is_leader = True
-        self.elections += 1
-        logger.info("became maintenance leader", extra={"event": "leader_elected"})
-        for service in self._services:
-            service.start()
-        # Hold the lock; a failed probe means the connection (and the lock) is gone.
+            epoch = await self._acquire(conn)
+            if epoch is None:
+                await asyncio.sleep(self._interval)
+                continue
+            self.epoch = epoch
+            self.elections += 1
+            logger.info(
+                "became maintenance leader (epoch %d)", epoch,
+                extra={"event": "leader_elected", "epoch": epoch},
+            )  # fmt: skip
+            for service in self._services:
+                service.start()
+            await self._hold(conn, epoch)
+            self.losses += 1
+            logger.warning(
+                "maintenance lease lost (epoch %d): another worker leads; this one was "
+                "silent past its lease (frozen, blocked or partitioned)", epoch,
+                extra={"event": "leader_lost", "epoch": epoch},
+            )  # fmt: skip
+            await self._step_down()
+
+    async def _acquire(self, conn: AsyncConnection[tuple[object, ...]]) -> int | None:
+        cur = await conn.execute(
+            sql.LEADER_LEASE_ACQUIRE, {"holder": self._holder, "lease_ms": self._lease_ms}
+        )
+        row = await cur.fetchone()
+        if row is None:
+            return None
+        epoch = row[0]
+        assert isinstance(epoch, int)  # bigint
+        return epoch
+
+    async def _hold(self, conn: AsyncConnection[tuple[object, ...]], epoch: int) -> None:
+        """Renew the lease every interval; returns when it was taken by another worker.
+        A failed renewal (the connection is gone) raises, and the caller steps down."""
+        params = {"epoch": epoch, "holder": self._holder, "lease_ms": self._lease_ms}
         while True:
             await asyncio.sleep(self._interval)
-            await conn.execute("SELECT 1")
+            cur = await conn.execute(sql.LEADER_LEASE_RENEW, params)
+            if await cur.fetchone() is None:
+                return

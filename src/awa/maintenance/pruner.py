@@ -11,7 +11,7 @@ INSTANCE_EXPIRY_MS = 5 * 60_000
 
 
 async def prune_finalized(
-    pool: AsyncConnectionPool, completed_retention_ms: int, failed_retention_ms: int
+    pool: AsyncConnectionPool, completed_retention_ms: int, failed_retention_ms: int, epoch: int
 ) -> int:
     """Delete finished jobs past their retention; returns how many."""
     total = 0
@@ -19,6 +19,7 @@ async def prune_finalized(
         "completed_retention_ms": completed_retention_ms,
         "failed_retention_ms": failed_retention_ms,
         "limit": BATCH,
+        "epoch": epoch,
     }
     while True:
         async with pool.connection() as conn:
@@ -28,17 +29,19 @@ async def prune_finalized(
             return total
 
 
-async def prune_runtime_instances(pool: AsyncConnectionPool) -> int:
+async def prune_runtime_instances(pool: AsyncConnectionPool, epoch: int) -> int:
     """Forget workers that stopped reporting (crashed without deregistering)."""
     async with pool.connection() as conn:
-        cur = await conn.execute(sql.RUNTIME_INSTANCE_PRUNE, {"older_than_ms": INSTANCE_EXPIRY_MS})
+        cur = await conn.execute(
+            sql.RUNTIME_INSTANCE_PRUNE, {"older_than_ms": INSTANCE_EXPIRY_MS, "epoch": epoch}
+        )
     return cur.rowcount
 
 
-async def prune_dlq(pool: AsyncConnectionPool, retention_ms: int) -> int:
+async def prune_dlq(pool: AsyncConnectionPool, retention_ms: int, epoch: int) -> int:
     """Delete dead-lettered jobs older than ``retention_ms``; returns how many."""
     total = 0
-    params = {"retention_ms": retention_ms, "limit": BATCH}
+    params = {"retention_ms": retention_ms, "limit": BATCH, "epoch": epoch}
     while True:
         async with pool.connection() as conn:
             cur = await conn.execute(sql.DLQ_PRUNE, params)

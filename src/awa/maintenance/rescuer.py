@@ -39,19 +39,25 @@ async def _rescue(
             return rescued
 
 
-async def rescue_stale_heartbeats(pool: AsyncConnectionPool, staleness_ms: int) -> Rescued:
+async def rescue_stale_heartbeats(
+    pool: AsyncConnectionPool, staleness_ms: int, epoch: int
+) -> Rescued:
     """Running jobs silent for ``staleness_ms`` go back to retryable (or failed); returns them."""
     return await _rescue(
         pool,
         sql.JOB_RESCUE_STALE_HEARTBEAT,
-        {"staleness_ms": staleness_ms},
+        {"staleness_ms": staleness_ms, "epoch": epoch},
         "stale heartbeat",
         "heartbeat",
     )
 
 
-async def rescue_past_deadline(pool: AsyncConnectionPool, grace_ms: int) -> Rescued:
+async def rescue_past_deadline(pool: AsyncConnectionPool, grace_ms: int, epoch: int) -> Rescued:
     """Running jobs more than ``grace_ms`` past their deadline go back to retryable (or failed)."""
     return await _rescue(
-        pool, sql.JOB_RESCUE_PAST_DEADLINE, {"grace_ms": grace_ms}, "deadline", "deadline"
+        pool,
+        sql.JOB_RESCUE_PAST_DEADLINE,
+        {"grace_ms": grace_ms, "epoch": epoch},
+        "deadline",
+        "deadline",
     )

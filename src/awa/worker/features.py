@@ -19,6 +19,7 @@ from awa.config import WorkerConfig
 from awa.db import sql
 from awa.maintenance import aging, callbacks, pruner
 from awa.maintenance.cron import Clock, CronService, register, utc_now
+from awa.maintenance.leader import NOT_LEADING
 from awa.maintenance.periodic import Periodic
 from awa.periodic import PeriodicJob
 from awa.worker import progress
@@ -46,6 +47,7 @@ class Features:
         )
         self._executor: Executor | None = None
         self._on_rescued: Callable[[str, Any], None] | None = None
+        self._epoch: Callable[[], int] = lambda: NOT_LEADING
 
     def attach(self, executor: Executor, on_rescued: Callable[[str, Any], None]) -> None:
         """Give handlers launched by ``executor`` access to progress and callbacks."""
@@ -53,8 +55,9 @@ class Features:
         self._on_rescued = on_rescued
         executor.services = self.job_services
 
-    def maintenance(self) -> list[Periodic]:
-        """Services the elected leader runs."""
+    def maintenance(self, epoch: Callable[[], int]) -> list[Periodic]:
+        """Services the elected leader runs; ``epoch()`` is its lease's (ADR 0019)."""
+        self._epoch = epoch
         c = self.config
         # Cron runs even when this process registered no schedule: others may have.
         services = [
@@ -91,18 +94,18 @@ class Features:
 
     async def prune(self) -> None:
         """Retention of the dead letter queue."""
-        await pruner.prune_dlq(self.pool, self.config.dlq_retention_ms)
+        await pruner.prune_dlq(self.pool, self.config.dlq_retention_ms, self._epoch())
 
     # -- ticks -----------------------------------------------------------------------
 
     async def _cron(self) -> None:
-        await self.cron.tick()
+        await self.cron.tick(self._epoch())
 
     async def _age(self) -> None:
-        await aging.age_priorities(self.pool, self.aging_intervals)
+        await aging.age_priorities(self.pool, self.aging_intervals, self._epoch())
 
     async def _timeouts(self) -> None:
-        rows = await callbacks.rescue_callback_timeouts(self.pool)
+        rows = await callbacks.rescue_callback_timeouts(self.pool, self._epoch())
         if rows and self._on_rescued is not None:
             self._on_rescued("callback_timeout", rows)
 

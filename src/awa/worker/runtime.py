@@ -108,7 +108,11 @@ class Worker:
             "runtime-snapshot", config.runtime_snapshot_interval_ms / 1000, self._publish
         )
         self.leader = Leader(
-            url, self._maintenance_services(), config.leader_election_interval_ms / 1000
+            url,
+            self._maintenance_services(),
+            config.leader_election_interval_ms / 1000,
+            holder=self.instance_id,
+            lease_s=config.leader_lease_ms / 1000,
         )
 
     def _maintenance_services(self) -> list[Periodic]:
@@ -118,25 +122,27 @@ class Worker:
             Periodic(
                 "promote",
                 c.promote_interval_ms / 1000,
-                lambda: promoter.promote_due(self.pool),
+                lambda: promoter.promote_due(self.pool, self.leader.epoch),
             ),
             Periodic(
                 "rescue-heartbeat",
                 c.heartbeat_rescue_interval_ms / 1000,
                 lambda: self._report_rescued(
                     "heartbeat",
-                    rescuer.rescue_stale_heartbeats(self.pool, c.heartbeat_staleness_ms),
+                    rescuer.rescue_stale_heartbeats(
+                        self.pool, c.heartbeat_staleness_ms, self.leader.epoch
+                    ),
                 ),
             ),
             Periodic(
                 "rescue-deadline",
                 c.deadline_rescue_interval_ms / 1000,
                 lambda: self._report_rescued(
-                    "deadline", rescuer.rescue_past_deadline(self.pool, grace_ms)
+                    "deadline", rescuer.rescue_past_deadline(self.pool, grace_ms, self.leader.epoch)
                 ),
             ),
             Periodic("prune", PRUNE_INTERVAL_S, self._prune),
-            *self.features.maintenance(),
+            *self.features.maintenance(lambda: self.leader.epoch),
         ]
 
     async def _report_rescued(self, reason: str, work: Awaitable[rescuer.Rescued]) -> None:
@@ -146,8 +152,11 @@ class Worker:
 
     async def _prune(self) -> None:
         c = self.config
-        await pruner.prune_finalized(self.pool, c.completed_retention_ms, c.failed_retention_ms)
-        await pruner.prune_runtime_instances(self.pool)
+        epoch = self.leader.epoch
+        await pruner.prune_finalized(
+            self.pool, c.completed_retention_ms, c.failed_retention_ms, epoch
+        )
+        await pruner.prune_runtime_instances(self.pool, epoch)
         await self.features.prune()
 
     # -- notifications ---------------------------------------------------------------

@@ -5,11 +5,13 @@
 -- leader), one moves it forward and inserts the jobs, the other updates no row and so
 -- inserts nothing. Fire times come from the cron expression, never from a clock, so both
 -- compute the same ones. The statement wakes the queue.
+-- Fenced: does nothing unless the given epoch is still the leader lease's (ADR 0019).
 WITH advanced AS (
     UPDATE awa.cron_schedules
     SET last_fire_at = %(last_fire_at)s::timestamptz
     WHERE name = %(name)s AND NOT paused
       AND last_fire_at IS NOT DISTINCT FROM %(previous)s::timestamptz
+      AND (SELECT awa.leader_holds(%(epoch)s::bigint))
     RETURNING *
 ), inserted AS (
 INSERT INTO awa.jobs (

@@ -1,8 +1,10 @@
 -- dlq_prune: retention of the dead letter queue, a batch at a time (the leader's pruner
 -- loops until done). Expects dlq_at_idx.
+-- Fenced: does nothing unless the given epoch is still the leader lease's (ADR 0019).
 DELETE FROM awa.dlq
 WHERE id IN (
     SELECT id FROM awa.dlq
     WHERE dlq_at < now() - %(retention_ms)s::bigint * interval '1 millisecond'
+      AND (SELECT awa.leader_holds(%(epoch)s::bigint))
     LIMIT %(limit)s
 )

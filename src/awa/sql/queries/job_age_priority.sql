@@ -8,10 +8,11 @@
 -- (queue, priority, run_at, id): the update moves the row within that index, and the
 -- candidate scan walks the same index for priority > 1; jobs adopted by a partitioned
 -- queue are aged the same way on jobs_partition_idx (ADR 0010).
+-- Fenced: does nothing unless the given epoch is still the leader lease's (ADR 0019).
 WITH config AS (
     SELECT c.queue, c.interval_ms
     FROM unnest(%(queues)s::text[], %(intervals_ms)s::bigint[]) AS c(queue, interval_ms)
-    WHERE c.interval_ms > 0
+    WHERE c.interval_ms > 0 AND (SELECT awa.leader_holds(%(epoch)s::bigint))
 ), aged_plain AS (
     SELECT j.id,
         greatest(1, j.original_priority - floor(

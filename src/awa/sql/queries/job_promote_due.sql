@@ -4,9 +4,11 @@
 -- partition key goes back to NULL: a partitioned queue's claimer adopts the job afresh
 -- under the queue's partition_by of that moment (ADR 0010).
 -- Expects jobs_due_idx (run_at) WHERE state IN ('scheduled', 'retryable').
+-- Fenced: does nothing unless the given epoch is still the leader lease's (ADR 0019).
 WITH due AS (
     SELECT id FROM awa.jobs
     WHERE state IN ('scheduled', 'retryable') AND run_at <= now()
+      AND (SELECT awa.leader_holds(%(epoch)s::bigint))
     ORDER BY run_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED

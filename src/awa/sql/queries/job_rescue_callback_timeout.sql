@@ -2,9 +2,11 @@
 -- retryable (due now), or to failed on their last attempt. The callback id is cleared, so
 -- a late callback gets CallbackNotFound instead of finishing a job that moved on.
 -- Run by the maintenance leader. Expects jobs_waiting_external_idx.
+-- Fenced: does nothing unless the given epoch is still the leader lease's (ADR 0019).
 WITH expired AS (
     SELECT id FROM awa.jobs
     WHERE state = 'waiting_external' AND callback_timeout_at < now()
+      AND (SELECT awa.leader_holds(%(epoch)s::bigint))
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 )

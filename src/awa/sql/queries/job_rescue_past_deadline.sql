@@ -2,10 +2,12 @@
 -- worker that runs them can stop them first) go back to retryable, or failed on their
 -- last attempt. run_lease is bumped to fence the overdue attempt.
 -- Scans jobs_running_idx: running jobs are few (bounded by the fleet's permits).
+-- Fenced: does nothing unless the given epoch is still the leader lease's (ADR 0019).
 WITH overdue AS (
     SELECT id FROM awa.jobs
     WHERE state = 'running' AND deadline_at IS NOT NULL
       AND deadline_at < now() - %(grace_ms)s::bigint * interval '1 millisecond'
+      AND (SELECT awa.leader_holds(%(epoch)s::bigint))
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 )

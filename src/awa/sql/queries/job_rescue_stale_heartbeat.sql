@@ -3,10 +3,12 @@
 -- that kills its worker every time cannot loop forever. run_lease is bumped so the lost
 -- attempt can never complete if its worker comes back.
 -- Expects jobs_running_idx (heartbeat_at) WHERE state = 'running'.
+-- Fenced: does nothing unless the given epoch is still the leader lease's (ADR 0019).
 WITH stale AS (
     SELECT id FROM awa.jobs
     WHERE state = 'running'
       AND heartbeat_at < now() - %(staleness_ms)s::bigint * interval '1 millisecond'
+      AND (SELECT awa.leader_holds(%(epoch)s::bigint))
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 )

@@ -1,0 +1,7 @@
+-- leader_lease_renew: extend our lease. Matches only while the epoch is still ours, so a
+-- leader that was frozen past its lease and replaced finds no row and steps down; one
+-- that nobody replaced (the epoch did not move) carries on, as no one else has acted.
+UPDATE awa.leader_lease
+SET expires_at = clock_timestamp() + %(lease_ms)s::bigint * interval '1 millisecond'
+WHERE epoch = %(epoch)s AND holder = %(holder)s
+RETURNING epoch
