@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, TypeVar
 
+import psycopg
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
@@ -27,7 +28,7 @@ from awa.client.transaction import Transaction
 from awa.client.unique import UniqueOpts
 from awa.config import DEFAULT_QUEUE, QueueSpec, build_worker_config, resolve_database_url
 from awa.db import connection, migrations
-from awa.db.errors import mapped
+from awa.db.errors import mapped, translate
 from awa.db.pool import Pool
 from awa.errors import ValidationError
 from awa.hooks import Hooks
@@ -257,8 +258,19 @@ class AsyncClient(JobFeatures, FleetControl):
     async def transaction(self) -> AsyncIterator[Transaction]:
         """A transaction for the application's SQL and job inserts; commits on success."""
         pool = await self._get_pool()
-        async with pool.connection() as conn, conn.transaction():
-            yield Transaction(conn, self._spec, self._specs)
+        with mapped():  # no connection in time: DatabaseError, as for every call
+            conn = await pool.getconn()
+        try:
+            async with conn.transaction():
+                yield Transaction(conn, self._spec, self._specs)
+        except psycopg.OperationalError as exc:
+            # The connection died (a restart, a failover): a DatabaseError like every
+            # call's. The application's own SQL errors reach it unchanged.
+            if conn.broken or conn.closed:
+                raise translate(exc) from exc
+            raise
+        finally:
+            await pool.putconn(conn)  # a broken one is closed and replaced
 
     # -- admin -----------------------------------------------------------------------
 
