@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import concurrent.futures
 
+import pytest
+
 from tests.acceptance.conftest import Awa
 from tests.acceptance.support import Result
 from tests.integration.test_bad_input import awa_snapshot, seed
@@ -87,6 +89,7 @@ def _check(result: Result, status: int, names: str, case: str) -> None:
     assert result.stdout == "", (case, result.stdout)
 
 
+@pytest.mark.timeout(300)  # ~60 CLI processes, two at a time: slow on a loaded machine
 def test_bad_values_exit_2_and_unknown_names_exit_1_with_one_line(
     awa_cli: Awa, database_url: str
 ) -> None:
