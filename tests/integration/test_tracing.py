@@ -155,7 +155,10 @@ async def test_a_cancelled_attempt_and_one_abandoned_at_shutdown_end_their_spans
 
     cancelled = await client.insert({"name": "cancelled"}, kind="forever", queue="traced")
     abandoned = await client.insert({"name": "abandoned"}, kind="forever", queue="traced")
-    await client.start([("traced", 2)], **FAST_WORKER)
+    # No heartbeat during the test: the operator's cancel notice, not a heartbeat that
+    # finds the row cancelled first ("lease lost"), is what stops the attempt.
+    slow_heartbeat = {"heartbeat_interval_ms": 60_000, "heartbeat_staleness_ms": 120_000}
+    await client.start([("traced", 2)], **{**FAST_WORKER, **slow_heartbeat})
     try:
 
         async def both_running() -> bool:

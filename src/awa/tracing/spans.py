@@ -17,6 +17,7 @@ no more than these.
 
 from __future__ import annotations
 
+from contextvars import Token
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
@@ -49,7 +50,7 @@ class Tracing(Observer):
         from awa import __version__
 
         self.tracer = otel_trace.get_tracer("awa", __version__, tracer_provider=tracer_provider)
-        self._open: dict[_Key, tuple[Span, object]] = {}
+        self._open: dict[_Key, tuple[Span, Token[otel_context.Context]]] = {}
 
     def job_started(self, job: Job[Any], pickup_latency_s: float) -> None:
         parent = extract(job.metadata)
@@ -78,7 +79,7 @@ class Tracing(Observer):
         if entry is None:
             return
         span, token = entry
-        otel_context.detach(token)  # type: ignore[arg-type]
+        otel_context.detach(token)
         if outcome is None:
             # An operator's cancel, a lost lease or a deadline: the row moved on already.
             reason = getattr(getattr(job, "_context", None), "cancel_reason", None)
