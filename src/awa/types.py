@@ -218,6 +218,9 @@ class QueueRuntime:
     capacity: Capacity
     in_flight: int
     paused: bool
+    # The fleet's limits on this queue as this worker last read them; None when neither
+    # fleet limits nor the fleet pool cover the queue (and in rows of older workers).
+    fleet: QueueFleet | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,3 +335,22 @@ class FleetPool:
     queues: dict[str, PoolMember]
     updated_at: datetime
     running: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueFleet:
+    """The fleet's hold on one queue as one worker sees it (CONTRACT §8–§9).
+
+    ``limits`` and ``pool_member`` (with the pool's ``pool_total``) as the worker last read
+    them, ``running``: the queue's jobs running across the fleet at that read (it is
+    refreshed every control cadence, so it lags by up to one), ``blocked``: why the fleet
+    held back this worker's last claim (``concurrency``, ``partition``, ``pool``, ``rate``;
+    None: it did not), ``holds``: claims the fleet held back since the worker started.
+    """
+
+    limits: QueueLimits | None = None
+    pool_member: PoolMember | None = None
+    pool_total: int | None = None
+    running: int | None = None
+    blocked: str | None = None
+    holds: int = 0

@@ -1,4 +1,5 @@
-"""The actions (POST only): pause/resume, set/clear overrides, retry failed, retry/cancel.
+"""The actions (POST only): pause/resume, set/clear overrides, set/clear fleet limits,
+set/clear the fleet pool, retry failed, retry/cancel.
 
 Each one checks the CSRF token (the middleware has already checked the access token and
 refused everything in read-only mode), acts through the public API, and records who did
@@ -106,11 +107,15 @@ def _optional(form: FormData, name: str) -> str | None:
 
 def _optional_int(form: FormData, name: str) -> int | None:
     text = _optional(form, name)
+    return None if text is None else _int_text(name, text)
+
+
+def _int_text(name: str, text: str) -> int:
     try:
-        value = None if text is None else int(text)
+        value = int(text)
     except ValueError:
         raise awa.ValidationError(name, f"must be an integer, got {text!r}") from None
-    if value is not None and value > INT4_MAX:  # the column is a PostgreSQL integer
+    if value > INT4_MAX:  # the columns are PostgreSQL integers
         raise awa.ValidationError(name, f"must be <= {INT4_MAX}, got {value}")
     return value
 
@@ -145,6 +150,78 @@ async def clear_overrides(request: Request, form: FormData) -> Response:
     await d.client.clear_runtime_overrides(queue)
     d.audit.record(by, "clear overrides", f"queue {queue}")
     return _done(request, _next(request, form, queue_url(queue)))
+
+
+LIMIT_FIELDS = ("concurrency", "rate_limit", "burst", "partition_by")
+POOL_TARGET = "fleet pool"
+
+
+async def set_limits(request: Request, form: FormData) -> Response:
+    """Replace a queue's fleet limits (an empty field removes that limit; all empty
+    removes them all, as the API does)."""
+    d, queue, by = dashboard(request), _field(form, "queue"), who(request)
+    stored = await d.client.set_queue_limits(
+        queue,
+        concurrency=_optional_int(form, "concurrency"),
+        rate_limit=_optional_float(form, "rate_limit"),
+        burst=_optional_int(form, "burst"),
+        partition_by=_optional(form, "partition_by"),
+    )
+    detail = "none: cleared" if stored is None else ", ".join(
+        f"{k}={'-' if getattr(stored, k) is None else getattr(stored, k)}" for k in LIMIT_FIELDS
+    )  # fmt: skip
+    d.audit.record(by, "set fleet limits", f"queue {queue}", detail)
+    return _done(request, _next(request, form, queue_url(queue)))
+
+
+async def clear_limits(request: Request, form: FormData) -> Response:
+    """Remove a queue's fleet limits."""
+    d, queue, by = dashboard(request), _field(form, "queue"), who(request)
+    await d.client.clear_queue_limits(queue)
+    d.audit.record(by, "clear fleet limits", f"queue {queue}")
+    return _done(request, _next(request, form, queue_url(queue)))
+
+
+def _pool_members(form: FormData) -> dict[str, awa.PoolMember]:
+    """The member rows of the pool form (queue, min, weight); blank rows are skipped, a
+    blank minimum is 0 and a blank weight 1, as in the API."""
+    names, mins, weights = (form.getlist(f"member_{k}") for k in ("queue", "min", "weight"))
+    if not len(names) == len(mins) == len(weights):
+        raise awa.ValidationError("queues", "every member row needs a queue, min and weight")
+    members: dict[str, awa.PoolMember] = {}
+    for row, (name, low, weight) in enumerate(zip(names, mins, weights, strict=True), 1):
+        name, low, weight = (str(v).strip() for v in (name, low, weight))
+        if not name:
+            if low or weight:
+                raise awa.ValidationError("queues", f"row {row} has no queue name")
+            continue
+        if name in members:
+            raise awa.ValidationError("queues", f"{name!r} is named twice")
+        members[name] = awa.PoolMember(
+            min_workers=_int_text(f"queues[{name!r}].min_workers", low or "0"),
+            weight=_int_text(f"queues[{name!r}].weight", weight or "1"),
+        )
+    return members
+
+
+async def set_pool(request: Request, form: FormData) -> Response:
+    """Replace the fleet pool: its total and every member."""
+    d, by = dashboard(request), who(request)
+    total = _int_text("total", _field(form, "total"))
+    pool = await d.client.set_fleet_pool(total, _pool_members(form))
+    members = ", ".join(
+        f"{name} min {m.min_workers} weight {m.weight}" for name, m in pool.queues.items()
+    )
+    d.audit.record(by, "set fleet pool", POOL_TARGET, f"total {pool.total}: {members}")
+    return _done(request, _next(request, form, "/pool"))
+
+
+async def clear_pool(request: Request, form: FormData) -> Response:
+    """Remove the fleet pool."""
+    d, by = dashboard(request), who(request)
+    existed = await d.client.clear_fleet_pool()
+    d.audit.record(by, "clear fleet pool", POOL_TARGET, "" if existed else "there was none")
+    return _done(request, _next(request, form, "/pool"))
 
 
 async def retry_failed(request: Request, form: FormData) -> Response:
@@ -195,6 +272,10 @@ def routes() -> list[Route]:
         "/actions/queue/resume": resume,
         "/actions/queue/overrides": set_overrides,
         "/actions/queue/overrides/clear": clear_overrides,
+        "/actions/queue/limits": set_limits,
+        "/actions/queue/limits/clear": clear_limits,
+        "/actions/pool": set_pool,
+        "/actions/pool/clear": clear_pool,
         "/actions/queue/retry-failed": retry_failed,
         "/actions/job/retry": retry_job,
         "/actions/job/cancel": cancel_job,

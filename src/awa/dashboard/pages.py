@@ -1,9 +1,12 @@
-"""The pages (GET only): overview, queue detail, jobs, job detail, runtime, audit.
+"""The pages (GET only): overview, queue detail, jobs, job detail, runtime, fleet pool,
+audit.
 
 Each page has a live part that htmx polls with ``?fragment=live`` every refresh interval.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -15,8 +18,12 @@ from awa.dashboard.charts import line_chart
 from awa.dashboard.views import (
     SETTINGS,
     capacity_text,
+    fleet_brief,
+    fleet_seen_text,
     instance_age_s,
     instance_health,
+    limits_text,
+    pool_view,
     queue_views,
 )
 
@@ -24,24 +31,28 @@ JOB_LIMITS = (20, 50, 100, 500)
 
 
 async def overview(request: Request) -> Response:
-    """Every queue: counts, throughput, lag, pause, mode and capacity, override badge."""
+    """Every queue: counts, throughput, lag, pause, mode and capacity, badges for a stored
+    override, fleet limits and fleet-pool membership; the fleet pool's use."""
     d = dashboard(request)
-    queues, instances = await queue_views(d.client, d.sampler)
+    queues, instances, pool = await queue_views(d.client, d.sampler)
     context = {
         "active": "overview",
         "queues": queues,
         "instances": instances,
+        "pool": pool,
+        "limits_text": limits_text,
         "audit": d.audit.recent(8),
     }
     return d.page(request, "overview.html", "_overview_live.html", context)
 
 
 async def queue_detail(request: Request) -> Response:
-    """One queue: counts, charts, configured vs override vs effective per live worker."""
+    """One queue: counts, charts, fleet limits, configured vs override vs effective per live
+    worker."""
     d = dashboard(request)
     name = request.path_params["name"]
     try:
-        queues, _ = await queue_views(d.client, d.sampler, only=name)
+        queues, _, pool = await queue_views(d.client, d.sampler, only=name)
         waiting = await d.client.explain_queue(name)  # why its oldest available job waits
     except awa.ValidationError as exc:  # not a name a queue can have: it cannot exist
         return d.render(request, "error.html", {"message": f"no such queue ({exc})"}, 404)
@@ -55,6 +66,8 @@ async def queue_detail(request: Request) -> Response:
             line_chart("running jobs", ago, running, "line-running"),
         ],
         "capacity_text": capacity_text,
+        "fleet_seen_text": fleet_seen_text,
+        "pool": pool,
         "waiting": waiting,
         "audit": [e for e in d.audit.recent() if e.target == f"queue {name}"][:10],
     }
@@ -124,8 +137,22 @@ async def runtime(request: Request) -> Response:
         "health": instance_health,
         "age": instance_age_s,
         "capacity_text": capacity_text,
+        "fleet_brief": fleet_brief,
     }
     return d.page(request, "runtime.html", "_runtime_live.html", context)
+
+
+async def pool(request: Request) -> Response:
+    """The fleet pool: total, each member's minimum, weight, running jobs and share."""
+    d = dashboard(request)
+    stored, stats = await asyncio.gather(d.client.fleet_pool(), d.client.queue_stats())
+    context = {
+        "active": "pool",
+        "pool": None if stored is None else pool_view(stored, stats),
+        "audit": [e for e in d.audit.recent() if e.target == "fleet pool"][:10],
+        "blank_rows": range(3),
+    }
+    return d.page(request, "pool.html", "_pool_live.html", context)
 
 
 async def audit(request: Request) -> Response:
@@ -142,5 +169,6 @@ def routes() -> list[Route]:
         Route("/jobs", jobs),
         Route("/jobs/{job_id:int}", job_detail),
         Route("/runtime", runtime),
+        Route("/pool", pool),
         Route("/audit", audit),
     ]

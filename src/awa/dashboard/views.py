@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -48,6 +49,8 @@ class QueueView:
     overrides: awa.RuntimeOverrides | None
     throughput: float | None
     workers: list[WorkerQueue] = field(default_factory=list)
+    limits: awa.QueueLimitsStatus | None = None  # fleet limits, with what the fleet runs now
+    pool_member: awa.PoolMember | None = None
 
     @property
     def name(self) -> str:
@@ -107,14 +110,21 @@ def instance_health(instance: awa.RuntimeInstance) -> str:
 
 async def queue_views(
     client: awa.AsyncClient, sampler: Sampler, only: str | None = None
-) -> tuple[list[QueueView], list[awa.RuntimeInstance]]:
-    """Every queue with jobs, a control row or a live worker (or just ``only``), and the
-    live workers."""
-    stats, instances = await asyncio.gather(client.queue_stats(), client.list_runtime_instances())
+) -> tuple[list[QueueView], list[awa.RuntimeInstance], awa.FleetPool | None]:
+    """Every queue with jobs, a control row, fleet limits, a place in the fleet pool or a
+    live worker (or just ``only``), the live workers, and the fleet pool."""
+    stats, instances, limits, pool = await asyncio.gather(
+        client.queue_stats(),
+        client.list_runtime_instances(),
+        client.queue_limits_status(only),
+        client.fleet_pool(),
+    )
     by_name = {s.queue: s for s in stats}
     for instance in instances:
         for name in instance.snapshot.queues if instance.snapshot else ():
             by_name.setdefault(name, empty_stat(name))
+    for name in [s.limits.queue for s in limits] + list(pool.queues if pool else ()):
+        by_name.setdefault(name, empty_stat(name))
     if only is not None:
         by_name = {only: by_name.get(only, empty_stat(only))}
     names = sorted(by_name)
@@ -127,4 +137,111 @@ async def queue_views(
         for name, runtime in (instance.snapshot.queues if instance.snapshot else {}).items():
             if name in views:
                 views[name].workers.append(WorkerQueue(instance, runtime))
-    return [views[n] for n in names], instances
+    for status in limits:
+        if status.limits.queue in views:
+            views[status.limits.queue].limits = status
+    for name, member in (pool.queues if pool else {}).items():
+        if name in views:
+            views[name].pool_member = member
+    return [views[n] for n in names], instances, pool
+
+
+def limits_text(limits: awa.QueueLimits) -> str:
+    """``cap 10 · 5/s (burst 10) · per tenant`` (what a badge's title says)."""
+    parts = []
+    if limits.concurrency is not None:
+        parts.append(f"cap {limits.concurrency}")
+    if limits.rate_limit is not None:
+        burst = f" (burst {limits.burst})" if limits.burst is not None else ""
+        parts.append(f"{limits.rate_limit:g}/s{burst}")
+    if limits.partition_by is not None:
+        parts.append(f"per {limits.partition_by}")
+    return " · ".join(parts)
+
+
+def fleet_brief(fleet: awa.QueueFleet | None) -> str:
+    """A worker's fleet view of one queue in a few words (the runtime page's column)."""
+    if fleet is None:
+        return "-"
+    parts = [limits_text(fleet.limits)] if fleet.limits is not None else []
+    member = fleet.pool_member
+    if member is not None:
+        parts.append(
+            f"pool min {member.min_workers} · weight {member.weight} of {fleet.pool_total}"
+        )
+    if fleet.running is not None:
+        parts.append(f"fleet running {fleet.running}")
+    if fleet.blocked is not None:
+        parts.append(f"held back by {fleet.blocked}")
+    return " · ".join(parts)
+
+
+def fleet_seen_text(fleet: awa.QueueFleet | None, stored: awa.QueueLimits | None) -> str:
+    """One worker's view of the fleet's limits on a queue, for its panel on the queue page:
+    whether it applies the stored limits, the fleet's running count it last read, and why
+    the fleet last held back its claims."""
+    if fleet is None:
+        return "not fleet-limited yet" if stored is not None else "not fleet-limited"
+    parts = []
+    if stored is not None:
+        parts.append(
+            "applies the stored limits" if fleet.limits == stored else "limits not seen yet"
+        )
+    if fleet.pool_member is not None:
+        parts.append("in the fleet pool")
+    if fleet.running is not None:
+        parts.append(f"fleet running {fleet.running} at its last refresh")
+    held = (
+        f"last claim held back by {fleet.blocked}" if fleet.blocked else "last claim not held back"
+    )
+    return " · ".join([*parts, held, f"{fleet.holds} hold{'' if fleet.holds == 1 else 's'}"])
+
+
+@dataclass(frozen=True, slots=True)
+class PoolMemberView:
+    """One member of the fleet pool as the pool page shows it."""
+
+    queue: str
+    min_workers: int
+    weight: int
+    running: int
+    waiting: int
+    share: int  # min_workers + its weighted part of the rest when every member is busy
+
+
+@dataclass(frozen=True, slots=True)
+class PoolView:
+    """The fleet pool with each member's running jobs against its share."""
+
+    total: int
+    updated_at: datetime
+    members: list[PoolMemberView]
+
+    @property
+    def running(self) -> int:
+        """Jobs of every member running across the fleet now."""
+        return sum(m.running for m in self.members)
+
+
+def busy_shares(pool: awa.FleetPool) -> dict[str, int]:
+    """Each member's share when every member has waiting jobs (design record 011 with the
+    fleet as the unit): its minimum plus ``ceil`` of its weight's part of the rest. A
+    member with nothing to do leaves its part to the others."""
+    overflow = pool.total - sum(m.min_workers for m in pool.queues.values())
+    weights = sum(m.weight for m in pool.queues.values())
+    return {
+        name: m.min_workers + math.ceil(max(overflow, 0) * m.weight / weights)
+        for name, m in pool.queues.items()
+    }
+
+
+def pool_view(pool: awa.FleetPool, stats: list[awa.QueueStat]) -> PoolView:
+    """``pool`` with each member's waiting jobs (from ``stats``) and share."""
+    waiting = {s.queue: s.available for s in stats}
+    shares = busy_shares(pool)
+    members = [
+        PoolMemberView(name, m.min_workers, m.weight, pool.running.get(name, 0),
+                       waiting.get(name, 0), shares[name])
+        for name, m in sorted(pool.queues.items())
+    ]  # fmt: skip
+    return PoolView(pool.total, pool.updated_at, members)

@@ -9,7 +9,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from awa.errors import ValidationError
-from awa.metrics import otel
+from awa.metrics import fleet, otel
 from awa.metrics.gauges import Samples, StatsCache, stats_samples, worker_samples
 from awa.metrics.http import MetricsApp, MetricsServer
 from awa.metrics.observer import MetricsObserver, Recorder
@@ -44,7 +44,9 @@ class Metrics:
             raise ValidationError("stats_max_age_s", "must be >= 0")
         self.client = client
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.stats = StatsCache(client, max_age_s=stats_max_age_s)
+        self.stats = StatsCache(
+            client, max_age_s=stats_max_age_s, with_fleet=lambda: self.observer.worker is None
+        )
         # Otherwise bound when the worker starts or at the first async refresh.
         with contextlib.suppress(RuntimeError):
             self.stats.bind(asyncio.get_running_loop())
@@ -65,6 +67,9 @@ class Metrics:
         samples = stats_samples(self.stats.stats, queues)
         if worker is not None:
             samples.update(worker_samples(worker))
+            samples.update(fleet.snapshot_samples(worker.snapshot().queues))
+        elif self.stats.fleet is not None:
+            samples.update(fleet.stored_samples(self.stats.fleet))
         return samples
 
     async def refresh(self, *, force: bool = False) -> None:

@@ -1,7 +1,9 @@
 """Gauges: read when scraped, never updated per job.
 
 Queue depth, lag and pause come from ``queue_stats()`` (one grouped scan, the same
-numbers for every process), cached for ``max_age_s`` so several scrapers cost one query.
+numbers for every process), cached for ``max_age_s`` so several scrapers cost one query;
+in a process running no worker, the fleet limits and pool are read with them
+(:mod:`awa.metrics.fleet`).
 In-flight, capacity, overflow and ignored overrides come from the running worker's
 executor, permits and control state, read in place.
 
@@ -17,9 +19,11 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from awa.metrics import spec
+from awa.metrics.fleet import StoredFleet
 from awa.types import HardReserved, QueueStat
 
 if TYPE_CHECKING:
@@ -41,14 +45,23 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 class StatsCache:
     """The last ``queue_stats()`` of one client, refreshed on demand."""
 
-    def __init__(self, client: Any, *, max_age_s: float = 1.0, timeout_s: float = 2.0) -> None:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        max_age_s: float = 1.0,
+        timeout_s: float = 2.0,
+        with_fleet: Callable[[], bool] = lambda: False,
+    ) -> None:
         from awa.client.sync_client import Client
 
         self._client = client
         self._blocking_client = isinstance(client, Client)
+        self._with_fleet = with_fleet
         self.max_age_s = max_age_s
         self.timeout_s = timeout_s
         self.stats: list[QueueStat] = []
+        self.fleet: StoredFleet | None = None  # read only while ``with_fleet()`` holds
         self.fetched_at: float | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
@@ -62,8 +75,21 @@ class StatsCache:
         """True while the cached statistics are younger than ``max_age_s``."""
         return self.fetched_at is not None and time.monotonic() - self.fetched_at < self.max_age_s
 
-    def _store(self, stats: list[QueueStat]) -> None:
-        self.stats = stats
+    async def _read(self) -> tuple[list[QueueStat], StoredFleet | None]:
+        stats = await self._client.queue_stats()
+        if not self._with_fleet():
+            return stats, None
+        limits = await self._client.queue_limits_status()
+        return stats, StoredFleet(limits, await self._client.fleet_pool())
+
+    def _read_blocking(self) -> tuple[list[QueueStat], StoredFleet | None]:
+        stats = self._client.queue_stats()
+        if not self._with_fleet():
+            return stats, None
+        return stats, StoredFleet(self._client.queue_limits_status(), self._client.fleet_pool())
+
+    def _store(self, read: tuple[list[QueueStat], StoredFleet | None]) -> None:
+        self.stats, self.fleet = read
         self.fetched_at = time.monotonic()
         if self._failing:
             logger.info("metrics: queue_stats() works again", extra={"event": "metrics_stats"})
@@ -83,21 +109,21 @@ class StatsCache:
             return
         try:
             if self._blocking_client:
-                stats = await asyncio.to_thread(self._client.queue_stats)
+                read = await asyncio.to_thread(self._read_blocking)
             else:
                 current = asyncio.get_running_loop()
                 if self.loop is None or self.loop.is_closed() or not self.loop.is_running():
                     self.loop = current
                 if self.loop is current:
-                    stats = await self._client.queue_stats()
+                    read = await self._read()
                 else:
-                    future = asyncio.run_coroutine_threadsafe(self._client.queue_stats(), self.loop)
+                    future = asyncio.run_coroutine_threadsafe(self._read(), self.loop)
                     async with asyncio.timeout(self.timeout_s):
-                        stats = await asyncio.wrap_future(future)
+                        read = await asyncio.wrap_future(future)
         except Exception as exc:
             self._failed(exc)
             return
-        self._store(stats)
+        self._store(read)
 
     def ensure_fresh(self) -> None:
         """Refresh if stale and this thread may block (it runs no event loop)."""
@@ -108,21 +134,21 @@ class StatsCache:
                 return
             try:
                 if self._blocking_client:
-                    stats = self._client.queue_stats()
+                    read = self._read_blocking()
                 else:
                     loop = self.loop
                     if loop is None or loop.is_closed() or not loop.is_running():
                         return
-                    future = asyncio.run_coroutine_threadsafe(self._client.queue_stats(), loop)
+                    future = asyncio.run_coroutine_threadsafe(self._read(), loop)
                     try:
-                        stats = future.result(self.timeout_s)
+                        read = future.result(self.timeout_s)
                     except BaseException:
                         future.cancel()
                         raise
             except Exception as exc:
                 self._failed(exc)
                 return
-            self._store(stats)
+            self._store(read)
 
 
 def stats_samples(stats: list[QueueStat], extra_queues: list[str]) -> Samples:

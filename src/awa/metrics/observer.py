@@ -106,6 +106,9 @@ class MetricsObserver(Observer):
         if rate_limited:
             self._add(spec.RATE_LIMITED, (queue,))
 
+    def fleet_held(self, queue: str, reason: str) -> None:
+        self._add(spec.FLEET_HOLDS, (queue, reason))
+
     def override_changed(
         self, queue: str, effective: dict[str, Any], ignored: dict[str, str]
     ) -> None:

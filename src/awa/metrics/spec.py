@@ -70,6 +70,11 @@ OVERRIDES_IGNORED = Instrument(
     "awa_overrides_ignored", "awa.overrides.ignored", "counter", ("queue", "setting"),
     "Runtime overrides a guard rail refused (counted once per refused value).", "{override}",
 )  # fmt: skip
+FLEET_HOLDS = Instrument(
+    "awa_fleet_holds", "awa.fleet.holds", "counter", ("queue", "reason"),
+    "Claims of this worker that the fleet held back; reason is concurrency, partition, "
+    "pool or rate.", "{claim}",
+)  # fmt: skip
 DURATION = Instrument(
     "awa_job_duration_seconds", "awa.job.duration", "histogram", ("queue",),
     "Handler run time per attempt.", "s",
@@ -108,10 +113,45 @@ IGNORED_ACTIVE = Instrument(
     "awa_overrides_ignored_active", "awa.overrides.ignored_active", "gauge",
     ("queue", "setting"), "1 while a stored override of this setting is being ignored.",
 )  # fmt: skip
+FLEET_LIMIT_CONCURRENCY = Instrument(
+    "awa_fleet_limit_concurrency", "awa.fleet.limit.concurrency", "gauge", ("queue",),
+    "The queue's fleet-wide concurrency cap (per key when partitioned); absent: no cap.",
+    "{job}",
+)  # fmt: skip
+FLEET_LIMIT_RATE = Instrument(
+    "awa_fleet_limit_rate", "awa.fleet.limit.rate", "gauge", ("queue",),
+    "The queue's fleet-wide rate limit in jobs per second (per key when partitioned); "
+    "absent: no rate limit.", "{job}/s",
+)  # fmt: skip
+FLEET_RUNNING = Instrument(
+    "awa_fleet_running", "awa.fleet.running", "gauge", ("queue",),
+    "Jobs of a fleet-limited or fleet-pool queue running across the whole fleet.", "{job}",
+)  # fmt: skip
+FLEET_POOL_TOTAL = Instrument(
+    "awa_fleet_pool_total", "awa.fleet.pool.total", "gauge", (),
+    "Most jobs the fleet pool's members run at once, fleet-wide; absent: no pool.", "{job}",
+)  # fmt: skip
+FLEET_POOL_MIN_WORKERS = Instrument(
+    "awa_fleet_pool_min_workers", "awa.fleet.pool.min_workers", "gauge", ("queue",),
+    "A fleet-pool member's guaranteed minimum.", "{job}",
+)  # fmt: skip
+FLEET_POOL_WEIGHT = Instrument(
+    "awa_fleet_pool_weight", "awa.fleet.pool.weight", "gauge", ("queue",),
+    "A fleet-pool member's weight in the sharing of the rest of the pool.",
+)  # fmt: skip
 
-COUNTERS = (JOBS, RESCUED, CLAIMED, STALE, RATE_LIMITED, OVERRIDES_APPLIED, OVERRIDES_IGNORED)
+COUNTERS = (
+    JOBS, RESCUED, CLAIMED, STALE, RATE_LIMITED, FLEET_HOLDS, OVERRIDES_APPLIED,
+    OVERRIDES_IGNORED,
+)  # fmt: skip
 HISTOGRAMS = (DURATION, PICKUP)
 STATS_GAUGES = (DEPTH, LAG, PAUSED)
 WORKER_GAUGES = (IN_FLIGHT, CAPACITY, OVERFLOW_HELD, IGNORED_ACTIVE)
-GAUGES = STATS_GAUGES + WORKER_GAUGES
+# Fleet-wide values: from a worker's last control refresh, or (a process running no
+# worker, such as the dashboard) read from the database at scrape time.
+FLEET_GAUGES = (
+    FLEET_LIMIT_CONCURRENCY, FLEET_LIMIT_RATE, FLEET_RUNNING, FLEET_POOL_TOTAL,
+    FLEET_POOL_MIN_WORKERS, FLEET_POOL_WEIGHT,
+)  # fmt: skip
+GAUGES = STATS_GAUGES + WORKER_GAUGES + FLEET_GAUGES
 ALL = COUNTERS + HISTOGRAMS + GAUGES

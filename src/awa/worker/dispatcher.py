@@ -232,6 +232,7 @@ class Dispatcher:
         if hold is None:
             return
         self.fleet_holds += 1
+        self._observer.fleet_held(self.queue, hold.reason)
         if hold.retry_in_ms is not None:  # a rate limit: no token before then
             self._not_before = time.monotonic() + hold.retry_in_ms / 1000
         elif hold.reason == "partition":

@@ -41,6 +41,10 @@ class Observer:
     def polled(self, queue: str, claimed: int, rate_limited: bool) -> None:
         """A dispatcher poll ended (claimed may be 0)."""
 
+    def fleet_held(self, queue: str, reason: str) -> None:
+        """The fleet held back a claim of ``queue`` (reason: ``concurrency``,
+        ``partition``, ``pool`` or ``rate``); the jobs it did hand over are in ``polled``."""
+
     def jobs_rescued(self, reason: str, rows: Sequence[tuple[int, str, str, str]]) -> None:
         """The leader rescued jobs: rows of (id, queue, kind, new state)."""
 
@@ -92,6 +96,10 @@ class Fanout(Observer):
     def polled(self, queue: str, claimed: int, rate_limited: bool) -> None:
         if self.observers:
             self._each("polled", queue, claimed, rate_limited)
+
+    def fleet_held(self, queue: str, reason: str) -> None:
+        if self.observers:
+            self._each("fleet_held", queue, reason)
 
     def jobs_rescued(self, reason: str, rows: Sequence[tuple[int, str, str, str]]) -> None:
         if self.observers:

@@ -9,6 +9,7 @@ retryable.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -42,7 +43,7 @@ from awa.worker.observe import Fanout, Observer
 from awa.worker.permits import build_permits
 from awa.worker.rate_limit import TokenBucket
 from awa.worker.registry import TaskRegistry
-from awa.worker.snapshot import snapshot_json
+from awa.worker.snapshot import queue_fleet, snapshot_json
 
 logger = logging.getLogger("awa")
 
@@ -299,7 +300,10 @@ class Worker:
     def snapshot(self) -> RuntimeSnapshot:
         """Configured, stored-override and effective values per queue, with capacity."""
         queues = {
-            name: d.control.runtime(d.permits.capacity(), d.permits.in_flight)
+            name: dataclasses.replace(
+                d.control.runtime(d.permits.capacity(), d.permits.in_flight),
+                fleet=queue_fleet(d),
+            )
             for name, d in self.dispatchers.items()
         }
         return RuntimeSnapshot(

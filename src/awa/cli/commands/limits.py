@@ -64,7 +64,9 @@ def register(actions: Any) -> None:
         help="stored limits and what the fleet runs now",
         **with_example(
             "Show the fleet limits of QUEUE (or of every limited queue), when they were\n"
-            "written, the jobs the fleet runs now, the busiest partitions and the tokens left.",
+            "written, the jobs the fleet runs now, the busiest partitions and the tokens left;\n"
+            "then, per live worker running the queue, whether it applies the stored limits\n"
+            "and why the fleet last held back its claims.",
             "awa queue limits show --json",
         ),
     )
@@ -86,6 +88,46 @@ def status_json(status: awa.QueueLimitsStatus) -> dict[str, Any]:
         "top_partitions": [{"key": k, "running": n} for k, n in status.top_partitions],
         "tokens": status.tokens,
     }
+
+
+def workers_json(
+    instances: list[awa.RuntimeInstance], limits: awa.QueueLimits
+) -> list[dict[str, Any]]:
+    """Each live worker running ``limits.queue``: does it apply these limits (it has read
+    them since they were written), the fleet's running count it last read, and why the
+    fleet last held back its claims."""
+    workers = []
+    for instance in instances:
+        runtime = instance.snapshot.queues.get(limits.queue) if instance.snapshot else None
+        if runtime is None:
+            continue
+        fleet = runtime.fleet or awa.QueueFleet()
+        workers.append({
+            "instance_id": instance.instance_id,
+            "hostname": instance.hostname,
+            "pid": instance.pid,
+            "applied": fleet.limits == limits,
+            "fleet_running": fleet.running,
+            "blocked": fleet.blocked,
+            "holds": fleet.holds,
+        })  # fmt: skip
+    return workers
+
+
+def _print_workers(
+    statuses: list[awa.QueueLimitsStatus], instances: list[awa.RuntimeInstance]
+) -> None:
+    rows = [
+        (s.limits.queue, f"{w['hostname']}:{w['pid']}", "yes" if w["applied"] else "not yet",
+         w["fleet_running"], w["blocked"], w["holds"])
+        for s in statuses for w in workers_json(instances, s.limits)
+    ]  # fmt: skip
+    if rows:
+        print_table(
+            ("queue", "worker", "applies these", "fleet running seen", "held back by", "holds"),
+            rows,
+            title="live workers (as of their last snapshot, every 10 s)",
+        )
 
 
 def _print_status(statuses: list[awa.QueueLimitsStatus]) -> None:
@@ -128,14 +170,19 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
         elif action == "clear":
             await client.clear_queue_limits(args.queue)
         statuses = await client.queue_limits_status(getattr(args, "queue", None))
+        instances = await client.list_runtime_instances() if action == "show" else []
     if args.json:
         shown = [status_json(s) for s in statuses]
+        if action == "show":
+            for entry, status in zip(shown, statuses, strict=True):
+                entry["workers"] = workers_json(instances, status.limits)
         if action == "show" and args.queue is None:
             print_json(shown)
         else:
             print_json(shown[0] if shown else {"queue": args.queue, "limits": None})
     else:
         _print_status(statuses)
+        _print_workers(statuses, instances)
     if action != "show":
         sys.stderr.write(APPLY_NOTE + "\n")
     return 0

@@ -8,7 +8,7 @@ from typing import Any
 
 import awa
 from awa.cli.args import positive_int, with_example
-from awa.cli.output import print_json, print_table
+from awa.cli.output import print_json, print_table, to_jsonable
 
 
 def register(sub: Any) -> None:
@@ -20,7 +20,8 @@ def register(sub: Any) -> None:
         **with_example(
             "List the worker processes that published their runtime snapshot recently (every\n"
             "10 s while alive): instance, host, pid, leader, concurrency mode, and per queue\n"
-            "the permits held by running jobs (in flight) against its capacity.",
+            "the permits held by running jobs (in flight) against its capacity, and the\n"
+            "fleet's limits on it as the worker last read them.",
             "awa runtime list --json",
         ),
     )
@@ -58,6 +59,7 @@ def instance_json(instance: awa.RuntimeInstance) -> dict[str, Any]:
                 "in_flight": q.in_flight,
                 "capacity": capacity_json(q.capacity),
                 "paused": q.paused,
+                "fleet": to_jsonable(q.fleet),
             }
             for name, q in sorted(snap.queues.items())
         }
@@ -70,6 +72,29 @@ def _capacity_text(capacity: awa.HardReserved | awa.Weighted) -> str:
     if isinstance(capacity, awa.HardReserved):
         return f"max {capacity.max_workers}"
     return f"min {capacity.min_workers}, weight {capacity.weight}"
+
+
+def fleet_text(fleet: awa.QueueFleet | None) -> str:
+    """A queue's fleet view in a few words: ``cap 10 · 5/s per tenant · pool min 2 weight 3
+    of 12 · fleet running 7 · held back: concurrency``."""
+    if fleet is None:
+        return "-"
+    parts = []
+    limits = fleet.limits
+    if limits is not None:
+        per_key = f" per {limits.partition_by}" if limits.partition_by else ""
+        if limits.concurrency is not None:
+            parts.append(f"cap {limits.concurrency}{per_key}")
+        if limits.rate_limit is not None:
+            parts.append(f"{limits.rate_limit:g}/s{per_key}")
+    member = fleet.pool_member
+    if member is not None:
+        parts.append(f"pool min {member.min_workers} weight {member.weight} of {fleet.pool_total}")
+    if fleet.running is not None:
+        parts.append(f"fleet running {fleet.running}")
+    if fleet.blocked is not None:
+        parts.append(f"held back: {fleet.blocked}")
+    return " · ".join(parts)
 
 
 def _print_instances(instances: list[awa.RuntimeInstance]) -> None:
@@ -87,8 +112,10 @@ def _print_instances(instances: list[awa.RuntimeInstance]) -> None:
         rows = []
         for name, q in sorted(snap.queues.items()) if snap else []:
             held = q.capacity.overflow_held if isinstance(q.capacity, awa.Weighted) else "-"
-            rows.append((name, q.in_flight, _capacity_text(q.capacity), held, q.paused))
-        print_table(("queue", "in flight", "capacity", "overflow held", "paused"), rows)
+            rows.append(
+                (name, q.in_flight, _capacity_text(q.capacity), held, q.paused, fleet_text(q.fleet))
+            )
+        print_table(("queue", "in flight", "capacity", "overflow held", "paused", "fleet"), rows)
 
 
 async def run(args: argparse.Namespace, url: str | None) -> int:
