@@ -410,7 +410,8 @@ def test_docs_and_dashboard_name_only_real_metrics() -> None:
     wanted = {"awa_jobs_total", "awa_job_pickup_latency_seconds_bucket",
               "awa_job_duration_seconds_bucket", "awa_queue_depth", "awa_queue_lag_seconds",
               "awa_queue_in_flight", "awa_queue_capacity", "awa_queue_overflow_held",
-              "awa_polls_rate_limited_total", "awa_overrides_ignored_active"}  # fmt: skip
+              "awa_polls_rate_limited_total", "awa_overrides_ignored_active",
+              "awa_fleet_running", "awa_fleet_holds_total", "awa_fleet_pool_total"}  # fmt: skip
     assert wanted <= used
 
 
