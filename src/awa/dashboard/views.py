@@ -177,16 +177,16 @@ def fleet_brief(fleet: awa.QueueFleet | None) -> str:
 
 
 def fleet_seen_text(fleet: awa.QueueFleet | None, stored: awa.QueueLimits | None) -> str:
-    """One worker's view of the fleet's limits on a queue, for its panel on the queue page:
+    """One worker's view of the fleet's hold on a queue, for its panel on the queue page:
     whether it applies the stored limits, the fleet's running count it last read, and why
     the fleet last held back its claims."""
     if fleet is None:
-        return "not fleet-limited yet" if stored is not None else "not fleet-limited"
+        return "has not read the fleet's limits on this queue yet"
     parts = []
-    if stored is not None:
-        parts.append(
-            "applies the stored limits" if fleet.limits == stored else "limits not seen yet"
-        )
+    if fleet.limits != stored:
+        parts.append("has not read the stored limits yet")
+    elif stored is not None:
+        parts.append("applies the stored limits")
     if fleet.pool_member is not None:
         parts.append("in the fleet pool")
     if fleet.running is not None:
