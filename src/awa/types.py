@@ -163,6 +163,10 @@ class RuntimeOverrides:
     rate_limit: float | None
     deadline_ms: int | None
     updated_at: datetime | None
+    # Live concurrency (design record 038 Tier 2, CONTRACT §10): per-process permits.
+    max_workers: int | None = None
+    min_workers: int | None = None
+    weight: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

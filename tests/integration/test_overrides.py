@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 import awa
+from awa.worker.observe import Observer
 from tests.helpers import FAST_WORKER, wait_for
 
 
@@ -101,6 +102,17 @@ async def _completed(client: awa.AsyncClient, job_id: int) -> bool:
     return (await client.get_job(job_id)).state is awa.JobState.COMPLETED
 
 
+class ClaimSizes(Observer):
+    """Records the size of every claim a worker makes, per queue."""
+
+    def __init__(self) -> None:
+        self.sizes: dict[str, list[int]] = {}
+
+    def polled(self, queue: str, claimed: int, rate_limited: bool) -> None:
+        if claimed:
+            self.sizes.setdefault(queue, []).append(claimed)
+
+
 async def test_claim_batch_size_override_limits_each_claim(client: awa.AsyncClient) -> None:
     await client.insert_many([{} for _ in range(20)], kind="k", queue="q")
     gate = asyncio.Event()
@@ -109,18 +121,60 @@ async def test_claim_batch_size_override_limits_each_claim(client: awa.AsyncClie
     async def handler(job: awa.Job[Any]) -> None:
         await gate.wait()
 
+    claims = ClaimSizes()
+    client.add_observer(claims)
     await client.pause_queue("q")
     await client.set_runtime_overrides("q", claim_batch_size=2)
     await client.start([("q", 10)], **FAST_WORKER)
     try:
         await wait_for(lambda: _effective_is(client, "q", "claim_batch_size", 2))
-        dispatcher = client._worker.dispatchers["q"]
         await client.resume_queue("q")
         await wait_for(lambda: _in_flight(client, "q", 10))
-        # Ten jobs in flight, claimed two at a time: at least five claims happened.
-        assert dispatcher.claimed == 10 and dispatcher.polls >= 5
+        # Ten jobs in flight out of twenty waiting, every claim at most two.
+        assert claims.sizes["q"] == [2, 2, 2, 2, 2]
         gate.set()
     finally:
+        await client.shutdown()
+
+
+@pytest.mark.parametrize("notice", [True, False])
+async def test_an_override_lands_within_a_cadence_under_a_backlog_that_never_empties(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], notice: bool
+) -> None:
+    """Design record 038's incident: a hot queue that never goes idle. Claims of two keep
+    coming back full, so the dispatcher never leaves its drain; the override must land
+    anyway — through its notice, or on the cadence when the write sends none."""
+    await client.insert_many([{}] * 20_000, kind="fast", queue="q")
+
+    @client.task(None, kind="fast", queue="q")
+    async def fast(job: awa.Job[Any]) -> None:
+        return None
+
+    claims = ClaimSizes()
+    client.add_observer(claims)
+    await client.set_runtime_overrides("q", claim_batch_size=2)
+    await client.start([("q", 50)], **{**FAST_WORKER, "override_refresh_ms": 200})
+    try:
+        await wait_for(lambda: _effective_is(client, "q", "claim_batch_size", 2))
+
+        async def draining() -> bool:
+            return len(claims.sizes.get("q", [])) >= 50
+
+        await wait_for(draining)
+        if notice:
+            await client.set_runtime_overrides("q", claim_batch_size=7)
+        else:  # behind the workers' back: only the cadence can carry it
+            db.execute("UPDATE awa.queue_meta SET override_claim_batch_size = 7")
+        await wait_for(lambda: _effective_is(client, "q", "claim_batch_size", 7))
+
+        async def claims_of_seven() -> bool:
+            return 7 in claims.sizes["q"]
+
+        await wait_for(claims_of_seven)
+        left = db.execute("SELECT count(*) FROM awa.jobs WHERE state = 'available'").fetchone()
+        assert left is not None and left[0] > 0  # the backlog outlasted the change
+    finally:
+        await client.drain_queue("q")
         await client.shutdown()
 
 

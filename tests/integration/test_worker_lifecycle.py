@@ -39,8 +39,11 @@ async def test_paused_queue_claims_nothing_until_resumed(client: awa.AsyncClient
     await client.start([("q", 2)], **FAST_WORKER)
     try:
         dispatcher = _worker(client).dispatchers["q"]
-        polls = dispatcher.polls
-        await wait_for(lambda: _at_least(lambda: dispatcher.polls, polls + 5))
+
+        async def idle() -> bool:  # it polled, claimed nothing, and waits for a change
+            return dispatcher.idle and dispatcher.polls >= 1
+
+        await wait_for(idle)
         assert ran == [] and (await client.get_job(job.id)).state is awa.JobState.AVAILABLE
         health = await client.health_check()
         assert health.queues["q"].paused

@@ -380,3 +380,55 @@ def test_woken_queues_are_ordered_neediest_first() -> None:
     assert pool.try_acquire("c", 12) == 4
     pool.release("a", 1)  # now b is 3 below, c 2 below
     assert wakes.take() == ["b", "c", "a"]
+
+
+# -- live resizing (CONTRACT §10) ------------------------------------------------------
+
+
+def test_shrinking_local_permits_takes_nothing_back_and_growing_wakes() -> None:
+    permits = QueuePermits("q", 10)
+    wakes = Wakes()
+    permits.subscribe(wakes.of("q"))
+    held = permits.split(permits.try_acquire(10), 10)
+    permits.resize(3)
+    assert permits.in_flight == 10 and permits.available == 0
+    assert permits.try_acquire(5).total == 0  # over its new size: nothing new
+    for permit in held[:8]:
+        permit.release()
+    assert permits.available == 1  # 2 still run; 3 − 2
+    assert permits.try_acquire(5).total == 1
+    wakes.take()
+    permits.resize(8)
+    assert wakes.take() == ["q"]  # grown: its dispatcher polls at once
+    permits.resize(4)
+    assert wakes.take() == []  # shrunk: nobody to wake
+
+
+def test_a_smaller_pool_grants_nothing_until_enough_is_released() -> None:
+    pool, wakes = _pool(10, a=1, b=1)
+    assert pool.try_acquire("a", 10) == 10
+    pool.resize(4)
+    assert pool.available == 0 and pool.try_acquire("b", 2) == 0
+    pool.release("a", 7)  # 3 held of 4: one free
+    assert pool.try_acquire("b", 2) == 1
+    wakes.take()
+    pool.resize(8)
+    assert "b" in wakes.take()  # b still asks and is below its share
+
+
+def test_a_new_weight_moves_the_shares() -> None:
+    pool, _ = _pool(12, a=1, b=1)
+    pool.try_acquire("a", 1)
+    pool.try_acquire("b", 1)
+    assert (pool.fair_share("a"), pool.fair_share("b")) == (6, 6)
+    pool.set_weight("a", 3)
+    assert (pool.fair_share("a"), pool.fair_share("b")) == (9, 3)
+    with pytest.raises(ValueError, match="weights must be >= 1"):
+        pool.set_weight("a", 0)
+
+
+def test_weighted_permits_resize_their_minimum_and_weight() -> None:
+    permits = build_permits([("a", 0, 2, 1), ("b", 0, 2, 1)], 10)
+    permits["a"].resize(5, 3)
+    assert permits["a"].local_capacity == 5 and permits["a"].weight == 3
+    assert permits["a"].capacity() == awa.Weighted(min_workers=5, weight=3, overflow_held=0)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from awa.config import QueueConfig
-from awa.worker.control import QueueControl
+from awa.worker.control import QueueControl, minimums_refusal
 from awa.worker.rate_limit import TokenBucket
 
 
@@ -30,6 +30,7 @@ def test_overrides_win_and_null_reverts() -> None:
     control.apply(_row(poll_interval_ms=1000, claim_batch_size=7, deadline_ms=5000))
     assert control.effective_values() == {
         "poll_interval_ms": 1000, "claim_batch_size": 7, "rate_limit": None, "deadline_ms": 5000,
+        "max_workers": 50, "min_workers": 0, "weight": 1,
     }  # fmt: skip
     control.apply(_row(claim_batch_size=3))  # whole state: the others revert
     assert control.effective_values()["poll_interval_ms"] == 200
@@ -96,3 +97,33 @@ def test_deadline_override_never_crosses_zero(
     assert control.deadline_ms == configured
     assert "zero boundary" in control.ignored["deadline_ms"]
     assert any("zero boundary" in r.getMessage() for r in caplog.records)
+
+
+def test_concurrency_overrides_apply_in_their_own_mode_only(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    hard = QueueControl(QueueConfig("h", max_workers=10))
+    weighted = QueueControl(QueueConfig("w", min_workers=2, weight=1), weighted=True)
+    with caplog.at_level(logging.WARNING, logger="awa"):
+        hard.apply(_row(max_workers=3, min_workers=1, weight=5))
+        weighted.apply(_row(max_workers=3, min_workers=4, weight=5))
+    assert (hard.max_workers, hard.min_workers, hard.weight) == (3, 0, 1)
+    assert set(hard.ignored) == {"min_workers", "weight"}
+    assert (weighted.max_workers, weighted.min_workers, weighted.weight) == (50, 4, 5)
+    assert set(weighted.ignored) == {"max_workers"}
+    assert "weighted mode" in weighted.ignored["max_workers"]
+    assert len([r for r in caplog.records if "no meaning" in r.getMessage()]) == 3
+    hard.apply(_row())
+    assert (hard.max_workers, hard.ignored) == (10, {})
+
+
+def test_minimums_over_the_global_pool_are_refused_for_every_queue() -> None:
+    a = QueueControl(QueueConfig("a", min_workers=2), weighted=True)
+    b = QueueControl(QueueConfig("b", min_workers=2), weighted=True)
+    rows = {"a": {**_row(min_workers=5), "queue": "a"}, "b": {**_row(), "queue": "b"}}
+    assert minimums_refusal([a, b], rows, 8) is None  # 5 + 2 <= 8
+    refused = minimums_refusal([a, b], rows, 6)  # 5 + 2 > 6
+    assert refused is not None and "7" in refused and "6" in refused
+    a.apply(rows["a"], minimums_refused=refused)
+    assert a.min_workers == 2 and a.ignored["min_workers"] == refused
+    assert minimums_refusal([a, b], rows, None) is None  # hard-reserved: no such rule

@@ -8,7 +8,7 @@ from typing import Any, LiteralString
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
-from awa import validate
+from awa import override_keys, validate
 from awa.client.unique import UniqueOpts
 from awa.db import sql
 from awa.db.errors import mapped
@@ -27,7 +27,6 @@ from awa.types import (
 from awa.worker.snapshot import snapshot_from_json
 
 MAX_LIST_LIMIT = 10_000
-INT32_MAX = 2_147_483_647  # the override columns are PostgreSQL integers
 MAX_FRESH_MS = 3_155_760_000_000  # 100 years, well inside the interval arithmetic
 
 
@@ -179,40 +178,13 @@ async def queue_stats(conn: AsyncConnection[Any]) -> list[QueueStat]:
         return [queue_stat(row) for row in await cur.fetchall()]
 
 
-def _override_params(
-    queue: str,
-    poll_interval_ms: int | None,
-    claim_batch_size: int | None,
-    rate_limit: float | None,
-    deadline_ms: int | None,
-) -> dict[str, Any]:
-    """Validate every override before anything is written."""
-    return {
-        "queue": validate.text("queue", queue),
-        "poll_interval_ms": None
-        if poll_interval_ms is None
-        else validate.integer("poll_interval_ms", poll_interval_ms, low=1, high=INT32_MAX),
-        "claim_batch_size": None
-        if claim_batch_size is None
-        else validate.integer("claim_batch_size", claim_batch_size, low=1, high=INT32_MAX),
-        "rate_limit": None if rate_limit is None else validate.rate("rate_limit", rate_limit),
-        "deadline_ms": None
-        if deadline_ms is None
-        else validate.integer("deadline_ms", deadline_ms, low=0, high=INT32_MAX),
-    }
-
-
 async def set_runtime_overrides(
     conn: AsyncConnection[Any],
     queue: str,
-    *,
-    poll_interval_ms: int | None = None,
-    claim_batch_size: int | None = None,
-    rate_limit: float | None = None,
-    deadline_ms: int | None = None,
+    **values: Any,
 ) -> RuntimeOverrides:
     """Replace all of ``queue``'s overrides (None reverts a setting to its start value)."""
-    params = _override_params(queue, poll_interval_ms, claim_batch_size, rate_limit, deadline_ms)
+    params = {"queue": validate.text("queue", queue), **override_keys.validated(values)}
     with mapped():
         cur = conn.cursor(row_factory=dict_row)
         await cur.execute(sql.QUEUE_META_SET_OVERRIDES, params)

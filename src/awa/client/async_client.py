@@ -375,11 +375,17 @@ class AsyncClient(JobFeatures, FleetControl):
         claim_batch_size: int | None = None,
         rate_limit: float | None = None,
         deadline_ms: int | None = None,
+        max_workers: int | None = None,
+        min_workers: int | None = None,
+        weight: int | None = None,
     ) -> RuntimeOverrides:
         """Replace ``queue``'s runtime overrides (whole state: None reverts that setting).
 
         Live workers apply them within one refresh cadence (at once when the notice
-        reaches them). Invalid values raise ValidationError and write nothing.
+        reaches them). ``max_workers`` (hard-reserved mode), ``min_workers`` and ``weight``
+        (weighted mode) change each process's permits live: growing applies at the next
+        poll; shrinking interrupts nothing — new claims wait until fewer run. Invalid
+        values raise ValidationError and write nothing.
         """
         async with self._connection() as conn:
             return await admin.set_runtime_overrides(
@@ -389,6 +395,9 @@ class AsyncClient(JobFeatures, FleetControl):
                 claim_batch_size=claim_batch_size,
                 rate_limit=rate_limit,
                 deadline_ms=deadline_ms,
+                max_workers=max_workers,
+                min_workers=min_workers,
+                weight=weight,
             )
 
     async def clear_runtime_overrides(self, queue: str) -> RuntimeOverrides:

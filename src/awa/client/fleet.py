@@ -19,9 +19,9 @@ from awa import validate
 from awa.db import sql
 from awa.db.errors import mapped
 from awa.errors import MinWorkersExceedGlobal, ValidationError
+from awa.override_keys import INT32_MAX
 from awa.types import FleetPool, PoolMember, QueueLimits, QueueLimitsStatus
 
-INT32_MAX = 2_147_483_647
 PARTITION_KEY_MAX = 63
 TOP_PARTITIONS = 5
 

@@ -114,6 +114,9 @@ def runtime_overrides(row: dict[str, Any] | None) -> RuntimeOverrides | None:
         rate_limit=row["override_rate_limit"],
         deadline_ms=row["override_deadline_ms"],
         updated_at=row["overrides_updated_at"],
+        max_workers=row.get("override_max_workers"),
+        min_workers=row.get("override_min_workers"),
+        weight=row.get("override_weight"),
     )
 
 

@@ -11,30 +11,42 @@ Guard rails: a deadline override that would cross the zero boundary relative to
 ``start()`` is refused, logged once per change and reported. **Beyond** the record (its
 first guard rail is lifted, CONTRACT §10): a rate override on a queue started without a
 limiter creates one, and clearing it removes it again.
+
+Live concurrency (the record's Tier 2, CONTRACT §10): ``max_workers`` in hard-reserved
+mode, ``min_workers`` and ``weight`` in weighted mode, applied to the permits by the
+worker. An override for the other mode is refused (it would mean nothing), and so are
+``min_workers`` overrides that would take Σ min_workers over ``global_max_workers`` —
+decided across all queues by :func:`minimums_refusal` before each refresh is applied.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from awa.config import QueueConfig
 from awa.db.rows import control_limits, control_pool_member, runtime_overrides
+from awa.override_keys import KEYS
 from awa.types import Capacity, PoolMember, QueueLimits, QueueRuntime, RuntimeOverrides
 from awa.worker.rate_limit import TokenBucket
 
 logger = logging.getLogger("awa")
 
-KEYS = ("poll_interval_ms", "claim_batch_size", "rate_limit", "deadline_ms")
 _NO_OVERRIDES = RuntimeOverrides(None, None, None, None, None)
+_HARD_ONLY = frozenset({"max_workers"})
+_WEIGHTED_ONLY = frozenset({"min_workers", "weight"})
 
 
 class QueueControl:
     """Configured, stored and effective settings of one queue in this worker."""
 
-    def __init__(self, config: QueueConfig, bucket: TokenBucket | None = None) -> None:
+    def __init__(
+        self, config: QueueConfig, bucket: TokenBucket | None = None, *, weighted: bool = False
+    ) -> None:
         self.config = config
         self.bucket = bucket
+        self.weighted = weighted
         self.paused = False
         self.overrides: RuntimeOverrides | None = None
         self.ignored: dict[str, str] = {}
@@ -42,6 +54,9 @@ class QueueControl:
         self.claim_batch_size = config.claim_batch_size
         self.deadline_ms = config.deadline_ms
         self.rate_limit: float | None = config.rate
+        self.max_workers = config.max_workers
+        self.min_workers = config.min_workers
+        self.weight = config.weight
         # The fleet's view of this queue, as last read.
         self.limits: QueueLimits | None = None
         self.pool_member: PoolMember | None = None
@@ -56,8 +71,12 @@ class QueueControl:
 
     # -- applying a control row ------------------------------------------------------
 
-    def apply(self, row: dict[str, Any] | None) -> None:
-        """Adopt a freshly read control row (None: no row, nothing overridden or limited)."""
+    def apply(self, row: dict[str, Any] | None, *, minimums_refused: str | None = None) -> None:
+        """Adopt a freshly read control row (None: no row, nothing overridden or limited).
+
+        ``minimums_refused`` is the reason, decided across every queue, why a
+        ``min_workers`` override cannot be applied now (see :func:`minimums_refusal`).
+        """
         self.paused = bool(row and row["paused"])
         self.overrides = runtime_overrides(row)
         ignored: dict[str, str] = {}
@@ -66,6 +85,7 @@ class QueueControl:
         self.claim_batch_size = o.claim_batch_size or self.config.claim_batch_size
         self.deadline_ms = self._effective_deadline(o.deadline_ms, ignored)
         self._apply_rate(o.rate_limit)
+        self._apply_concurrency(o, minimums_refused, ignored)
         self.ignored = ignored
         # A refusal no longer in force is forgotten, so refusing it again logs again.
         self._warned = {k: v for k, v in self._warned.items() if k in ignored}
@@ -86,6 +106,25 @@ class QueueControl:
             self._refuse("deadline_ms", override, reason, ignored)
             return configured
         return override
+
+    def _apply_concurrency(
+        self, o: RuntimeOverrides, minimums_refused: str | None, ignored: dict[str, str]
+    ) -> None:
+        c = self.config
+        wanted = {"max_workers": o.max_workers, "min_workers": o.min_workers, "weight": o.weight}
+        other_mode = _HARD_ONLY if self.weighted else _WEIGHTED_ONLY
+        for key in sorted(other_mode):
+            if wanted[key] is not None:
+                mode = "weighted" if self.weighted else "hard-reserved"
+                reason = f"{key} override {wanted[key]} ignored: it has no meaning in {mode} mode"
+                self._refuse(key, wanted[key], reason, ignored)
+                wanted[key] = None
+        if wanted["min_workers"] is not None and minimums_refused is not None:
+            self._refuse("min_workers", wanted["min_workers"], minimums_refused, ignored)
+            wanted["min_workers"] = None
+        self.max_workers = c.max_workers if wanted["max_workers"] is None else wanted["max_workers"]
+        self.min_workers = c.min_workers if wanted["min_workers"] is None else wanted["min_workers"]
+        self.weight = c.weight if wanted["weight"] is None else wanted["weight"]
 
     def _apply_rate(self, override: float | None) -> None:
         """The start-time limiter, retuned by an override; an override on a queue started
@@ -125,28 +164,19 @@ class QueueControl:
             "claim_batch_size": c.claim_batch_size,
             "rate_limit": c.rate,
             "deadline_ms": c.deadline_ms,
+            "max_workers": c.max_workers,
+            "min_workers": c.min_workers,
+            "weight": c.weight,
         }
 
     def stored_overrides(self) -> dict[str, Any]:
         """The override columns as last read (None where not set)."""
-        o = self.overrides
-        if o is None:
-            return dict.fromkeys(KEYS)
-        return {
-            "poll_interval_ms": o.poll_interval_ms,
-            "claim_batch_size": o.claim_batch_size,
-            "rate_limit": o.rate_limit,
-            "deadline_ms": o.deadline_ms,
-        }
+        o = self.overrides or _NO_OVERRIDES
+        return {key: getattr(o, key) for key in KEYS}
 
     def effective_values(self) -> dict[str, Any]:
-        """What the dispatcher uses now."""
-        return {
-            "poll_interval_ms": self.poll_interval_ms,
-            "claim_batch_size": self.claim_batch_size,
-            "rate_limit": self.rate_limit,
-            "deadline_ms": self.deadline_ms,
-        }
+        """What the dispatcher and the permits use now."""
+        return {key: getattr(self, key) for key in KEYS}
 
     def state(self) -> tuple[Any, ...]:
         """Everything a change of which the dispatcher must hear about at once."""
@@ -173,3 +203,26 @@ class QueueControl:
 
 
 _NOTHING = object()
+
+
+def minimums_refusal(
+    controls: Iterable[QueueControl],
+    rows: Mapping[str, dict[str, Any]],
+    global_max_workers: int | None,
+) -> str | None:
+    """Why the ``min_workers`` overrides in ``rows`` cannot all apply, or None when they
+    can: in weighted mode Σ min_workers must stay within ``global_max_workers``, the rule
+    ``start()`` enforces (MinWorkersExceedGlobal)."""
+    if global_max_workers is None:
+        return None
+    total = 0
+    for control in controls:
+        row = rows.get(control.config.name)
+        override = row.get("override_min_workers") if row else None
+        total += control.config.min_workers if override is None else override
+    if total <= global_max_workers:
+        return None
+    return (
+        f"min_workers overrides ignored: with them Σ min_workers would be {total}, over "
+        f"global_max_workers ({global_max_workers})"
+    )

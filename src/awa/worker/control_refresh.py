@@ -17,7 +17,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from awa.db import sql
-from awa.worker.control import QueueControl
+from awa.worker.control import QueueControl, minimums_refusal
 
 Changed = Callable[[str, QueueControl], None]
 
@@ -26,10 +26,15 @@ class ControlRefresher:
     """Reads the control rows of a worker's queues and applies them."""
 
     def __init__(
-        self, pool: AsyncConnectionPool, controls: Mapping[str, QueueControl], on_change: Changed
+        self,
+        pool: AsyncConnectionPool,
+        controls: Mapping[str, QueueControl],
+        on_change: Changed,
+        global_max_workers: int | None = None,
     ) -> None:
         self._pool = pool
         self._controls = controls
+        self._global_max_workers = global_max_workers
         self._queues = list(controls)
         self._on_change = on_change
         self.refreshes = 0
@@ -41,8 +46,9 @@ class ControlRefresher:
             await cur.execute(sql.QUEUE_CONTROL_LIST, {"queues": self._queues})
             rows = {row["queue"]: row for row in await cur.fetchall()}
         self.refreshes += 1
+        refused = minimums_refusal(self._controls.values(), rows, self._global_max_workers)
         for queue, control in self._controls.items():
             before = control.state()
-            control.apply(rows.get(queue))
+            control.apply(rows.get(queue), minimums_refused=refused)
             if control.state() != before:
                 self._on_change(queue, control)

@@ -18,7 +18,10 @@ poll then:
 It polls again at once while claims come back full, so a backlog drains at the speed
 of the handlers, and goes back to sleep when the queue is empty or permits run out. Held
 back by the fleet, it waits for a freed-slot notice (or the next rate token), not for
-notices of new jobs, which could not change the answer.
+notices of new jobs, which could not change the answer. A queue found empty goes *idle*:
+it sends no statement of its own until woken — by a notice, or by the worker's idle
+prober, which checks every idle queue of the worker in one statement per poll interval
+(ADR 0011), so a thousand idle queues cost what one does.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
@@ -43,6 +47,7 @@ logger = logging.getLogger("awa")
 _MAX_ERROR_BACKOFF_S = 5.0
 _PARTITION_RECHECK_S = 0.02
 _DEAF_TO_NEW_JOBS = frozenset({"concurrency", "pool", "rate"})
+_WAITING_FOR_FREED = frozenset({"concurrency", "pool"})
 
 
 class Dispatcher:
@@ -75,8 +80,14 @@ class Dispatcher:
         self.fleet_holds = 0
         self.blocked: str | None = None  # why the fleet held the last claim back
         self._not_before = 0.0  # monotonic time before which asking the fleet is pointless
+        # Idle: the last claim found the queue empty, and the idle prober watches it. A
+        # dispatcher starts idle and due, so a worker's first look at all its queues is
+        # one probe, not one claim per queue.
+        self.idle = True
+        self.probe_due = 0.0  # when the idle prober should next look at this queue
+        self._on_idle: Callable[[], None] | None = None
         self.last_loop_ok = True
-        permits.subscribe(self.wake)
+        permits.subscribe(self.wake_permit)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -98,9 +109,31 @@ class Dispatcher:
         """True while the loop runs."""
         return self._task is not None and not self._task.done()
 
+    def watch_idle(self, on_idle: Callable[[], None]) -> None:
+        """Call ``on_idle`` whenever this queue goes idle (the idle prober's cue)."""
+        self._on_idle = on_idle
+
     def wake(self) -> None:
-        """Poll as soon as possible (permits came back, or the queue's control changed)."""
+        """Poll as soon as possible (permits came back, the queue's control changed, or the
+        idle prober saw jobs)."""
         self._wakeup.set()
+
+    def recheck(self) -> None:
+        """Notices may have been missed (the listener reconnected): an idle queue is
+        looked at by the next probe, a busy one polls at once."""
+        if self.idle:
+            self.probe_due = 0.0
+            if self._on_idle is not None:
+                self._on_idle()
+        else:
+            self._wakeup.set()
+
+    def wake_permit(self) -> None:
+        """A permit came back. Ignored while the fleet holds this queue back on its cap or
+        pool share: the job that freed the permit still counts as running until its
+        outcome is written, and the ``freed`` notice sent then is the moment to ask."""
+        if self.blocked not in _WAITING_FOR_FREED:
+            self._wakeup.set()
 
     def wake_available(self) -> None:
         """Jobs became available. Ignored while the fleet holds this queue back on a cap
@@ -119,6 +152,9 @@ class Dispatcher:
     async def _loop(self) -> None:
         error_backoff = 0.05
         while not self._stopping:
+            await self._sleep()  # at once when woken; idle (as at start) until then
+            if self._stopping:
+                return
             try:
                 await self._drain()
                 self.last_loop_ok = True
@@ -131,16 +167,25 @@ class Dispatcher:
                 )  # fmt: skip
                 await asyncio.sleep(error_backoff)
                 error_backoff = min(error_backoff * 2, _MAX_ERROR_BACKOFF_S)
-                continue
-            await self._sleep()
+                self._wakeup.set()  # try again at once after the backoff
 
     async def _sleep(self) -> None:
+        await self._wait(self._sleep_seconds())
+
+    def _sleep_seconds(self) -> float | None:
+        """How long to sleep unless woken: None when idle (the idle prober or a notice
+        wakes it), else the poll interval, stretched to the next local or fleet token."""
+        if self.idle:
+            return None
         timeout = self.control.poll_interval_ms / 1000
         bucket = self.control.bucket
         if bucket is not None:
             timeout = max(timeout, bucket.seconds_until(1))
         if self._not_before > 0:
             timeout = max(timeout, self._not_before - time.monotonic())
+        return timeout
+
+    async def _wait(self, timeout: float | None) -> None:
         if self._wakeup.is_set():
             self._wakeup.clear()
             return
@@ -163,6 +208,9 @@ class Dispatcher:
         if self._not_before > time.monotonic():
             return False  # the fleet said when to ask again (the next rate token)
         control = self.control
+        if control.paused:  # as last refreshed; the claim itself re-checks in the database
+            self._note_idle(ran_dry=True)
+            return False
         wanted = control.claim_batch_size
         grant = self.permits.try_acquire(wanted)
         if grant.total == 0:
@@ -186,6 +234,7 @@ class Dispatcher:
             raise
         if bucket is not None:
             bucket.refund(allowed - len(jobs))
+        self._note_idle(ran_dry=len(jobs) < allowed and self.blocked is None)
         permits = self.permits.split(grant, len(jobs))
         self._observer.polled(self.queue, len(jobs), allowed < grant.total)
         if len(jobs) < grant.total:
@@ -224,6 +273,15 @@ class Dispatcher:
                 jobs.append(row)
         self._held_back(held_back)
         return jobs
+
+    def _note_idle(self, *, ran_dry: bool) -> None:
+        if ran_dry and not self.idle:
+            self.idle = True
+            self.probe_due = time.monotonic() + self.control.poll_interval_ms / 1000
+            if self._on_idle is not None:
+                self._on_idle()
+        elif not ran_dry:
+            self.idle = False
 
     def _held_back(self, hold: FleetHold | None) -> None:
         """Remember why the fleet held the last claim back, and when to ask again."""

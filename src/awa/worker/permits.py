@@ -6,6 +6,10 @@ One :class:`QueuePermits` per queue serves both modes:
 * weighted — ``local`` = ``min_workers``, plus the process-wide :class:`OverflowPool`
   of ``global_max_workers − Σ min_workers`` shared by weighted fair share.
 
+All three numbers can change live (runtime overrides, CONTRACT §10): a resize never
+takes a permit back — a queue over its new size simply gets nothing until enough of its
+jobs have finished — and a resize that frees room wakes whoever may now take it.
+
 Everything runs on the worker's event loop thread, so plain counters suffice: no call
 here ever blocks or awaits. A :class:`Permit` releases its slot exactly once.
 """
@@ -66,10 +70,27 @@ class OverflowPool:
         """Call ``wake`` when ``queue`` may be granted permits it asked for."""
         self._wakers[queue] = wake
 
+    def resize(self, total: int) -> None:
+        """A new pool size (Σ min_workers or global_max_workers changed live). Permits held
+        beyond it stay held until released; nothing new is granted until then."""
+        grew = total > self.total
+        self.total = max(total, 0)
+        if grew:
+            self._wake_waiting(exclude="")
+
+    def set_weight(self, queue: str, weight: int) -> None:
+        """A new weight for ``queue`` (a live override); shares change from the next grant."""
+        if weight < 1:
+            raise ValueError("weights must be >= 1")
+        old, self._weights[queue] = self._weights[queue], weight
+        if old != weight and self._demand[queue] > 0:
+            self._asking_weight += weight - old
+            self._wake_waiting(exclude="")
+
     @property
     def available(self) -> int:
-        """Permits nobody holds."""
-        return self.total - self._held_total
+        """Permits nobody holds (never negative, even while shrunk below what is held)."""
+        return max(0, self.total - self._held_total)
 
     def _set_demand(self, queue: str, wanted: int) -> None:
         was, now = self._demand[queue] > 0, wanted > 0
@@ -254,6 +275,11 @@ class QueuePermits:
         return self._pool is not None
 
     @property
+    def pool(self) -> OverflowPool | None:
+        """The shared overflow pool (weighted mode)."""
+        return self._pool
+
+    @property
     def in_flight(self) -> int:
         """Permits handed to jobs that still run (local and overflow)."""
         return self._running
@@ -263,10 +289,22 @@ class QueuePermits:
         """All permits this queue holds: its jobs' and those reserved by a claim under way."""
         return self._local_used + (self._pool.held(self.queue) if self._pool else 0)
 
+    def resize(self, local: int, weight: int | None = None) -> None:
+        """New live sizes: ``local`` permits (max_workers, or min_workers in weighted mode)
+        and, in weighted mode, the queue's weight in the pool. Shrinking takes nothing
+        back; growing wakes this queue's dispatcher."""
+        grew = local > self.local_capacity
+        self.local_capacity = local
+        if weight is not None and self._pool is not None and weight != self.weight:
+            self.weight = weight
+            self._pool.set_weight(self.queue, weight)
+        if grew and self._wake is not None:
+            self._wake()
+
     @property
     def available(self) -> int:
         """Permits a poll could reserve now: free local ones plus what the pool would grant."""
-        free_local = self.local_capacity - self._local_used
+        free_local = max(0, self.local_capacity - self._local_used)
         return free_local + (self._pool.grantable(self.queue) if self._pool else 0)
 
     def capacity(self) -> Capacity:
@@ -288,7 +326,7 @@ class QueuePermits:
         overflow demand (zero when they cover it all).
         """
         wanted = max(wanted, 0)
-        local = min(wanted, self.local_capacity - self._local_used)
+        local = min(wanted, max(0, self.local_capacity - self._local_used))
         self._local_used += local
         overflow = 0
         if self._pool is not None:

@@ -37,6 +37,7 @@ from awa.worker.control_refresh import ControlRefresher
 from awa.worker.dispatcher import Dispatcher
 from awa.worker.executor import Executor
 from awa.worker.features import Features
+from awa.worker.idle_probe import IdleProber
 from awa.worker.joblog import JobLog
 from awa.worker.listener import Listener
 from awa.worker.observe import Fanout, Observer
@@ -48,6 +49,7 @@ from awa.worker.snapshot import queue_fleet, snapshot_json
 logger = logging.getLogger("awa")
 
 PRUNE_INTERVAL_S = 60.0
+SYNC_THREADS_CEILING = 256
 
 
 class Worker:
@@ -77,7 +79,10 @@ class Worker:
             observer=self.observer,
             synchronous_commit=config.synchronous_commit,
         )
-        self.executor = Executor(registry, self.completer, config.total_permits, self.observer)
+        # Threads start on demand and permits bound how many run, so a generous ceiling
+        # costs nothing and leaves room for max_workers raised live (CONTRACT §10).
+        threads = max(config.total_permits, SYNC_THREADS_CEILING)
+        self.executor = Executor(registry, self.completer, threads, self.observer)
         self.features = Features(pool, config, schedules)  # cron, DLQ, aging, progress, callbacks
         self.features.attach(self.executor, self.observer.jobs_rescued)
         permits = build_permits(
@@ -87,7 +92,7 @@ class Worker:
         self.dispatchers: dict[str, Dispatcher] = {}
         for q in config.queues:
             bucket = TokenBucket(q.rate_limit[0], q.rate_limit[1]) if q.rate_limit else None
-            control = QueueControl(q, bucket)
+            control = QueueControl(q, bucket, weighted=config.weighted)
             self.dispatchers[q.name] = Dispatcher(
                 q.name,
                 pool,
@@ -98,11 +103,15 @@ class Worker:
                 synchronous_commit=config.synchronous_commit,
             )
         self.control = ControlRefresher(
-            pool, {name: d.control for name, d in self.dispatchers.items()}, self._control_changed
+            pool,
+            {name: d.control for name, d in self.dispatchers.items()},
+            self._control_changed,
+            config.global_max_workers,
         )
         self.control_service = Periodic(
             "control-refresh", config.override_refresh_ms / 1000, self.control.refresh
         )
+        self.idle_prober = IdleProber(pool, self.dispatchers)
         self.listener = Listener(url, self._on_available, self._on_control, self._wake_all)
         self.heartbeat = Periodic("heartbeat", config.heartbeat_interval_ms / 1000, self._beat)
         self.publisher = Periodic(
@@ -182,12 +191,24 @@ class Worker:
             self.dispatchers[freed].wake_freed()
 
     def _control_changed(self, queue: str, control: QueueControl) -> None:
+        self._resize_permits(queue, control)
         self.dispatchers[queue].wake()
         self.observer.override_changed(queue, control.effective_values(), dict(control.ignored))
 
+    def _resize_permits(self, queue: str, control: QueueControl) -> None:
+        """Live concurrency (CONTRACT §10): the permits follow the effective values."""
+        permits = self.dispatchers[queue].permits
+        if permits.pool is None:
+            permits.resize(control.max_workers)
+            return
+        permits.resize(control.min_workers, control.weight)
+        assert self.config.global_max_workers is not None
+        minimums = sum(d.control.min_workers for d in self.dispatchers.values())
+        permits.pool.resize(self.config.global_max_workers - minimums)
+
     def _wake_all(self) -> None:
         for dispatcher in self.dispatchers.values():
-            dispatcher.wake()
+            dispatcher.recheck()
 
     # -- periodic work ---------------------------------------------------------------
 
@@ -226,6 +247,7 @@ class Worker:
         self.listener.start()
         for dispatcher in self.dispatchers.values():
             dispatcher.start()
+        self.idle_prober.start()
         self.heartbeat.start()
         self.leader.start()
         self.publisher.start()
@@ -244,7 +266,12 @@ class Worker:
             return
         self.shutting_down = True
         deadline = time.monotonic() + timeout_ms / 1000
+        await self.idle_prober.stop()
         await asyncio.gather(*(d.stop() for d in self.dispatchers.values()))
+        # Leadership goes first: a process on its way out hands maintenance to another at
+        # once, and its promoter cannot make the attempts it fences below available again
+        # before shutdown() has returned.
+        await self.leader.stop()
         await self.executor.wait_idle(max(0.0, deadline - time.monotonic()))
         await self.completer.drain()
         await self._fence_unfinished()
@@ -255,7 +282,6 @@ class Worker:
         await self.control_service.stop()
         await self.features.stop()
         await self.publisher.stop()
-        await self.leader.stop()
         await self.listener.stop()
         await self._deregister()
         self.executor.close()

@@ -12,8 +12,9 @@ from typing import Any
 import awa
 from awa.cli.args import bounded_int, rate, with_example
 from awa.cli.output import print_json, print_table
+from awa.override_keys import KEYS
 
-SETTINGS = ("poll_interval_ms", "claim_batch_size", "rate_limit", "deadline_ms")
+SETTINGS = KEYS
 APPLY_NOTE = (
     "note: live workers apply overrides within their refresh cadence "
     "(AWA_OVERRIDE_REFRESH_MS, default 10 s; usually at once through a notice)"
@@ -26,8 +27,9 @@ def register(actions: Any) -> None:
         "overrides",
         help="runtime overrides that live workers apply without a restart",
         **with_example(
-            "Runtime overrides: poll interval, claim batch size, rate limit and deadline of a\n"
-            "queue, stored in the database and applied live by every worker.",
+            "Runtime overrides: poll interval, claim batch size, rate limit, deadline and\n"
+            "per-process permits of a queue, stored in the database and applied live by every\n"
+            "worker.",
             "awa queue overrides show email",
         ),
     )
@@ -40,9 +42,11 @@ def register(actions: Any) -> None:
             "stored as unset and reverts to the value the workers were started with.\n"
             "Live workers apply the change within their refresh cadence\n"
             "(AWA_OVERRIDE_REFRESH_MS, default 10 s; usually at once through a notice).\n"
-            "A rate override only retunes a queue started with a rate limit, and a deadline\n"
-            "override never crosses zero; workers report such overrides as ignored\n"
-            "(see `awa queue overrides show`).",
+            "A rate override on a queue started without a limiter creates one. A deadline\n"
+            "override never crosses zero, --max-workers applies to hard-reserved workers and\n"
+            "--min-workers/--weight to weighted ones, and minimums never exceed\n"
+            "global_max_workers; workers report overrides they refuse as ignored\n"
+            "(see `awa queue overrides show`). Shrinking permits interrupts no running job.",
             "awa queue overrides set email --poll-interval-ms 500 --rate-limit 20",
         ),
     )
@@ -52,6 +56,12 @@ def register(actions: Any) -> None:
     p.add_argument("--claim-batch-size", type=bounded_int(1), metavar="N",
                    help="most jobs claimed per statement (>= 1)")  # fmt: skip
     p.add_argument("--rate-limit", type=rate, metavar="F", help="jobs per second (1e-06 to 1e+06)")
+    p.add_argument("--max-workers", type=bounded_int(1), metavar="N",
+                   help="permits per process, hard-reserved mode (>= 1)")  # fmt: skip
+    p.add_argument("--min-workers", type=bounded_int(0), metavar="N",
+                   help="guaranteed permits per process, weighted mode (>= 0)")  # fmt: skip
+    p.add_argument("--weight", type=bounded_int(1), metavar="N",
+                   help="share of the overflow pool, weighted mode (>= 1)")  # fmt: skip
     p.add_argument("--deadline-ms", type=bounded_int(0), metavar="N",
                    help="attempt deadline in ms (>= 0)")  # fmt: skip
     p.set_defaults(handler=run)
@@ -129,7 +139,7 @@ def _entry_json(entry: dict[str, Any]) -> dict[str, Any]:
     return {**entry, "stored": _stored_json(entry["stored"])}
 
 
-SHORT = ("poll ms", "batch", "rate/s", "deadline ms")
+SHORT = ("poll ms", "batch", "rate/s", "deadline ms", "max", "min", "weight")
 
 
 def _print_show(entries: list[dict[str, Any]]) -> None:
@@ -165,7 +175,8 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
     if action == "set" and all(v is None for v in values.values()):
         sys.stderr.write(
             "awa: error: overrides set: give at least one of --poll-interval-ms, "
-            "--claim-batch-size, --rate-limit, --deadline-ms (`awa queue overrides clear` "
+            "--claim-batch-size, --rate-limit, --deadline-ms, --max-workers, --min-workers, "
+            "--weight (`awa queue overrides clear` "
             "removes them all)\n"
         )
         return 2

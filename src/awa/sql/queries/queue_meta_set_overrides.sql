@@ -5,17 +5,21 @@
 WITH written AS (
     INSERT INTO awa.queue_meta (
         queue, override_poll_interval_ms, override_claim_batch_size, override_rate_limit,
-        override_deadline_ms, overrides_updated_at
+        override_deadline_ms, override_max_workers, override_min_workers, override_weight,
+        overrides_updated_at
     )
     VALUES (
         %(queue)s, %(poll_interval_ms)s, %(claim_batch_size)s, %(rate_limit)s,
-        %(deadline_ms)s, now()
+        %(deadline_ms)s, %(max_workers)s, %(min_workers)s, %(weight)s, now()
     )
     ON CONFLICT (queue) DO UPDATE
     SET override_poll_interval_ms = EXCLUDED.override_poll_interval_ms,
         override_claim_batch_size = EXCLUDED.override_claim_batch_size,
         override_rate_limit = EXCLUDED.override_rate_limit,
         override_deadline_ms = EXCLUDED.override_deadline_ms,
+        override_max_workers = EXCLUDED.override_max_workers,
+        override_min_workers = EXCLUDED.override_min_workers,
+        override_weight = EXCLUDED.override_weight,
         overrides_updated_at = now()
     RETURNING *
 )

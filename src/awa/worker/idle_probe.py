@@ -1,0 +1,89 @@
+"""Watches the idle queues of a worker in one statement (ADR 0011).
+
+A dispatcher whose last claim found its queue empty goes idle and sends nothing more of
+its own: ``LISTEN`` notices wake it when jobs arrive. Notices can be missed (a listener
+reconnecting, a job made available by hand), so the prober looks at every idle queue
+once per that queue's poll interval — all of them due at the same moment in ONE
+statement (``queue_probe_available``) — and wakes those that have jobs. Before this, each
+idle queue sent a claim per poll interval: 1 000 idle queues cost ~5 000 statements and
+a whole core a second; now they cost one statement per poll interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping
+
+from psycopg_pool import AsyncConnectionPool
+
+from awa.db import sql
+from awa.maintenance.periodic import cancel_and_wait
+from awa.worker.dispatcher import Dispatcher
+
+logger = logging.getLogger("awa")
+
+_ERROR_BACKOFF_S = 1.0
+
+
+class IdleProber:
+    """Checks idle queues for jobs, one statement for all that are due."""
+
+    def __init__(self, pool: AsyncConnectionPool, dispatchers: Mapping[str, Dispatcher]) -> None:
+        self._pool = pool
+        self._dispatchers = dispatchers
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.probes = 0
+        for dispatcher in dispatchers.values():
+            dispatcher.watch_idle(self._changed.set)
+
+    def start(self) -> None:
+        """Start watching. Idempotent."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="awa-idle-probe")
+
+    async def stop(self) -> None:
+        """Stop watching. Idempotent."""
+        task, self._task = self._task, None
+        if task is not None:
+            await cancel_and_wait(task)
+
+    @property
+    def alive(self) -> bool:
+        """True while the loop runs."""
+        return self._task is not None and not self._task.done()
+
+    async def probe_due(self, now: float) -> None:
+        """Probe the idle queues whose turn has come; wake those with jobs."""
+        due = [d for d in self._dispatchers.values() if d.idle and d.probe_due <= now]
+        if not due:
+            return
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(sql.QUEUE_PROBE_AVAILABLE, {"queues": [d.queue for d in due]})
+            with_jobs = {row[0] for row in await cur.fetchall()}
+        self.probes += 1
+        for dispatcher in due:
+            dispatcher.probe_due = now + dispatcher.control.poll_interval_ms / 1000
+            if dispatcher.queue in with_jobs:
+                dispatcher.wake()
+
+    def _next_due(self) -> float | None:
+        return min((d.probe_due for d in self._dispatchers.values() if d.idle), default=None)
+
+    async def _run(self) -> None:
+        while True:
+            self._changed.clear()
+            try:
+                await self.probe_due(time.monotonic())
+            except Exception as exc:  # database trouble: the dispatchers' notices still work
+                logger.warning("idle probe failed (%s); retrying", exc)
+                await asyncio.sleep(_ERROR_BACKOFF_S)
+                continue
+            due = self._next_due()
+            timeout = None if due is None else max(0.0, due - time.monotonic())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._changed.wait()
