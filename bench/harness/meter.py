@@ -35,7 +35,11 @@ def _stat_fields(pid: int) -> list[str] | None:
 
 def _children(pid: int) -> list[int]:
     found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").glob("*/children"))
+    except OSError:  # the process exited while we looked
+        return found
+    for task in tasks:
         try:
             found += [int(c) for c in task.read_text().split()]
         except OSError:

@@ -11,7 +11,11 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 
 def _children(pid: int) -> list[int]:
     found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").glob("*/children"))
+    except OSError:  # the process exited while we looked
+        return found
+    for task in tasks:
         try:
             found += [int(c) for c in task.read_text().split()]
         except OSError:
