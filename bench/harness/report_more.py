@@ -111,7 +111,11 @@ def fleet_cap_table(summary: Summary) -> list[str]:
         return [f"Skipped: {skipped[0]}."]
     rows = []
     for mode in ("capped", "uncapped"):
-        mine = [r for r in runs if r["system"].endswith(mode) and "jobs_per_s" in r]
+        mine = [r for r in runs if r["system"].endswith(f" {mode}") and "jobs_per_s" in r]
+        if not mine:
+            why = next((r["skipped"] for r in runs if r["system"].endswith(f" {mode}")), "–")
+            rows.append([mode, why, "", "", ""])
+            continue
         rows.append(
             [
                 mode,
