@@ -48,6 +48,10 @@ test: $(STAMP) system-deps ## Run the whole suite on real PostgreSQL (DATABASE_U
 test-unit: $(STAMP) ## Run only the unit tests (no database)
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
+.PHONY: mutate
+mutate: $(STAMP) ## Apply hand-written mutants of permits/control/dispatcher one by one; report survivors
+	$(BIN)/python -m tests.mutation.run
+
 .PHONY: demo
 demo: $(STAMP) ## Run the demo on the embedded PostgreSQL
 	$(BIN)/awa demo

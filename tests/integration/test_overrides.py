@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import psycopg
@@ -290,4 +291,95 @@ async def test_rate_override_holds_ten_jobs_per_second(
         assert row is not None
         assert 40 <= row[0] <= 60, f"{row[0]} jobs started in 5 s at a 10/s limit"
     finally:
+        await client.shutdown()
+
+
+async def test_the_poll_interval_override_paces_how_an_idle_queue_finds_unannounced_jobs(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """A job inserted without a notice is found only by polling: on the overridden poll
+    interval, not the configured one (the effective value is not merely reported)."""
+
+    @client.task(None, kind="k", queue="q")
+    async def handler(job: awa.Job[Any]) -> None:
+        return None
+
+    await client.start([("q", 2)], **FAST_WORKER)  # polls every 50 ms
+    try:
+        await client.set_runtime_overrides("q", poll_interval_ms=60_000)
+        await wait_for(lambda: _effective_is(client, "q", "poll_interval_ms", 60_000))
+        dispatcher = client._worker.dispatchers["q"]
+
+        async def slow_probe_scheduled() -> bool:  # the last probe used the new interval
+            return dispatcher.idle and dispatcher.probe_due - time.monotonic() > 30
+
+        await wait_for(slow_probe_scheduled)
+        (job_id,) = db.execute(  # no pg_notify: only a poll can find it
+            "INSERT INTO awa.jobs (kind, queue) VALUES ('k', 'q') RETURNING id"
+        ).fetchone() or (None,)
+        await asyncio.sleep(1.0)  # 20 of the configured polls; none of the overridden one
+        assert (await client.get_job(job_id)).state is awa.JobState.AVAILABLE
+        await client.set_runtime_overrides("q", poll_interval_ms=100)
+        await wait_for(lambda: _completed(client, job_id))
+    finally:
+        await client.shutdown()
+
+
+async def test_the_control_rows_are_read_once_per_cadence_not_per_poll(
+    client: awa.AsyncClient,
+) -> None:
+    @client.task(None, kind="k", queue="q")
+    async def handler(job: awa.Job[Any]) -> None:
+        return None
+
+    await client.insert_many([{}] * 300, kind="k", queue="q")
+    claims = ClaimSizes()
+    client.add_observer(claims)
+    settings = {**FAST_WORKER, "override_refresh_ms": 600_000}
+    await client.start([awa.QueueConfig("q", claim_batch_size=5, poll_interval_ms=50)], **settings)
+    try:
+
+        async def drained() -> bool:
+            return sum(claims.sizes.get("q", [])) == 300
+
+        await wait_for(drained)
+        # Sixty claims or more, yet the control rows were read at start and once at the
+        # cadence's first tick: never per poll.
+        assert len(claims.sizes["q"]) >= 60
+        assert client._worker.control.refreshes <= 2
+    finally:
+        await client.shutdown()
+
+
+async def test_a_queue_held_at_its_fleet_cap_rechecks_on_the_overridden_poll_interval(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """A dispatcher held back by the fleet waits for a freed-slot notice; a slot freed
+    without one (here: a row changed by hand) is found by its timed re-check, paced by the
+    poll interval in force — the override, not the start value of 60 s."""
+    release = asyncio.Event()
+
+    @client.task(None, kind="k", queue="q")
+    async def handler(job: awa.Job[Any]) -> None:
+        if job.args["hold"]:
+            await release.wait()
+
+    await client.set_queue_limits("q", concurrency=1)
+    first = await client.insert({"hold": True}, kind="k", queue="q")
+    await client.start([awa.QueueConfig("q", poll_interval_ms=60_000)], **FAST_WORKER)
+    try:
+        await wait_for(lambda: _in_flight(client, "q", 1))
+        await client.set_runtime_overrides("q", poll_interval_ms=100)
+        await wait_for(lambda: _effective_is(client, "q", "poll_interval_ms", 100))
+        second = await client.insert({"hold": False}, kind="k", queue="q")
+        dispatcher = client._worker.dispatchers["q"]
+
+        async def held() -> bool:
+            return dispatcher.blocked == "concurrency"
+
+        await wait_for(held)
+        db.execute("UPDATE awa.jobs SET state = 'cancelled' WHERE id = %s", (first.id,))
+        await wait_for(lambda: _completed(client, second.id))
+    finally:
+        release.set()
         await client.shutdown()

@@ -36,6 +36,7 @@ class PermitsMachine(RuleBasedStateMachine):
         self.overflow_out: dict[str, int] = {}
         self.local_out: dict[str, int] = {}
         self.running: dict[str, int] = {}  # permits handed to jobs and not yet released
+        self.weights: dict[str, int] = {}
 
     @initialize(
         total=st.integers(0, 12),
@@ -49,6 +50,19 @@ class PermitsMachine(RuleBasedStateMachine):
             permits.subscribe(lambda name=name: self.woken.append(name))
             self.queues[name] = permits
             self.overflow_out[name] = self.local_out[name] = self.running[name] = 0
+            self.weights[name] = weight
+
+    def _share(self, queue: str) -> int:
+        """ADR 0005's fair share, from the model's own weights and the pool's observable
+        demand and holdings (not the pool's running totals or its own formula): the pool
+        less what non-asking queues hold, split by weight among the asking ones."""
+        asking = [q for q in self.queues if self.pool.demand(q) > 0]
+        settled = sum(self.pool.held(q) for q in self.queues if q not in asking)
+        divisible = self.pool.total - settled
+        weight = sum(self.weights[q] for q in asking)
+        if weight == 0:
+            return divisible
+        return -(-divisible * self.weights[queue] // weight)  # ceil, in integers
 
     def _queue(self, data: st.DataObject) -> str:
         return data.draw(st.sampled_from(sorted(self.queues)))
@@ -70,7 +84,7 @@ class PermitsMachine(RuleBasedStateMachine):
         asked = wanted - grant.local
         assert self.pool.demand(queue) == asked
         if grant.overflow:
-            assert self.pool.held(queue) <= self.pool.fair_share(queue), "above fair share"
+            assert self.pool.held(queue) <= self._share(queue), "above fair share"
         if lone:
             # alone in asking: everything nobody holds (the whole pool when nobody does)
             assert grant.overflow == min(asked, available), "a lone contender takes all"
@@ -153,11 +167,11 @@ class PermitsMachine(RuleBasedStateMachine):
         for queue in self.woken:
             if queue != exclude:
                 assert self.pool.demand(queue) > 0, f"{queue} woken without demand"
-                assert self.pool.held(queue) < self.pool.fair_share(queue), f"{queue} cannot gain"
+                assert self.pool.held(queue) < self._share(queue), f"{queue} cannot gain"
         if released and self.pool.available > 0:
             for queue in self.queues:
                 waiting = self.pool.demand(queue) > 0
-                could_gain = self.pool.held(queue) < self.pool.fair_share(queue)
+                could_gain = self.pool.held(queue) < self._share(queue)
                 if queue != exclude and waiting and could_gain:
                     assert queue in self.woken, f"{queue} could gain but was not woken"
 
