@@ -84,6 +84,7 @@ class WorkerConfig:
     promote_interval_ms: int = 250
     leader_election_interval_ms: int = LEADER_ELECTION_INTERVAL_MS
     leader_lease_ms: int = LEADER_LEASE_MS
+    max_args_bytes_in_flight: int = 64 * 1024 * 1024
     runtime_snapshot_interval_ms: int = 10_000
     completed_retention_ms: int = 24 * 3_600_000
     failed_retention_ms: int = 7 * 24 * 3_600_000

@@ -81,6 +81,24 @@ def encode_json(value: Any, *, what: str = "args") -> str:
     return text
 
 
+# Metadata, progress and a callback's payload are stored on the job row and come back
+# with every read of it (each claim, list_jobs, the dashboard): unlike args, nothing in
+# them should be big. Encoded with ensure_ascii, so characters are bytes.
+MAX_METADATA_BYTES = 64 * 1024
+
+
+def encode_bounded(value: Any, *, what: str, limit: int = MAX_METADATA_BYTES) -> str:
+    """:func:`encode_json`, and ValidationError naming ``what`` past ``limit`` bytes."""
+    text = encode_json(value, what=what)
+    if len(text) > limit:
+        raise ValidationError(
+            what,
+            f"encoded as {len(text)} bytes of JSON, over the limit of {limit} "
+            f"({limit // 1024} KiB): keep big values elsewhere and store a reference",
+        )
+    return text
+
+
 # One escape of JSON text as json.dumps writes it (ensure_ascii): \uXXXX or \<char>.
 _ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)")
 
@@ -103,6 +121,13 @@ def unstorable(text: str) -> str | None:
         elif code is not None and 0xDC00 <= code <= 0xDFFF:
             return "an unpaired surrogate"
     return "an unpaired surrogate" if low_expected_at >= 0 else None
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, with a marker saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [cut: {len(text) - limit} more characters]"
 
 
 def storable_text(text: str) -> str:

@@ -25,9 +25,11 @@ from psycopg import sql
 
 import awa
 from awa.client.insert import MAX_ARGS_BYTES
+from awa.serialization import MAX_METADATA_BYTES
 
 NOW = datetime.now(UTC)
 TEN_MB = {"blob": "x" * 10_000_000}
+BIG_METADATA = {"blob": "x" * MAX_METADATA_BYTES}  # its JSON is a few bytes over the limit
 UNKNOWN = 987_654
 
 
@@ -100,6 +102,12 @@ CASES = [
     C("metadata object", lambda c: c.insert({}, kind="k", metadata={"a": object()}), S,
       "metadata"),
     C("metadata NUL", lambda c: c.insert({}, kind="k", metadata={"a": "\x00"}), V, "metadata"),
+    C("metadata 20 MB", lambda c: c.insert({}, kind="k", metadata={"a": "x" * 20_000_000}), V,
+      "metadata"),
+    C("metadata over 64 KiB", lambda c: c.insert({}, kind="k", metadata=BIG_METADATA), V,
+      "metadata"),
+    C("insert_many metadata", lambda c: c.insert_many([{}], kind="k", metadata=BIG_METADATA),
+      V, "metadata"),
     C("run_at str", lambda c: c.insert({}, kind="k", run_at="2030-01-01"), V, "run_at"),
     C("run_at naive", lambda c: c.insert({}, kind="k", run_at=datetime(2030, 1, 1)), V,
       "run_at"),
@@ -283,6 +291,8 @@ CASES = [
       awa.CallbackNotFound, "callback"),
     C("complete_external payload", lambda c: c.complete_external(str(uuid.uuid4()),
                                                                  {"x": object()}), S, "payload"),
+    C("complete_external payload 20 MB",
+      lambda c: c.complete_external(str(uuid.uuid4()), {"x": "x" * 20_000_000}), V, "payload"),
     C("complete_external NUL", lambda c: c.complete_external(str(uuid.uuid4()), {"x": "\x00"}),
       V, "payload"),
     C("fail_external error", lambda c: c.fail_external(str(uuid.uuid4()), 5), V, "error"),
@@ -433,6 +443,16 @@ async def test_args_up_to_the_limit_are_accepted(client: awa.AsyncClient) -> Non
     with pytest.raises(awa.ValidationError, match="1 MiB") as caught:
         await client.insert({"blob": "x" * (MAX_ARGS_BYTES - overhead + 1)}, kind="k")
     assert caught.value.field == "args"
+
+
+async def test_metadata_up_to_the_limit_is_accepted(client: awa.AsyncClient) -> None:
+    overhead = len('{"blob":""}')
+    fits = {"blob": "x" * (MAX_METADATA_BYTES - overhead)}
+    job = await client.insert({}, kind="k", metadata=fits)
+    assert (await client.get_job(job.id)).metadata == fits
+    with pytest.raises(awa.ValidationError, match="64 KiB") as caught:
+        await client.insert({}, kind="k", metadata={"blob": "x" * (MAX_METADATA_BYTES - 10)})
+    assert caught.value.field == "metadata"
 
 
 async def test_storable_look_alikes_round_trip(client: awa.AsyncClient) -> None:

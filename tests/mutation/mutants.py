@@ -91,8 +91,8 @@ MUTANTS = (
     Mutant(
         "the claim batch override is only reported",
         "worker/dispatcher.py",
-        "        wanted = control.claim_batch_size",
-        "        wanted = control.config.claim_batch_size",
+        "        wanted = self._args_budget.claimable(control.claim_batch_size)",
+        "        wanted = self._args_budget.claimable(control.config.claim_batch_size)",
         OVERRIDES,
     ),
     Mutant(

@@ -17,7 +17,7 @@ from awa.db import sql
 from awa.db.errors import mapped
 from awa.db.rows import job_rows
 from awa.errors import CallbackNotFound, ValidationError
-from awa.serialization import encode_json
+from awa.serialization import encode_bounded
 from awa.types import Job
 
 
@@ -48,7 +48,7 @@ async def _resolve(
 
 async def complete(conn: AsyncConnection[Any], callback_id: Any, payload: Any = None) -> Job[Any]:
     """Complete the job waiting for ``callback_id``; ``payload`` goes to its metadata."""
-    encoded = None if payload is None else encode_json(payload, what="payload")
+    encoded = None if payload is None else encode_bounded(payload, what="payload")
     return await _resolve(conn, sql.JOB_COMPLETE_EXTERNAL, callback_id, payload=encoded)
 
 

@@ -20,7 +20,7 @@ from awa.db import sql
 from awa.db.errors import mapped
 from awa.errors import ValidationError
 from awa.kinds import derive_kind
-from awa.serialization import args_to_dict, encode_json
+from awa.serialization import args_to_dict, encode_bounded, encode_json
 from awa.tracing import context as trace_context
 from awa.types import Job, JobState
 
@@ -133,7 +133,7 @@ def _shared_options(
         max_attempts=validate.integer("max_attempts", max_attempts, low=1, high=1000),
         tags=_tags(tags),
         metadata=meta,
-        metadata_json=encode_json(meta, what="metadata") if meta else "{}",
+        metadata_json=encode_bounded(meta, what="metadata") if meta else "{}",
         run_at=None if run_at is None else validate.aware_datetime("run_at", run_at),
         unique=None if unique_opts is None else UniqueOpts.parse(unique_opts),
     )

@@ -37,6 +37,7 @@ from psycopg_pool import AsyncConnectionPool
 from awa.db import sql
 from awa.db.rows import FleetHold, claim_rows, job_rows
 from awa.types import Job
+from awa.worker.args_budget import ArgsBudget, args_sizes
 from awa.worker.control import QueueControl
 from awa.worker.executor import Executor
 from awa.worker.observe import Observer
@@ -63,6 +64,7 @@ class Dispatcher:
         observer: Observer | None = None,
         *,
         synchronous_commit: bool = False,
+        args_budget: ArgsBudget | None = None,
     ) -> None:
         self.queue = queue
         self._commit_mode = "on" if synchronous_commit else "off"
@@ -88,6 +90,8 @@ class Dispatcher:
         self._on_idle: Callable[[], None] | None = None
         self.last_loop_ok = True
         permits.subscribe(self.wake_permit)
+        self._args_budget = args_budget or ArgsBudget(max_bytes=2**62)  # shared per process
+        self._args_budget.subscribe(self.wake)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -211,7 +215,7 @@ class Dispatcher:
         if control.paused:  # as last refreshed; the claim itself re-checks in the database
             self._note_idle(ran_dry=True)
             return False
-        wanted = control.claim_batch_size
+        wanted = self._args_budget.claimable(control.claim_batch_size)
         grant = self.permits.try_acquire(wanted)
         if grant.total == 0:
             return False
@@ -226,7 +230,7 @@ class Dispatcher:
                 self._observer.polled(self.queue, 0, True)
                 return False
         try:
-            jobs = await self._claim(allowed, control)
+            jobs, sizes = await self._claim(allowed, control)
         except BaseException:
             self.permits.release(grant, wake_self=False)
             if bucket is not None:
@@ -243,11 +247,14 @@ class Dispatcher:
         if not jobs:
             return False
         self.claimed += len(jobs)
-        for job, permit in zip(jobs, permits, strict=True):
+        self._args_budget.observe(sizes)
+        for job, permit, size in zip(jobs, permits, sizes, strict=True):
+            permit.also_release(self._args_budget.hold(size))
             self._executor.launch(job, permit, control.deadline_ms)
         return len(jobs) == allowed and allowed == wanted
 
-    async def _claim(self, limit: int, control: QueueControl) -> list[Job[Any]]:
+    async def _claim(self, limit: int, control: QueueControl) -> tuple[list[Job[Any]], list[int]]:
+        """The claimed jobs, and the byte size of each one's args (for the ArgsBudget)."""
         params = {
             "queue": self.queue,
             "limit": limit,
@@ -259,20 +266,23 @@ class Dispatcher:
             async with self._pool.connection() as conn:
                 cur = conn.cursor(row_factory=job_rows)
                 await cur.execute(sql.JOB_CLAIM_AVAILABLE, params)
-                return await cur.fetchall()
+                return await cur.fetchall(), args_sizes(cur)
         async with self._pool.connection() as conn:
             coordinated = conn.cursor(row_factory=claim_rows)
             await coordinated.execute(sql.JOB_CLAIM_COORDINATED, params)
             rows = await coordinated.fetchall()
+            row_sizes = args_sizes(coordinated)
         jobs: list[Job[Any]] = []
+        sizes: list[int] = []
         held_back: FleetHold | None = None
-        for row in rows:
+        for row, size in zip(rows, row_sizes, strict=True):
             if isinstance(row, FleetHold):
                 held_back = row
             else:
                 jobs.append(row)
+                sizes.append(size)
         self._held_back(held_back)
-        return jobs
+        return jobs, sizes
 
     def _note_idle(self, *, ran_dry: bool) -> None:
         if ran_dry and not self.idle:

@@ -229,17 +229,25 @@ class Grant:
 class Permit:
     """One reserved execution slot, handed to one job. ``release`` is idempotent."""
 
-    __slots__ = ("_overflow", "_owner", "_released")
+    __slots__ = ("_also", "_overflow", "_owner", "_released")
 
     def __init__(self, owner: QueuePermits, overflow: bool) -> None:
         self._owner = owner
         self._overflow = overflow
         self._released = False
+        self._also: Callable[[], None] | None = None
+
+    def also_release(self, give_back: Callable[[], None]) -> None:
+        """Call ``give_back`` when this permit is released: what else the job held
+        (its args' share of the ArgsBudget) goes back with its slot."""
+        self._also = give_back
 
     def release(self) -> None:
         """Give the slot back (only the first call counts)."""
         if not self._released:
             self._released = True
+            if self._also is not None:
+                self._also()
             self._owner._running -= 1
             if self._overflow:
                 self._owner._running_overflow -= 1

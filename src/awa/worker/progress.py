@@ -32,7 +32,7 @@ from psycopg_pool import AsyncConnectionPool
 from awa import validate
 from awa.db import sql
 from awa.errors import AwaError, ValidationError
-from awa.serialization import encode_json
+from awa.serialization import encode_bounded, encode_json
 from awa.types import _KEEP, Job
 
 R = TypeVar("R")
@@ -154,7 +154,7 @@ class JobServices:
                 value["checkpoint"] = previous["checkpoint"]
         elif checkpoint is not None:
             value["checkpoint"] = checkpoint
-        encode_json(value, what="progress")  # refuse what cannot be stored, at the call
+        encode_bounded(value, what="progress")  # refuse what cannot be stored, at the call
         updates = updates_of(job)
         with updates.lock:
             job.progress = value
@@ -165,7 +165,8 @@ class JobServices:
         """Merge ``patch`` into the job's metadata."""
         if not isinstance(patch, Mapping):
             raise ValidationError("metadata", f"must be a dict, got {type(patch).__name__}")
-        encode_json(dict(patch), what="metadata")
+        # The job's whole metadata after the merge must fit, not just this patch.
+        encode_bounded({**job.metadata, **patch}, what="metadata")
         updates = updates_of(job)
         with updates.lock:
             job.metadata = {**job.metadata, **patch}

@@ -15,11 +15,14 @@ from typing import Any
 
 from awa.errors import TerminalError
 from awa.outcomes import Cancel, RetryAfter, Snooze, WaitForCallback
-from awa.serialization import storable_text
+from awa.serialization import clip, storable_text
 from awa.types import Job, JobState
 
 MAX_BACKOFF_S = 24 * 3600.0
 MAX_TRACEBACK_CHARS = 4_000
+# An error entry is kept on the job row (the last 20 of them, ADR 0020) and read back with
+# it: a 30 MB exception message once took a worker to 995 MiB.
+MAX_ERROR_CHARS = 4_000
 
 
 def backoff_seconds(attempt: int, rng: random.Random | None = None) -> float:
@@ -83,7 +86,7 @@ def _error_entry(job: Job[Any], message: str, kind: str, tb: str | None = None) 
     # storable_text: a NUL or an unpaired surrogate in an exception message would make
     # PostgreSQL refuse the whole batch of outcomes this entry is written with.
     entry: dict[str, Any] = {
-        "error": storable_text(str(message)),
+        "error": storable_text(clip(str(message), MAX_ERROR_CHARS)),
         "attempt": job.attempt,
         "type": storable_text(str(kind)),
     }
@@ -120,7 +123,11 @@ def from_exception(job: Job[Any], exc: BaseException) -> Finalization:
     """What a handler's exception means for its job."""
     message = str(exc) or type(exc).__name__
     kind = type(exc).__qualname__
-    tb = "".join(traceback.format_exception(exc))
+    if len(message) > MAX_ERROR_CHARS:  # keep the frames, not the tail of a huge message
+        frames = "".join(traceback.format_tb(exc.__traceback__))
+        tb = f"{frames}{kind}: {clip(message, 200)}\n"
+    else:
+        tb = "".join(traceback.format_exception(exc))
     error = _error_entry(job, message, kind, tb)
     if isinstance(exc, TerminalError):
         return Finalization(job, JobState.FAILED, error=error)

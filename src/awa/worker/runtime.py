@@ -30,7 +30,8 @@ from awa.maintenance.leader import Leader
 from awa.maintenance.periodic import Periodic
 from awa.periodic import PeriodicJob
 from awa.types import RuntimeSnapshot
-from awa.worker import heartbeat
+from awa.worker import heartbeat, memory
+from awa.worker.args_budget import ArgsBudget
 from awa.worker.completer import Completer
 from awa.worker.control import QueueControl
 from awa.worker.control_refresh import ControlRefresher
@@ -89,6 +90,8 @@ class Worker:
             [(q.name, q.max_workers, q.min_workers, q.weight) for q in config.queues],
             config.global_max_workers,
         )
+        # One budget for the whole process: the args of running jobs, every queue's.
+        self.args_budget = ArgsBudget(config.max_args_bytes_in_flight)
         self.dispatchers: dict[str, Dispatcher] = {}
         for q in config.queues:
             bucket = TokenBucket(q.rate_limit[0], q.rate_limit[1]) if q.rate_limit else None
@@ -101,6 +104,7 @@ class Worker:
                 self.executor,
                 self.observer,
                 synchronous_commit=config.synchronous_commit,
+                args_budget=self.args_budget,
             )
         self.control = ControlRefresher(
             pool,
@@ -236,6 +240,7 @@ class Worker:
 
     async def start(self) -> None:
         """Check the schema, then start every service."""
+        memory.return_big_blocks_when_freed()
         async with self.pool.connection() as conn:
             with mapped():
                 await migrations.check_schema(conn)

@@ -4,8 +4,8 @@
 WITH cancelled AS (
     UPDATE awa.jobs
     SET state = 'cancelled', finalized_at = now(), heartbeat_at = NULL,
-        errors = errors || jsonb_build_array(jsonb_build_object(
-            'error', %(reason)s::text, 'attempt', attempt, 'at', now(), 'type', 'Cancelled'))
+        errors = awa.errors_append(errors, jsonb_build_array(jsonb_build_object(
+            'error', %(reason)s::text, 'attempt', attempt, 'at', now(), 'type', 'Cancelled')))
     WHERE id = %(id)s AND state NOT IN ('completed', 'failed', 'cancelled')
     RETURNING *
 )

@@ -2,9 +2,9 @@
 WITH cancelled AS (
     UPDATE awa.jobs
     SET state = 'cancelled', finalized_at = now(), heartbeat_at = NULL,
-        errors = errors || jsonb_build_array(jsonb_build_object(
+        errors = awa.errors_append(errors, jsonb_build_array(jsonb_build_object(
             'error', 'cancelled by unique key', 'attempt', attempt, 'at', now(),
-            'type', 'Cancelled'))
+            'type', 'Cancelled')))
     WHERE unique_key = %(unique_key)s::bytea
       AND state NOT IN ('completed', 'failed', 'cancelled')
     RETURNING *

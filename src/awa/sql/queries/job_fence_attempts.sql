@@ -7,8 +7,8 @@ SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'failed' ELSE 'retryable'
     run_at = now(),
     run_lease = j.run_lease + 1,
     heartbeat_at = NULL,
-    errors = j.errors || jsonb_build_array(jsonb_build_object(
-        'error', %(reason)s::text, 'attempt', j.attempt, 'at', now(), 'type', 'Interrupted'))
+    errors = awa.errors_append(j.errors, jsonb_build_array(jsonb_build_object(
+        'error', %(reason)s::text, 'attempt', j.attempt, 'at', now(), 'type', 'Interrupted')))
 FROM unnest(%(ids)s::bigint[], %(run_leases)s::bigint[], %(attempted_ats)s::timestamptz[])
     AS f(id, run_lease, attempted_at)
 WHERE j.id = f.id AND j.run_lease = f.run_lease AND j.attempted_at = f.attempted_at

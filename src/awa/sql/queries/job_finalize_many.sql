@@ -26,7 +26,8 @@ SET state = o.state,
     finalized_at = CASE WHEN o.state IN ('completed', 'failed', 'cancelled') THEN now() END,
     attempt = CASE WHEN o.refund THEN j.attempt - 1 ELSE j.attempt END,
     errors = CASE WHEN o.error IS NULL THEN j.errors
-        ELSE j.errors || jsonb_build_array(o.error || jsonb_build_object('at', now())) END,
+        ELSE awa.errors_append(j.errors, jsonb_build_array(o.error || jsonb_build_object('at', now())))
+        END,
     progress = CASE WHEN o.state = 'completed' THEN NULL
         ELSE coalesce(o.progress, j.progress) END,
     metadata = CASE WHEN o.metadata IS NULL THEN j.metadata ELSE j.metadata || o.metadata END,

@@ -16,9 +16,9 @@ SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'failed' ELSE 'retryable'
     run_at = now(),
     callback_id = NULL,
     callback_timeout_at = NULL,
-    errors = j.errors || jsonb_build_array(jsonb_build_object(
+    errors = awa.errors_append(j.errors, jsonb_build_array(jsonb_build_object(
         'error', 'callback timed out at ' || j.callback_timeout_at::text,
-        'attempt', j.attempt, 'at', now(), 'type', 'CallbackTimeout'))
+        'attempt', j.attempt, 'at', now(), 'type', 'CallbackTimeout')))
 FROM expired
 WHERE j.id = expired.id
 RETURNING j.id, j.queue, j.kind, j.state

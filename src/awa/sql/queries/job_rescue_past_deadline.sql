@@ -17,9 +17,9 @@ SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'failed' ELSE 'retryable'
     run_at = now(),
     run_lease = j.run_lease + 1,
     heartbeat_at = NULL,
-    errors = j.errors || jsonb_build_array(jsonb_build_object(
+    errors = awa.errors_append(j.errors, jsonb_build_array(jsonb_build_object(
         'error', 'rescued: deadline passed at ' || j.deadline_at::text,
-        'attempt', j.attempt, 'at', now(), 'type', 'DeadlineExceeded'))
+        'attempt', j.attempt, 'at', now(), 'type', 'DeadlineExceeded')))
 FROM overdue
 WHERE j.id = overdue.id
 RETURNING j.id, j.queue, j.kind, j.state

@@ -18,9 +18,9 @@ SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'failed' ELSE 'retryable'
     run_at = now(),
     run_lease = j.run_lease + 1,
     heartbeat_at = NULL,
-    errors = j.errors || jsonb_build_array(jsonb_build_object(
+    errors = awa.errors_append(j.errors, jsonb_build_array(jsonb_build_object(
         'error', 'rescued: no heartbeat since ' || j.heartbeat_at::text,
-        'attempt', j.attempt, 'at', now(), 'type', 'HeartbeatStale'))
+        'attempt', j.attempt, 'at', now(), 'type', 'HeartbeatStale')))
 FROM stale
 WHERE j.id = stale.id
 RETURNING j.id, j.queue, j.kind, j.state
