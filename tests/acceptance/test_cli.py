@@ -268,6 +268,11 @@ BAD_INPUT = [
     (["serve", "--host", "0.0.0.0"], "--host"),
     (["serve", "--token", ""], "--token"),
     (["serve", "--refresh-ms", "0"], "--refresh-ms"),
+    (["serve", "--public-url", "ftp://dash.example.com"], "--public-url"),
+    (["serve", "--public-url", "https://dash.example.com/awa"], "--public-url"),
+    (["serve", "--public-url", "https://dash.example.com:99999"], "--public-url"),
+    (["serve", "--forwarded-allow-ips", "nginx.local"], "--forwarded-allow-ips"),
+    (["serve", "--forwarded-allow-ips", ","], "--forwarded-allow-ips"),
 ]  # fmt: skip
 
 

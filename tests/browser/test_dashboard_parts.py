@@ -19,6 +19,7 @@ from awa.dashboard.security import (
     is_loopback,
     local_path,
     local_redirect,
+    origin_of,
 )
 
 
@@ -57,6 +58,37 @@ def test_a_redirect_target_that_could_leave_the_site_is_refused(target: object) 
 def test_local_redirect_keeps_paths_and_queries() -> None:
     for target in ("/", "/queues/email", "/queues/a%2Fb?x=1", "/jobs?state=failed#top"):
         assert local_redirect(target) == target
+
+
+def test_origin_of_is_what_a_browser_sends() -> None:
+    assert origin_of("https://Dash.Example.com/") == "https://dash.example.com"
+    assert origin_of("https://dash.example.com:443") == "https://dash.example.com"
+    assert origin_of("http://dash.example.com:80") == "http://dash.example.com"
+    assert origin_of("https://dash.example.com:8443") == "https://dash.example.com:8443"
+    assert origin_of("http://[::1]:8000") == "http://[::1]:8000"
+
+
+def _at(host: str, scheme: str = "http", origin: str | None = None) -> Request:
+    headers = [(b"host", host.encode())] + ([(b"origin", origin.encode())] if origin else [])
+    scope = {"type": "http", "method": "POST", "path": "/", "scheme": scheme,
+             "headers": headers, "server": ("127.0.0.1", 8000)}  # fmt: skip
+    return Request(scope)
+
+
+def test_a_public_url_admits_its_origin_and_makes_cookies_secure() -> None:
+    plain = Guard(None, read_only=False)
+    proxied = Guard(None, read_only=False, public_url="https://dash.example.com")
+    rewritten = _at("127.0.0.1:8000", origin="https://dash.example.com")
+    assert not plain.origin_allowed(rewritten, "https://dash.example.com")
+    assert proxied.origin_allowed(rewritten, "https://dash.example.com")
+    assert proxied.origin_allowed(rewritten, "https://dash.example.com:443")
+    assert not proxied.origin_allowed(rewritten, "https://evil.example")
+    assert not proxied.origin_allowed(rewritten, "http://dash.example.com")  # not https
+    assert proxied.origin_allowed(_at("127.0.0.1:8000"), "http://127.0.0.1:8000")  # direct
+    assert proxied.secure(_at("dash.example.com"))  # the public host of an https URL
+    assert proxied.secure(_at("127.0.0.1:8000", scheme="https"))  # a trusted proxy said so
+    assert not proxied.secure(_at("127.0.0.1:8000"))  # direct, plain http
+    assert not plain.secure(_at("dash.example.com"))
 
 
 def test_token_cookie_is_an_hmac_not_the_token() -> None:

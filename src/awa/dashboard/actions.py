@@ -261,7 +261,10 @@ async def set_operator(request: Request, form: FormData) -> Response:
     if len(name) > 64 or not (name.isascii() and name.isprintable()):
         raise awa.ValidationError("operator", "must be at most 64 printable ASCII characters")
     response = _done(request, _next(request, form, "/"))
-    response.set_cookie(OPERATOR_COOKIE, name, httponly=True, samesite="strict")
+    response.set_cookie(
+        OPERATOR_COOKIE, name, httponly=True, samesite="strict",
+        secure=dashboard(request).guard.secure(request),
+    )  # fmt: skip
     return response
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -46,6 +46,7 @@ class DashboardSettings:
     read_only: bool = False
     refresh_ms: int = 2_000
     sample_interval_s: float = 5.0
+    public_url: str | None = None  # where browsers reach it through a reverse proxy
 
 
 class Dashboard:
@@ -56,7 +57,7 @@ class Dashboard:
         self.client = awa.AsyncClient(settings.database_url, max_connections=4)
         self.sampler = Sampler(self.client, settings.sample_interval_s)
         self.audit = AuditLog()
-        self.guard = Guard(settings.token, settings.read_only)
+        self.guard = Guard(settings.token, settings.read_only, settings.public_url)
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         env = self.templates.env
         env.filters.update(ts=_ts, ago=_ago, seconds=_seconds, num=_num, pretty=_pretty)
@@ -192,8 +193,13 @@ def create_app(settings: DashboardSettings | None = None) -> Starlette:
             await state.sampler.stop()
             await state.client.close()
 
-    # On a loopback bind only loopback Host headers are served (no DNS rebinding).
-    allowed = LOOPBACK_NAMES | {settings.host.lower()} if is_loopback(settings.host) else set()
+    # On a loopback bind only loopback Host headers are served (no DNS rebinding), and
+    # the public host when a reverse proxy passes the browser's Host on.
+    allowed: set[str] = set()
+    if is_loopback(settings.host):
+        allowed = {*LOOPBACK_NAMES, settings.host.lower()}
+        if settings.public_url:
+            allowed.add((urlsplit(settings.public_url).hostname or "").lower())
     routes = [
         *pages.routes(),
         *actions.routes(),

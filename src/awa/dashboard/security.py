@@ -11,6 +11,11 @@
 - **Read-only**: every request that is not GET or HEAD is refused with 403.
 - **Host check** on loopback binds (DNS rebinding) and strict response headers (CSP
   without inline script, no framing, no caching).
+- **Behind a reverse proxy** (``--public-url``): the public host passes the Host check
+  (a proxy that keeps the browser's Host), the public origin passes the Origin check (a
+  proxy that rewrites Host to the upstream's), and cookies are ``Secure`` when the
+  request came over https — said by a trusted proxy's ``X-Forwarded-Proto``
+  (``--forwarded-allow-ips``), or by the public host of an https public URL.
 """
 
 from __future__ import annotations
@@ -75,6 +80,18 @@ def route_path(request: Request) -> str:
     return path[len(root) :] if root and path.startswith(root) else path
 
 
+def origin_of(url: str) -> str:
+    """``scheme://host[:port]`` of ``url``, lower-cased, without a default port: the form
+    a browser sends in ``Origin``."""
+    parts = urlsplit(url.strip())
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
+    default = {"http": 80, "https": 443}.get(scheme)
+    port = "" if parts.port in (None, default) else f":{parts.port}"
+    return f"{scheme}://{host}{port}"
+
+
 def is_loopback(host: str) -> bool:
     """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
     if host.lower() in LOOPBACK_NAMES:
@@ -88,10 +105,31 @@ def is_loopback(host: str) -> bool:
 class Guard:
     """Checks tokens and CSRF values; holds the per-process signing key."""
 
-    def __init__(self, token: str | None, read_only: bool) -> None:
+    def __init__(self, token: str | None, read_only: bool, public_url: str | None = None) -> None:
         self.token = token or None
         self.read_only = read_only
         self._key = secrets.token_bytes(32)
+        self.public_origin = origin_of(public_url) if public_url else None
+        public = urlsplit(public_url or "")
+        self._public_https_host = (
+            (public.hostname or "").lower() if public.scheme == "https" else ""
+        )
+
+    def secure(self, request: Request) -> bool:
+        """True when the browser talks to us over https: cookies must then be ``Secure``."""
+        if request.url.scheme == "https":  # direct, or a trusted proxy's X-Forwarded-Proto
+            return True
+        host = (request.url.hostname or "").lower()
+        return bool(self._public_https_host) and host == self._public_https_host
+
+    def origin_allowed(self, request: Request, origin: str | None) -> bool:
+        """No Origin (not a browser's cross-site request), our public origin, or the origin
+        of the Host this request was sent to."""
+        if origin is None:
+            return True
+        if self.public_origin is not None and origin_of(origin) == self.public_origin:
+            return True
+        return urlsplit(origin).netloc == request.headers.get("host")
 
     # -- token ------------------------------------------------------------------------
 
@@ -140,8 +178,7 @@ class Guard:
             return False
         if not hmac.compare_digest(cookie.encode(), submitted.encode()):
             return False
-        origin = request.headers.get("origin")
-        return origin is None or urlsplit(origin).netloc == request.headers.get("host")
+        return self.origin_allowed(request, request.headers.get("origin"))
 
 
 LoginPage = Callable[[Request, str], Response]
@@ -190,7 +227,7 @@ class GuardMiddleware(BaseHTTPMiddleware):
         if fresh:
             response.set_cookie(
                 CSRF_COOKIE, request.state.csrf, httponly=True, samesite="strict",
-                secure=request.url.scheme == "https",
+                secure=guard.secure(request),
             )  # fmt: skip
         return response
 
@@ -202,6 +239,6 @@ class GuardMiddleware(BaseHTTPMiddleware):
         response = RedirectResponse(target, status_code=303)
         response.set_cookie(
             SESSION_COOKIE, self.guard.session_value(), httponly=True, samesite="lax",
-            secure=request.url.scheme == "https",
+            secure=self.guard.secure(request),
         )  # fmt: skip
         return response

@@ -2,16 +2,20 @@
 
 Bound to 127.0.0.1 by default. A non-loopback ``--host`` needs an access token
 (``--token`` or ``AWA_DASHBOARD_TOKEN``); without one the command refuses to start.
+Behind a TLS reverse proxy: ``--public-url`` (where browsers reach it) and
+``--forwarded-allow-ips`` (which proxies' ``X-Forwarded-Proto``/``-For`` to believe).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import logging
 import os
 import sys
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import awa
 from awa.cli.args import positive_int, with_example
@@ -36,6 +40,41 @@ def port_number(text: str) -> int:
     return value
 
 
+def public_url(text: str) -> str:
+    """``http(s)://host[:port]``, the root of a host: what browsers type to reach us."""
+    parts = urlsplit(text.strip())
+    try:
+        parts.port  # noqa: B018 (parsing it is the check)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"has a bad port: {text!r}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(
+            f"must be an http(s) URL such as https://dash.example.com, got {text!r}"
+        )
+    if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username:
+        raise argparse.ArgumentTypeError(
+            "must be the root of a host (no path, query or user): the dashboard is served at /"
+        )
+    return text.strip()
+
+
+def forwarded_ips(text: str) -> str:
+    """Comma-separated IP addresses or networks of trusted proxies, or ``*``."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("must name at least one address")
+    for item in items:
+        if item == "*":
+            continue
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{item!r} is not an IP address or network (or *)"
+            ) from None
+    return ",".join(items)
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "serve",
@@ -48,7 +87,9 @@ def register(sub: Any) -> None:
             "open http://HOST:PORT/?token=T once (a cookie keeps it) or send\n"
             "'Authorization: Bearer T'. Every action also needs the page's CSRF token.\n"
             "--port 0 picks a free port; the URL is printed on stderr.",
-            f"awa serve --port 8000\n  {TOKEN_ENV}=s3cret awa serve --host 0.0.0.0 --read-only",
+            f"awa serve --port 8000\n  {TOKEN_ENV}=s3cret awa serve --host 0.0.0.0 --read-only\n"
+            "  awa serve --public-url https://dash.example.com --forwarded-allow-ips 127.0.0.1"
+            "   # behind nginx",
         ),
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -60,6 +101,14 @@ def register(sub: Any) -> None:
                    help="how often pages refresh (default 2000)")  # fmt: skip
     p.add_argument("--sample-interval-ms", type=positive_int, default=5_000, metavar="MS",
                    help="how often the charts sample queue_stats() (default 5000)")  # fmt: skip
+    p.add_argument("--public-url", type=public_url, metavar="URL",
+                   help="where browsers reach the dashboard through a reverse proxy, e.g. "
+                   "https://dash.example.com: its host passes the Host check, its origin "
+                   "the Origin check, and https makes cookies Secure")  # fmt: skip
+    p.add_argument("--forwarded-allow-ips", type=forwarded_ips, metavar="IPS",
+                   help="comma-separated addresses of trusted reverse proxies (or *): "
+                   "their X-Forwarded-Proto and X-Forwarded-For are believed "
+                   "(default: none)")  # fmt: skip
     p.set_defaults(handler=run, needs_db=lambda a: False)
 
 
@@ -98,11 +147,12 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
         read_only=args.read_only,
         refresh_ms=args.refresh_ms,
         sample_interval_s=args.sample_interval_ms / 1000,
+        public_url=args.public_url,
     )
-    return await _serve(settings, args.port)
+    return await _serve(settings, args.port, args.forwarded_allow_ips)
 
 
-async def _serve(settings: DashboardSettings, port: int) -> int:
+async def _serve(settings: DashboardSettings, port: int, forwarded: str | None) -> int:
     import uvicorn
 
     from awa.dashboard import create_app
@@ -114,6 +164,10 @@ async def _serve(settings: DashboardSettings, port: int) -> int:
         log_level="warning",
         access_log=False,  # the login URL carries ?token=; actions are audited instead
         lifespan="on",
+        # X-Forwarded-* only from proxies the operator named (uvicorn would trust
+        # 127.0.0.1 by default: any local process could claim https or another address).
+        proxy_headers=forwarded is not None,
+        forwarded_allow_ips=forwarded or "",
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
@@ -126,6 +180,8 @@ async def _serve(settings: DashboardSettings, port: int) -> int:
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     notes = [n for n, on in (("read-only", settings.read_only),
                              ("token required", settings.token)) if on]  # fmt: skip
+    if settings.public_url:
+        notes.append(f"public URL {settings.public_url}")
     sys.stderr.write(
         f"awa: dashboard on http://{host}:{bound}/" + (f" ({', '.join(notes)})" if notes else "")
         + "; Ctrl-C stops\n"
