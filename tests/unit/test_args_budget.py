@@ -54,15 +54,28 @@ def test_the_estimate_falls_by_halves_and_rises_at_once() -> None:
     assert budget.estimate == (2 * MIB + 200) // 4  # an empty claim says nothing
 
 
-def test_dispatchers_are_woken_when_a_spent_budget_frees_room() -> None:
+def test_a_partly_spent_budget_claims_only_what_fits() -> None:
+    """Room for less than one job at the estimate: no claim (it would overshoot)."""
+    budget = ArgsBudget(MIB)
+    for _ in range(2):  # 1 MiB → 512 KiB → 256 KiB: the estimate reaches the jobs' size
+        budget.observe([256 * 1024 - 100] * 4)
+    backs = [budget.hold(256 * 1024 - 100) for _ in range(4)]
+    assert budget.claimable(10) == 0  # 400 bytes of room: not one more job
+    backs[0]()
+    assert budget.claimable(10) == 1
+
+
+def test_dispatchers_are_woken_when_a_refused_claim_would_now_fit() -> None:
     budget = ArgsBudget(2 * MIB)
     woken: list[str] = []
     budget.subscribe(lambda: woken.append("a"))
     budget.subscribe(lambda: woken.append("b"))
     first, second = budget.hold(MIB), budget.hold(MIB)
     first()
-    assert woken == ["a", "b"]  # was spent, now has room
+    assert woken == []  # nobody was refused: nobody to wake
+    first = budget.hold(MIB)
+    assert budget.claimable(3) == 0  # refused: spent
+    first()
+    assert woken == ["a", "b"]  # now one fits: every dispatcher may try
     second()
-    assert woken == ["a", "b"]  # had room already: nobody was waiting for it
-    budget.hold(MIB // 2)()
-    assert woken == ["a", "b"]
+    assert woken == ["a", "b"]  # woken once per refusal

@@ -5,9 +5,9 @@ once: 512 jobs of 1 MiB took a worker to 1 GiB (the driver's result and the deco
 args side by side). The budget keeps the args of claimed, unfinished jobs near
 ``max_bytes`` for the whole process (every queue shares it):
 
-- before a claim, :meth:`ArgsBudget.claimable` says how many jobs to ask for: none
-  while the budget is spent, else as many as the room left holds at the *estimated*
-  size of one job's args;
+- before a claim, :meth:`ArgsBudget.claimable` says how many jobs to ask for: as many as
+  the room left holds at the *estimated* size of one job's args (none when not even one
+  fits; the dispatchers are woken when one does);
 - after it, :meth:`ArgsBudget.hold` charges each job's actual size (read from the
   driver's result, no decoding) and returns the callback that gives it back when the
   job's permit is released.
@@ -16,8 +16,8 @@ The size of the next jobs is unknown before they are claimed, so the estimate st
 the largest args allowed (the first claims of a fresh worker are small) and follows what
 claims return: the mean of each claim, or half the previous estimate if that is larger,
 so it falls fast after a run of big jobs but rises at once. The bound is therefore
-approximate: one claim can overshoot it by its jobs beyond the estimate. Every claim may
-take at least one job, so a single job bigger than the budget still runs.
+approximate: one claim can overshoot it by its jobs beyond the estimate. With nothing in
+flight a claim may always take one job, so a job bigger than the budget still runs.
 
 Pure bookkeeping, no I/O: the dispatcher asks and charges, the permits give back.
 """
@@ -44,17 +44,25 @@ class ArgsBudget:
         self.in_flight = 0  # bytes charged and not yet given back
         self.peak = 0
         self._wakers: list[Wake] = []
+        self._refused = False  # a claim was refused since the last wake
 
     def subscribe(self, wake: Wake) -> None:
         """Call ``wake`` when room frees up after the budget was spent."""
         self._wakers.append(wake)
 
     def claimable(self, wanted: int) -> int:
-        """How many of ``wanted`` jobs a claim may ask for now (0 while spent)."""
-        room = self.max_bytes - self.in_flight
-        if room <= 0 or wanted <= 0:
+        """How many of ``wanted`` jobs a claim may ask for now: as many as the room left
+        holds at the estimated size — and one when nothing is in flight, so that a job
+        bigger than the whole budget still runs (alone)."""
+        if wanted <= 0:
             return 0
-        return max(1, min(wanted, room // self.estimate))
+        fits = (self.max_bytes - self.in_flight) // self.estimate
+        if fits <= 0 and self.in_flight == 0:
+            fits = 1
+        if fits <= 0:
+            self._refused = True
+            return 0
+        return min(wanted, fits)
 
     def observe(self, sizes: Sequence[int]) -> None:
         """Update the estimate from the args sizes of one claim's jobs."""
@@ -77,9 +85,11 @@ class ArgsBudget:
         return give_back
 
     def _give_back(self, nbytes: int) -> None:
-        was_spent = self.in_flight >= self.max_bytes
         self.in_flight -= nbytes
-        if was_spent and self.in_flight < self.max_bytes:
+        # Wake the dispatchers only when one was refused and a job now fits: every queue
+        # shares the budget, so room freed by one queue's job may be another's turn.
+        if self._refused and self.claimable(1):
+            self._refused = False
             for wake in self._wakers:
                 wake()
 

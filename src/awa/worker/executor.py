@@ -105,10 +105,12 @@ class Executor:
 
     async def _run(self, attempt: Attempt) -> None:
         job = attempt.job
+        handler_done = False
         try:
             if job.attempted_at is not None:
                 self._observer.job_started(job, (job.attempted_at - job.run_at).total_seconds())
             outcome = await self._execute(attempt)
+            handler_done = True  # it returned, on its thread too: nothing runs it any more
             self._observer.job_finished(job, outcome, time.monotonic() - attempt.started)
             if outcome is not None:
                 await self._completer.submit(outcome)
@@ -124,6 +126,10 @@ class Executor:
                 del self.attempts[attempt.job.id]
             self.finished += 1
             attempt.permit.release()
+            if handler_done:
+                # The job and its attempt point at each other: left so, a finished job and
+                # its args live until a full garbage collection (ADR 0020).
+                job._context = None
 
     async def _execute(self, attempt: Attempt) -> results.Finalization | None:
         job = attempt.job
