@@ -20,7 +20,7 @@ import pytest
 import awa
 from tests.chaos.test_db_restart import _restart
 from tests.conftest import PgServer
-from tests.helpers import wait_for
+from tests.helpers import wait_for, wait_until
 
 pytestmark = pytest.mark.chaos
 
@@ -91,6 +91,8 @@ def test_killed_idle_connections_fail_no_call_of_the_sync_client(
     for _ in range(3):
         pids = _backends(db)
         db.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (pids,))
+        # Dead and idle, as after a restart (a backend still exiting has not said so yet).
+        wait_until(lambda: not set(pids) & set(_backends(db)))  # noqa: B023
         assert sync_client.get_job(job.id).id == job.id
         assert sync_client.insert({}, kind="k").id > job.id
 
