@@ -31,6 +31,7 @@ from awa.errors import (
     TerminalError,
     UniqueConflict,
     ValidationError,
+    WorkerNotRunning,
 )
 from awa.hooks import (
     JobCancelled,
@@ -127,6 +128,7 @@ __all__ = [
     "WaitForCallback",
     "Weighted",
     "WorkerConfig",
+    "WorkerNotRunning",
     "__version__",
     "derive_kind",
 ]

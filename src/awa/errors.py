@@ -13,6 +13,7 @@ The tree::
     ├── SchemaTooNew             the database was migrated by a newer awa
     ├── DatabaseError            any other driver error, mapped in ``awa.db.errors``
     ├── MissingExtra             a feature's optional dependency is not installed (names the extra)
+    ├── WorkerNotRunning         a worker-only call made where no worker runs it
     ├── BuildError               invalid worker configuration, raised by ``start()``
     │   ├── NoQueuesConfigured
     │   ├── DuplicateQueue
@@ -106,6 +107,11 @@ class MissingExtra(AwaError, ImportError):
         self.extra = extra
         self.feature = feature
         self.module = module
+
+
+class WorkerNotRunning(AwaError, RuntimeError):
+    """A call that needs a running worker was made without one (e.g. ``job.set_progress``
+    outside a handler, or a ``*_sync`` job method from inside an async handler)."""
 
 
 class BuildError(AwaError, ValueError):

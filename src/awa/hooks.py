@@ -164,9 +164,8 @@ class Hooks(Observer):
     def job_started(self, job: Job[Any], pickup_latency_s: float) -> None:
         self._emit(JobStarted(job))
 
-    def job_finished(self, job: Job[Any], outcome: Finalization | None, duration_s: float) -> None:
-        context = job._context
-        if outcome is None and getattr(context, "cancel_reason", None) == "cancelled":
+    def attempt_stopped(self, job: Job[Any], reason: str) -> None:
+        if reason == "cancelled":
             # An operator's cancel of the running job: the cancel statement committed
             # before the notice that stopped this handler was sent.
             self._emit(JobCancelled(job, "cancelled by operator"))

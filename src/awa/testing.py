@@ -35,13 +35,13 @@ from awa.db import sql
 from awa.db.rows import job_rows
 from awa.errors import JobNotFound, ValidationError
 from awa.types import Job, JobState
+from awa.worker.attempt import AttemptServices
 from awa.worker.completer import Completer
 from awa.worker.control import QueueControl
 from awa.worker.dispatcher import Dispatcher
 from awa.worker.executor import Executor
 from awa.worker.observe import Fanout
 from awa.worker.permits import QueuePermits
-from awa.worker.progress import JobServices
 
 AnyClient = AsyncClient | Client
 
@@ -61,7 +61,7 @@ class _Runner:
         self.observer = Fanout(client._observers)
         self.completer = Completer(pool, observer=self.observer)
         self.executor = Executor(client.registry, self.completer, 1, self.observer)
-        services = JobServices(pool)
+        services = AttemptServices(pool)
         services.bind(asyncio.get_running_loop())
         self.executor.services = services
 

@@ -1,6 +1,6 @@
 """The nouns of awa: job states, jobs, queue statistics and runtime reports.
 
-A leaf module: it imports nothing else from awa, so every layer can use it.
+Nearly a leaf: it imports only :mod:`awa.errors` (itself a leaf), so every layer can use it.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
+
+from awa.errors import WorkerNotRunning
 
 T = TypeVar("T")
 
@@ -35,26 +37,21 @@ class JobState(enum.StrEnum):
 _FINAL_STATES = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED})
 
 
-class JobContext(Protocol):
-    """What a running job can ask of the worker that runs it."""
+class RunningAttempt(Protocol):
+    """The worker's attempt running a job (``awa.worker.attempt.Attempt``), as the job's
+    methods reach it."""
 
     def is_cancelled(self) -> bool: ...
+    def set_progress(self, percent: float, message: str | None, checkpoint: Any) -> None: ...
+    def update_metadata(self, patch: Mapping[str, Any]) -> None: ...
+    async def flush(self) -> bool: ...
+    def flush_sync(self) -> bool: ...
+    async def register_callback(self, timeout_seconds: float) -> str: ...
+    def register_callback_sync(self, timeout_seconds: float) -> str: ...
 
 
-class JobServices(Protocol):
-    """The worker's side of progress, checkpoints and callbacks (``awa.worker.progress``)."""
-
-    def set_progress(
-        self, job: Job[Any], percent: float, message: str | None, checkpoint: Any
-    ) -> None: ...
-    def update_metadata(self, job: Job[Any], patch: Mapping[str, Any]) -> None: ...
-    async def flush(self, job: Job[Any]) -> bool: ...
-    def flush_sync(self, job: Job[Any]) -> bool: ...
-    async def register_callback(self, job: Job[Any], timeout_seconds: float) -> str: ...
-    def register_callback_sync(self, job: Job[Any], timeout_seconds: float) -> str: ...
-
-
-_KEEP: Any = object()
+KEEP_CHECKPOINT: Any = object()
+"""``set_progress``'s default checkpoint: keep the one saved before."""
 
 
 @dataclass(slots=True)
@@ -79,21 +76,20 @@ class Job(Generic[T]):
     attempted_at: datetime | None
     deadline_at: datetime | None
     finalized_at: datetime | None
-    _context: JobContext | None = field(default=None, repr=False, compare=False)
-    _services: JobServices | None = field(default=None, repr=False, compare=False)
-    _updates: Any = field(default=None, repr=False, compare=False)
+    # The attempt running this job in a worker (set at launch); None outside a handler.
+    _attempt: RunningAttempt | None = field(default=None, repr=False, compare=False)
 
     def is_cancelled(self) -> bool:
         """True once the worker wants this attempt to stop (deadline, cancel, shutdown)."""
-        return self._context is not None and self._context.is_cancelled()
+        return self._attempt is not None and self._attempt.is_cancelled()
 
-    def _worker(self) -> JobServices:
-        if self._services is None:
-            raise RuntimeError(
+    def _running(self) -> RunningAttempt:
+        if self._attempt is None:
+            raise WorkerNotRunning(
                 f"job {self.id} is not running in a worker: progress, metadata updates and "
                 "callbacks are only available inside a handler"
             )
-        return self._services
+        return self._attempt
 
     @property
     def checkpoint(self) -> Any:
@@ -101,26 +97,26 @@ class Job(Generic[T]):
         return (self.progress or {}).get("checkpoint")
 
     def set_progress(
-        self, percent: float, message: str | None = None, *, checkpoint: Any = _KEEP
+        self, percent: float, message: str | None = None, *, checkpoint: Any = KEEP_CHECKPOINT
     ) -> None:
         """Record progress (0–100) and optionally a JSON checkpoint to resume from.
 
         Written with the next heartbeat, at the attempt's outcome, or by
         :meth:`flush_progress`; kept across retries, cleared when the job completes.
         """
-        self._worker().set_progress(self, percent, message, checkpoint)
+        self._running().set_progress(percent, message, checkpoint)
 
     def update_metadata(self, patch: Mapping[str, Any]) -> None:
         """Merge ``patch`` into the job's metadata (top-level keys), written like progress."""
-        self._worker().update_metadata(self, patch)
+        self._running().update_metadata(patch)
 
     async def flush_progress(self) -> bool:
         """Write pending progress and metadata now; False when the attempt lost its lease."""
-        return await self._worker().flush(self)
+        return await self._running().flush()
 
     def flush_progress_sync(self) -> bool:
         """:meth:`flush_progress` for plain ``def`` handlers (they run in a thread)."""
-        return self._worker().flush_sync(self)
+        return self._running().flush_sync()
 
     async def register_callback(self, timeout_seconds: float = 3600) -> str:
         """Create this attempt's callback id (a UUID string) for an external system.
@@ -129,11 +125,11 @@ class Job(Generic[T]):
         ``waiting_external`` until ``complete_external``/``fail_external``/
         ``retry_external`` names the id or ``timeout_seconds`` pass.
         """
-        return await self._worker().register_callback(self, timeout_seconds)
+        return await self._running().register_callback(timeout_seconds)
 
     def register_callback_sync(self, timeout_seconds: float = 3600) -> str:
         """:meth:`register_callback` for plain ``def`` handlers."""
-        return self._worker().register_callback_sync(self, timeout_seconds)
+        return self._running().register_callback_sync(timeout_seconds)
 
 
 @dataclass(frozen=True, slots=True)

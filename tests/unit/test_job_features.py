@@ -14,8 +14,9 @@ from awa.config import build_worker_config
 from awa.cronexpr import CronExpression
 from awa.hooks import Hooks, event_type
 from awa.maintenance.cron import CATCH_UP_BATCH, due_fires
-from awa.types import _KEEP, Job, JobState
-from awa.worker import progress
+from awa.types import KEEP_CHECKPOINT, Job, JobState
+from awa.worker.attempt import Attempt
+from awa.worker.permits import QueuePermits
 from awa.worker.results import from_return
 
 
@@ -78,19 +79,38 @@ def test_hooks_filter_by_job_kind_and_isolate_failures() -> None:
     assert seen == [("started", "k"), ("any", "k"), ("any", "other"), ("any", "k")]
 
 
+def _attempt(job: Job[Any]) -> Attempt:
+    permits = QueuePermits(job.queue, 1)
+    (permit,) = permits.split(permits.try_acquire(1), 1)
+    return Attempt(job, permit, 0, None)
+
+
 def test_progress_snapshot_is_the_whole_state_of_the_attempt() -> None:
     job = _job()
-    services = progress.JobServices(pool=None)  # type: ignore[arg-type]
-    assert progress.with_updates({"id": 1}, job) == {"id": 1}  # nothing set: nothing sent
-    services.set_progress(job, 10, "start", {"row": 1})
-    services.update_metadata(job, {"b": 2})
-    services.set_progress(job, 20, None, _KEEP)  # keep the checkpoint
-    services.update_metadata(job, {"c": 3})
-    record = progress.with_updates({"id": 1}, job)
+    attempt = _attempt(job)
+    record = attempt.returned(None).record()
+    assert "progress" not in record and "metadata" not in record  # nothing set: nothing sent
+    job.set_progress(10, "start", checkpoint={"row": 1})
+    job.update_metadata({"b": 2})
+    attempt.set_progress(20, None, KEEP_CHECKPOINT)  # keep the checkpoint
+    job.update_metadata({"c": 3})
+    record = attempt.returned(None).record()
     assert record["progress"] == {"percent": 20.0, "checkpoint": {"row": 1}}
     assert record["metadata"] == {"b": 2, "c": 3}  # cumulative: a replay is harmless
     assert job.metadata == {"a": 1, "b": 2, "c": 3} and job.checkpoint == {"row": 1}
-    assert progress.updates_of(job).dirty
+    assert attempt.updates.dirty
+
+
+def test_job_methods_outside_a_worker_raise_an_awa_error() -> None:
+    job = _job()
+    assert not job.is_cancelled()
+    with pytest.raises(awa.WorkerNotRunning, match="not running in a worker"):
+        job.set_progress(10)
+    attempt = _attempt(job)
+    with pytest.raises(awa.WorkerNotRunning):
+        job.flush_progress_sync()  # launched without a worker's services
+    attempt.request_cancel("deadline")
+    assert job.is_cancelled()
 
 
 def test_missed_fire_policies() -> None:

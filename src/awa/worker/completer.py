@@ -18,7 +18,6 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from awa.db import sql
-from awa.worker import progress
 from awa.worker.observe import Observer
 from awa.worker.results import AttemptKey, Finalization, attempt_key
 
@@ -163,7 +162,7 @@ class Completer:
 
     async def _flush(self, batch: list[Finalization]) -> set[int]:
         params = {
-            "outcomes": json.dumps([progress.with_updates(f.record(), f.job) for f in batch]),
+            "outcomes": json.dumps([f.record() for f in batch]),
             "synchronous_commit": self._synchronous_commit,
         }
         async with self._pool.connection() as conn:

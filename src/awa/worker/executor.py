@@ -18,6 +18,7 @@ from awa.errors import SerializationError
 from awa.serialization import decode_args
 from awa.types import Job
 from awa.worker import results
+from awa.worker.attempt import Attempt, AttemptServices
 from awa.worker.completer import Completer
 from awa.worker.deadlines import Deadlined, DeadlineWatch
 from awa.worker.observe import Observer
@@ -25,40 +26,6 @@ from awa.worker.permits import Permit
 from awa.worker.registry import Task, TaskRegistry
 
 logger = logging.getLogger("awa")
-
-
-class Attempt:
-    """One running attempt of one job; also the job's :class:`~awa.types.JobContext`."""
-
-    __slots__ = (
-        "cancel_reason",
-        "deadline_ms",
-        "due",
-        "interruptible",
-        "job",
-        "permit",
-        "started",
-        "task",
-    )
-
-    def __init__(self, job: Job[Any], permit: Permit, deadline_ms: int) -> None:
-        self.job = job
-        self.permit = permit
-        self.deadline_ms = deadline_ms
-        self.started = time.monotonic()
-        self.due = self.started + deadline_ms / 1000 if deadline_ms > 0 else None
-        self.interruptible = False  # True while an async handler runs: cancel it at the due
-        self.cancel_reason: str | None = None
-        self.task: asyncio.Task[None] | None = None
-
-    def is_cancelled(self) -> bool:
-        """True once the worker asked this attempt to stop."""
-        return self.cancel_reason is not None
-
-    @property
-    def run_lease(self) -> int:
-        """The lease every write of this attempt must match."""
-        return self.job.run_lease
 
 
 class Executor:
@@ -81,14 +48,12 @@ class Executor:
         self._deadlines = DeadlineWatch(self.attempts, self._expire)
         self.started = 0
         self.finished = 0
-        # Progress, checkpoints and callbacks for handlers (awa.worker.progress.JobServices).
-        self.services: Any = None
+        # Immediate progress writes and callback ids for handlers (set by the worker).
+        self.services: AttemptServices | None = None
 
     def launch(self, job: Job[Any], permit: Permit, deadline_ms: int) -> None:
         """Run ``job``'s handler in a new task that owns ``permit``."""
-        attempt = Attempt(job, permit, deadline_ms)
-        job._context = attempt
-        job._services = self.services
+        attempt = Attempt(job, permit, deadline_ms, self.services)
         self.attempts[job.id] = attempt
         self.started += 1
         attempt.task = asyncio.create_task(self._run(attempt))
@@ -114,6 +79,8 @@ class Executor:
             self._observer.job_finished(job, outcome, time.monotonic() - attempt.started)
             if outcome is not None:
                 await self._completer.submit(outcome)
+            elif attempt.cancel_reason is not None:
+                self._observer.attempt_stopped(job, attempt.cancel_reason)
         except asyncio.CancelledError:
             pass  # the worker gave up on this attempt (shutdown): its job was fenced
         except Exception:  # a bug in awa itself: the heartbeat rescuer will retry the job
@@ -135,13 +102,11 @@ class Executor:
         job = attempt.job
         task = self._registry.get(job.kind)
         if task is None:
-            return results.failure(
-                job, f"unknown job kind: {job.kind}", "UnknownJobKind", terminal=True
-            )
+            return attempt.failed(f"unknown job kind: {job.kind}", "UnknownJobKind", terminal=True)
         try:
             job.args = decode_args(task.args_type, job.args)
         except SerializationError as exc:
-            return results.failure(job, str(exc), "SerializationError", terminal=True)
+            return attempt.failed(str(exc), "SerializationError", terminal=True)
         try:
             if task.is_async:
                 value = await self._run_async(task, attempt)
@@ -149,25 +114,27 @@ class Executor:
                 value = await self._run_sync(task, attempt)
         except _DeadlineExceeded:
             message = f"deadline of {attempt.deadline_ms} ms exceeded"
-            return results.failure(job, message, "DeadlineExceeded", terminal=False)
+            return attempt.failed(message, "DeadlineExceeded", terminal=False)
         except asyncio.CancelledError:
             if attempt.cancel_reason is None:
                 raise  # not ours: the worker task itself is being cancelled
             return None  # cancelled by an operator or a lost lease: the row moved on already
         except Exception as exc:
-            return results.from_exception(job, exc)
+            return attempt.raised(exc)
         if attempt.cancel_reason is not None and attempt.cancel_reason != "deadline":
             return None
-        return results.from_return(job, value)
+        return attempt.returned(value)
 
     @staticmethod
     def _expire(attempt: Deadlined) -> None:
         """The deadline passed: flag the attempt, and cancel it when it is a coroutine."""
         assert isinstance(attempt, Attempt)
-        if attempt.cancel_reason is None:
-            attempt.cancel_reason = "deadline"
-            if attempt.interruptible and attempt.task is not None:
-                attempt.task.cancel()
+        if (
+            attempt.request_cancel("deadline")
+            and attempt.interruptible
+            and attempt.task is not None
+        ):
+            attempt.task.cancel()
 
     async def _run_async(self, task: Task, attempt: Attempt) -> Any:
         if attempt.cancel_reason == "deadline":  # expired before the handler started
@@ -202,8 +169,7 @@ class Executor:
         attempt = self.attempts.get(job_id)
         if attempt is None or (run_lease is not None and attempt.run_lease != run_lease):
             return False
-        if attempt.cancel_reason is None:
-            attempt.cancel_reason = reason
+        if attempt.request_cancel(reason):
             task = self._registry.get(attempt.job.kind)
             if task is not None and task.is_async and attempt.task is not None:
                 attempt.task.cancel()
@@ -211,7 +177,7 @@ class Executor:
 
     def in_flight(self) -> list[results.AttemptKey]:
         """The fencing keys of every attempt whose handler is still running."""
-        return [results.attempt_key(a.job) for a in self.attempts.values()]
+        return [a.key for a in self.attempts.values()]
 
     async def wait_idle(self, timeout: float | None) -> bool:
         """Wait until no handler runs (True) or the timeout passes (False)."""
@@ -225,7 +191,7 @@ class Executor:
         """Cancel every remaining async attempt and wait for their tasks to end."""
         tasks = []
         for attempt in list(self.attempts.values()):
-            attempt.cancel_reason = attempt.cancel_reason or "shutdown"
+            attempt.request_cancel("shutdown")
             if attempt.task is not None:
                 attempt.task.cancel()
                 tasks.append(attempt.task)

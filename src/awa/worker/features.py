@@ -3,7 +3,7 @@ aging, progress flushing and external-callback timeouts.
 
 :class:`Features` keeps these out of the hot path and out of the runtime's core: the
 runtime asks it for its leader services (:meth:`maintenance`), runs :meth:`prepare` at
-start and :meth:`prune` with the other retention work, and hands :attr:`job_services` to
+start and :meth:`prune` with the other retention work, and hands :attr:`attempt_services` to
 the executor so handlers can reach progress and callbacks.
 """
 
@@ -23,6 +23,7 @@ from awa.maintenance.leader import NOT_LEADING
 from awa.maintenance.periodic import Periodic
 from awa.periodic import PeriodicJob
 from awa.worker import progress
+from awa.worker.attempt import AttemptServices
 from awa.worker.executor import Executor
 
 
@@ -40,7 +41,7 @@ class Features:
         self.config = config
         self.schedules = list(schedules)
         self.cron = CronService(pool, clock)
-        self.job_services = progress.JobServices(pool)
+        self.attempt_services = AttemptServices(pool)
         self.aging_intervals = aging.aging_queues(config.queues)
         self.progress_flusher = Periodic(
             "progress", config.heartbeat_interval_ms / 1000, self._flush_progress
@@ -53,7 +54,7 @@ class Features:
         """Give handlers launched by ``executor`` access to progress and callbacks."""
         self._executor = executor
         self._on_rescued = on_rescued
-        executor.services = self.job_services
+        executor.services = self.attempt_services
 
     def maintenance(self, epoch: Callable[[], int]) -> list[Periodic]:
         """Services the elected leader runs; ``epoch()`` is its lease's (ADR 0019)."""
@@ -76,7 +77,7 @@ class Features:
 
     async def prepare(self) -> None:
         """At start: store schedules and DLQ flags; bind handlers' sync calls to this loop."""
-        self.job_services.bind(asyncio.get_running_loop())
+        self.attempt_services.bind(asyncio.get_running_loop())
         await register(self.pool, self.schedules)
         async with self.pool.connection() as conn:
             await conn.execute(
@@ -112,5 +113,4 @@ class Features:
     async def _flush_progress(self) -> None:
         if self._executor is None:
             return
-        jobs = [attempt.job for attempt in list(self._executor.attempts.values())]
-        await progress.write_many(self.pool, jobs)
+        await progress.write_many(self.pool, list(self._executor.attempts.values()))

@@ -32,6 +32,11 @@ class Observer:
     def job_finished(self, job: Job[Any], outcome: Finalization | None, duration_s: float) -> None:
         """A handler ended (outcome None: the attempt was cancelled or lost its lease)."""
 
+    def attempt_stopped(self, job: Job[Any], reason: str) -> None:
+        """A handler ended without an outcome because the worker stopped it: ``reason`` is
+        ``"cancelled"`` (an operator's cancel, already committed), ``"lease lost"`` or
+        ``"shutdown"`` (the job was or will be returned by someone else)."""
+
     def outcomes_applied(self, applied: Sequence[Finalization]) -> None:
         """Outcomes committed to the database (after the commit, never for stale ones)."""
 
@@ -84,6 +89,10 @@ class Fanout(Observer):
     def job_finished(self, job: Job[Any], outcome: Finalization | None, duration_s: float) -> None:
         if self.observers:
             self._each("job_finished", job, outcome, duration_s)
+
+    def attempt_stopped(self, job: Job[Any], reason: str) -> None:
+        if self.observers:
+            self._each("attempt_stopped", job, reason)
 
     def outcomes_applied(self, applied: Sequence[Finalization]) -> None:
         if self.observers:

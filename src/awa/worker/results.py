@@ -51,6 +51,9 @@ class Finalization:
     delay_ms: float | None = None
     refund: bool = False
     error: dict[str, Any] | None = None  # one entry appended to the job's errors
+    # What the attempt recorded (None: nothing), attached by Attempt.outcome().
+    progress: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
 
     @property
     def job_id(self) -> int:
@@ -66,7 +69,7 @@ class Finalization:
         """This outcome as one element of ``job_finalize_many``'s jsonb parameter."""
         job = self.job
         assert job.attempted_at is not None, "only claimed jobs have outcomes"
-        return {
+        record: dict[str, Any] = {
             "id": job.id,
             "run_lease": job.run_lease,
             "attempted_at": job.attempted_at.isoformat(),
@@ -75,6 +78,12 @@ class Finalization:
             "refund": self.refund,
             "error": self.error,
         }
+        # Absent keys keep the stored values (see job_finalize_many.sql).
+        if self.progress is not None:
+            record["progress"] = self.progress
+        if self.metadata is not None:
+            record["metadata"] = self.metadata
+        return record
 
     @property
     def is_final(self) -> bool:
@@ -101,8 +110,9 @@ def _retry_or_fail(job: Job[Any], delay_s: float, error: dict[str, Any]) -> Fina
     return Finalization(job, JobState.RETRYABLE, delay_s * 1000, error=error)
 
 
-def from_return(job: Job[Any], value: Any) -> Finalization:
-    """What a handler's return value means for its job."""
+def from_return(job: Job[Any], value: Any, callback_id: str | None = None) -> Finalization:
+    """What a handler's return value means for its job (``callback_id``: the one the
+    attempt registered, if any)."""
     if value is None:
         return Finalization(job, JobState.COMPLETED)
     if isinstance(value, RetryAfter):
@@ -114,7 +124,7 @@ def from_return(job: Job[Any], value: Any) -> Finalization:
         error = _error_entry(job, value.reason, "Cancel")
         return Finalization(job, JobState.CANCELLED, error=error)
     if isinstance(value, WaitForCallback):
-        return _wait_for_callback(job, value)
+        return _wait_for_callback(job, value, callback_id)
     # Anything else is treated as success: handlers often return incidental values.
     return Finalization(job, JobState.COMPLETED)
 
@@ -142,9 +152,10 @@ def failure(job: Job[Any], message: str, kind: str, *, terminal: bool) -> Finali
     return _retry_or_fail(job, backoff_seconds(job.attempt), error)
 
 
-def _wait_for_callback(job: Job[Any], value: WaitForCallback) -> Finalization:
+def _wait_for_callback(
+    job: Job[Any], value: WaitForCallback, registered: str | None
+) -> Finalization:
     """Park the job in waiting_external, if ``value`` names this attempt's callback id."""
-    registered = getattr(job._updates, "callback_id", None)  # set by job.register_callback
     if registered is None or str(value.callback_id) != registered:
         message = "WaitForCallback needs the id returned by job.register_callback() in this attempt"
         return failure(job, message, "CallbackNotRegistered", terminal=True)

@@ -304,7 +304,7 @@ class Worker:
         for job_id, _, _ in unfinished:
             attempt = self.executor.attempts.get(job_id)
             if attempt is not None:
-                attempt.cancel_reason = attempt.cancel_reason or "shutdown"
+                attempt.request_cancel("shutdown")
         params = {
             "ids": [key[0] for key in unfinished],
             "run_leases": [key[1] for key in unfinished],

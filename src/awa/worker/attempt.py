@@ -1,0 +1,193 @@
+"""One attempt: a claimed job's handler run, and everything that belongs to that run.
+
+The user's :class:`~awa.types.Job` is the row as claimed plus the handler's own view
+(``progress``, ``metadata``). What exists only while the handler runs lives here: the
+fencing key, the permit, the deadline, the cancel state, the progress and metadata still
+to write, the callback id. ``job.set_progress(...)`` and friends reach this object
+through the job's one private link to it, and the attempt ends by emitting a complete
+outcome (:meth:`Attempt.outcome`) that carries its progress and metadata, so nothing
+downstream has to look back at the job for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Coroutine, Mapping
+from typing import Any, TypeVar
+
+from psycopg_pool import AsyncConnectionPool
+
+from awa import validate
+from awa.db import sql
+from awa.errors import AwaError, WorkerNotRunning
+from awa.types import Job
+from awa.worker import progress, results
+from awa.worker.permits import Permit
+
+R = TypeVar("R")
+
+
+class AttemptServices:
+    """The worker's I/O for attempts: immediate progress writes and callback ids.
+
+    Plain ``def`` handlers run in threads; their ``*_sync`` calls run the I/O on the
+    worker's event loop (bound by :meth:`bind` when the worker starts).
+    """
+
+    def __init__(self, pool: AsyncConnectionPool) -> None:
+        self._pool = pool
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Remember the worker's loop (the sync variants run their I/O there)."""
+        self._loop = loop
+
+    def on_loop(self, coro: Coroutine[Any, Any, R]) -> R:
+        """Run ``coro`` on the worker's loop from a handler thread and wait for it."""
+        if self._loop is None:
+            coro.close()
+            raise WorkerNotRunning("the worker is not running")
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            coro.close()
+            raise WorkerNotRunning("use the async method inside an async handler (await it)")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    async def flush(self, attempt: Attempt) -> bool:
+        """Write ``attempt``'s progress and metadata now (lease-guarded)."""
+        if not attempt.updates.touched:
+            return True  # nothing was ever set: nothing to write
+        written = await progress.write_many(self._pool, [attempt], force=True)
+        return attempt.job.id in written
+
+    async def register_callback(self, attempt: Attempt, timeout_seconds: float) -> str:
+        """Store a fresh callback id and timeout on ``attempt``'s row; returns the id."""
+        timeout = validate.number("timeout_seconds", timeout_seconds, above=0)
+        callback_id = str(uuid.uuid4())
+        job_id, lease, attempted_at = attempt.key
+        params = {
+            "id": job_id,
+            "run_lease": lease,
+            "attempted_at": attempted_at,
+            "callback_id": callback_id,
+            "timeout_ms": int(timeout * 1000),
+        }
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(sql.JOB_REGISTER_CALLBACK, params)
+            row = await cur.fetchone()
+        if row is None:
+            raise AwaError(f"job {job_id} is no longer running under this attempt (lease lost)")
+        return callback_id
+
+
+class Attempt:
+    """One running attempt of one job: what ``job.set_progress`` & co. reach."""
+
+    __slots__ = (
+        "_services",
+        "callback_id",
+        "cancel_reason",
+        "deadline_ms",
+        "due",
+        "interruptible",
+        "job",
+        "key",
+        "permit",
+        "started",
+        "task",
+        "updates",
+    )
+
+    def __init__(
+        self, job: Job[Any], permit: Permit, deadline_ms: int, services: AttemptServices | None
+    ) -> None:
+        self.job = job
+        self.key: results.AttemptKey = results.attempt_key(job)
+        self.permit = permit
+        self.deadline_ms = deadline_ms
+        self.started = time.monotonic()
+        self.due = self.started + deadline_ms / 1000 if deadline_ms > 0 else None
+        self.interruptible = False  # True while an async handler runs: cancel it at the due
+        self.cancel_reason: str | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.updates = progress.Updates(job)
+        self.callback_id: str | None = None
+        self._services = services
+        job._attempt = self
+
+    @property
+    def run_lease(self) -> int:
+        """The lease every write of this attempt must match."""
+        return self.key[1]
+
+    # -- cancel state ----------------------------------------------------------------
+
+    def is_cancelled(self) -> bool:
+        """True once the worker asked this attempt to stop."""
+        return self.cancel_reason is not None
+
+    def request_cancel(self, reason: str) -> bool:
+        """Record why the attempt must stop; False when it was already asked to."""
+        if self.cancel_reason is not None:
+            return False
+        self.cancel_reason = reason
+        return True
+
+    # -- what the handler reaches through its job ------------------------------------
+
+    def _io(self) -> AttemptServices:
+        if self._services is None:
+            raise WorkerNotRunning(f"job {self.job.id} runs without a worker's services")
+        return self._services
+
+    def set_progress(self, percent: float, message: str | None, checkpoint: Any) -> None:
+        """See :meth:`awa.Job.set_progress`."""
+        self.updates.set_progress(percent, message, checkpoint)
+
+    def update_metadata(self, patch: Mapping[str, Any]) -> None:
+        """See :meth:`awa.Job.update_metadata`."""
+        self.updates.update_metadata(patch)
+
+    async def flush(self) -> bool:
+        """See :meth:`awa.Job.flush_progress`."""
+        return await self._io().flush(self)
+
+    def flush_sync(self) -> bool:
+        """See :meth:`awa.Job.flush_progress_sync`."""
+        io = self._io()
+        return io.on_loop(io.flush(self))
+
+    async def register_callback(self, timeout_seconds: float) -> str:
+        """See :meth:`awa.Job.register_callback`."""
+        self.callback_id = await self._io().register_callback(self, timeout_seconds)
+        return self.callback_id
+
+    def register_callback_sync(self, timeout_seconds: float) -> str:
+        """See :meth:`awa.Job.register_callback_sync`."""
+        io = self._io()
+        self.callback_id = io.on_loop(io.register_callback(self, timeout_seconds))
+        return self.callback_id
+
+    # -- the outcome -----------------------------------------------------------------
+
+    def outcome(self, outcome: results.Finalization) -> results.Finalization:
+        """``outcome`` completed with what this attempt recorded (progress, metadata)."""
+        outcome.progress, outcome.metadata = self.updates.final()
+        return outcome
+
+    def returned(self, value: Any) -> results.Finalization:
+        """The outcome of a handler that returned ``value``."""
+        return self.outcome(results.from_return(self.job, value, self.callback_id))
+
+    def raised(self, exc: BaseException) -> results.Finalization:
+        """The outcome of a handler that raised ``exc``."""
+        return self.outcome(results.from_exception(self.job, exc))
+
+    def failed(self, message: str, kind: str, *, terminal: bool) -> results.Finalization:
+        """The outcome of a failure the worker detected itself."""
+        return self.outcome(results.failure(self.job, message, kind, terminal=terminal))
