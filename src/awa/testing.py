@@ -40,7 +40,7 @@ from awa.worker.completer import Completer
 from awa.worker.control import QueueControl
 from awa.worker.dispatcher import Dispatcher
 from awa.worker.executor import Executor
-from awa.worker.observe import Fanout
+from awa.worker.observe import Fanout, Observer
 from awa.worker.permits import QueuePermits
 
 AnyClient = AsyncClient | Client
@@ -48,6 +48,16 @@ AnyClient = AsyncClient | Client
 
 def _core(client: AnyClient) -> AsyncClient:
     return client.async_client if isinstance(client, Client) else client
+
+
+class _Launched(Observer):
+    """Remembers the last job whose handler started."""
+
+    def __init__(self) -> None:
+        self.job: Job[Any] | None = None
+
+    def job_started(self, job: Job[Any], pickup_latency_s: float) -> None:
+        self.job = job
 
 
 class _Runner:
@@ -58,7 +68,8 @@ class _Runner:
 
         self.client = client
         self.pool = pool
-        self.observer = Fanout(client._observers)
+        self.launched = _Launched()
+        self.observer = Fanout([self.launched, *client._observers])
         self.completer = Completer(pool, observer=self.observer)
         self.executor = Executor(client.registry, self.completer, 1, self.observer)
         services = AttemptServices(pool)
@@ -75,12 +86,12 @@ class _Runner:
 
     async def _settle(self) -> Job[Any] | None:
         """Wait for the launched job's handler and its outcome; the job as it now is."""
-        attempts = list(self.executor.attempts.values())
-        if not attempts:
-            return None
-        job = attempts[0].job
+        self.launched.job = None
         await self.executor.wait_idle(None)
         await self.completer.drain()
+        job = self.launched.job
+        if job is None:
+            return None
         try:
             return await self.client.get_job(job.id)
         except JobNotFound:  # moved to the dead letter queue

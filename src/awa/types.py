@@ -209,7 +209,13 @@ class HealthCheck:
 
 @dataclass(frozen=True, slots=True)
 class QueueRuntime:
-    """Configured, stored-override and effective values of one queue in one worker."""
+    """One queue in one worker: its settings (configured, stored overrides, effective,
+    refused), its capacity and what runs now.
+
+    ``in_flight`` counts the permits held (handlers running plus any reserved by a claim
+    in progress), ``running`` the handlers running now, ``available`` the permits the
+    queue could take at once; ``polling`` is False when its dispatch loop has died.
+    """
 
     configured: dict[str, Any]
     overrides: dict[str, Any]
@@ -221,11 +227,19 @@ class QueueRuntime:
     # The fleet's limits on this queue as this worker last read them; None when neither
     # fleet limits nor the fleet pool cover the queue (and in rows of older workers).
     fleet: QueueFleet | None = None
+    available: int = 0
+    running: int = 0
+    polling: bool = True
 
 
 @dataclass(frozen=True, slots=True)
 class RuntimeSnapshot:
-    """A worker process's view of itself, also published to ``awa.runtime_instances``."""
+    """A worker process's view of itself: the one read model of a running worker.
+
+    ``health_check()``, the metrics gauges and ``runtime_snapshot()`` read it, and it is
+    published to ``awa.runtime_instances``. ``services`` maps each background service
+    (``heartbeat``, ``listener``, ``completer``, ``leader``, …) to whether it is alive.
+    """
 
     instance_id: str
     hostname: str
@@ -237,6 +251,8 @@ class RuntimeSnapshot:
     queues: dict[str, QueueRuntime]
     # Ids of the jobs this process runs now, so ``explain`` can say where a job runs.
     running_job_ids: tuple[int, ...] = ()
+    shutting_down: bool = False
+    services: dict[str, bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

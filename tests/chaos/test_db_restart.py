@@ -92,7 +92,7 @@ async def test_stopping_a_service_whose_tick_swallows_the_cancellation() -> None
     """What hung the leader after a restart: a dependency (asyncio.wait_for in
     psycopg_pool, Python 3.11) swallowed the CancelledError meant to stop a maintenance
     service; stepping down waited for it forever, and no rescue ever ran again."""
-    from awa.maintenance.periodic import Periodic
+    from awa.service import Periodic
 
     entered = asyncio.Event()
 
@@ -108,7 +108,7 @@ async def test_stopping_a_service_whose_tick_swallows_the_cancellation() -> None
     await entered.wait()
     async with asyncio.timeout(10):  # a failure guard, not a synchronisation
         await service.stop()
-    assert not service.running and service.ticks == 1
+    assert not service.alive and service.ticks == 1
 
 
 async def _insert_after_restart(client: awa.AsyncClient) -> bool:

@@ -415,7 +415,7 @@ async def _run_everything_as(url: str) -> None:
         services = [worker.heartbeat, worker.publisher, *worker.leader._services]
         assert {s.name: s.failures for s in services if s.failures} == {}
         assert worker.completer.healthy
-        assert all(d.last_loop_ok for d in worker.dispatchers.values())
+        assert all(d.healthy for d in worker.dispatchers.values())
     finally:
         await client.shutdown()
         await client.close()

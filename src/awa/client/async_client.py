@@ -473,7 +473,10 @@ class AsyncClient(JobFeatures, FleetControl):
         """Liveness of the database, the worker loops and each queue's capacity."""
         from awa.worker.health import health_check
 
-        return await health_check(await self._get_pool(), self._worker)
+        worker = self._worker
+        return await health_check(
+            await self._get_pool(), worker.snapshot() if worker is not None else None
+        )
 
     def runtime_snapshot(self) -> RuntimeSnapshot:
         """The running worker's configured, overridden and effective values per queue."""

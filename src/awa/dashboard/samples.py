@@ -7,17 +7,13 @@ written to the database.
 
 from __future__ import annotations
 
-import asyncio
 import collections
-import contextlib
 import itertools
-import logging
 import time
 from dataclasses import dataclass
 
 import awa
-
-logger = logging.getLogger("awa.dashboard")
+from awa.service import Periodic
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,29 +33,16 @@ class Sample:
     queues: dict[str, QueuePoint]
 
 
-class Sampler:
-    """Samples ``queue_stats()`` in the background; ``start``/``stop`` are idempotent."""
+class Sampler(Periodic):
+    """Samples ``queue_stats()`` in the background (a failed sample is logged and the
+    next one tried at the next interval: the database may come back)."""
 
     def __init__(self, client: awa.AsyncClient, interval_s: float = 5.0, keep_s: float = 900.0):
+        super().__init__("dashboard-sampler", interval_s, self.sample_once)
         self.client = client
-        self.interval_s = interval_s
         self._samples: collections.deque[Sample] = collections.deque(
             maxlen=max(2, int(keep_s / interval_s) + 1)
         )
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        """Start sampling in the running event loop."""
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._run(), name="awa-dashboard-sampler")
-
-    async def stop(self) -> None:
-        """Stop sampling and wait for the loop to end."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     async def sample_once(self) -> Sample:
         """Take one sample now and keep it."""
@@ -70,14 +53,6 @@ class Sampler:
         )
         self._samples.append(sample)
         return sample
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.sample_once()
-            except Exception as exc:  # the database may come back: log and keep sampling
-                logger.warning("dashboard sampler: %s", exc)
-            await asyncio.sleep(self.interval_s)
 
     def samples(self) -> list[Sample]:
         """Every kept sample, oldest first."""

@@ -21,15 +21,18 @@ import psycopg
 from psycopg import AsyncConnection
 
 from awa.db import sql
-from awa.maintenance.periodic import Periodic, cancel_and_wait
+from awa.service import LoopService, Periodic
 
 logger = logging.getLogger("awa")
 
 NOT_LEADING = -1  # the epoch a fenced statement gets when this worker does not lead
 
 
-class Leader:
-    """Campaigns for the lease; runs ``services`` while it holds it."""
+class Leader(LoopService):
+    """Campaigns for the lease; runs ``services`` while it holds it.
+
+    Stopping ends the campaign and the leader's services, and gives the lease up.
+    """
 
     def __init__(
         self,
@@ -40,12 +43,12 @@ class Leader:
         holder: str,
         lease_s: float,
     ) -> None:
+        super().__init__("leader")
         self._url = url
         self._services = list(services)
         self._interval = election_interval_s
         self._holder = holder
         self._lease_ms = round(lease_s * 1000)
-        self._task: asyncio.Task[None] | None = None
         self.epoch = NOT_LEADING
         self.elections = 0
         self.losses = 0  # leases lost to another worker while this one believed it led
@@ -55,22 +58,8 @@ class Leader:
         """True while this worker holds the lease (as far as it last knew)."""
         return self.epoch != NOT_LEADING
 
-    def start(self) -> None:
-        """Start campaigning. Idempotent."""
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="awa-leader")
-
-    async def stop(self) -> None:
-        """Stop services and campaigning, and give the lease up. Idempotent."""
-        task, self._task = self._task, None
-        if task is not None:
-            await cancel_and_wait(task)  # a cancellation can be lost (Python 3.11)
+    async def _after_stop(self) -> None:
         await self._step_down()
-
-    @property
-    def alive(self) -> bool:
-        """True while the campaign loop runs."""
-        return self._task is not None and not self._task.done()
 
     async def _step_down(self) -> None:
         was_leading, self.epoch = self.is_leader, NOT_LEADING
@@ -80,7 +69,7 @@ class Leader:
             logger.info("maintenance leadership released", extra={"event": "leader_released"})
 
     async def _run(self) -> None:
-        while True:
+        while not self.stopping:
             try:
                 async with await AsyncConnection.connect(self._url, autocommit=True) as conn:
                     try:

@@ -63,11 +63,11 @@ class Metrics:
         """Every gauge's current samples (refreshing stale queue statistics if possible)."""
         self.stats.ensure_fresh()
         worker = self.observer.worker
-        queues = list(worker.dispatchers) if worker is not None else []
-        samples = stats_samples(self.stats.stats, queues)
-        if worker is not None:
-            samples.update(worker_samples(worker))
-            samples.update(fleet.snapshot_samples(worker.snapshot().queues))
+        snap = worker.snapshot() if worker is not None else None
+        samples = stats_samples(self.stats.stats, list(snap.queues) if snap is not None else [])
+        if snap is not None:
+            samples.update(worker_samples(snap))
+            samples.update(fleet.snapshot_samples(snap.queues))
         elif self.stats.fleet is not None:
             samples.update(fleet.stored_samples(self.stats.fleet))
         return samples

@@ -5,7 +5,7 @@ numbers for every process), cached for ``max_age_s`` so several scrapers cost on
 in a process running no worker, the fleet limits and pool are read with them
 (:mod:`awa.metrics.fleet`).
 In-flight, capacity, overflow and ignored overrides come from the running worker's
-executor, permits and control state, read in place.
+snapshot (:meth:`awa.worker.runtime.Worker.snapshot`), built on the worker's loop.
 
 A scrape served from a thread (the built-in HTTP server, an OTel reader) refreshes the
 statistics on the event loop that owns the client's pool and waits for them at most
@@ -20,14 +20,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from awa.metrics import spec
 from awa.metrics.fleet import StoredFleet
-from awa.types import HardReserved, QueueStat
-
-if TYPE_CHECKING:
-    from awa.worker.runtime import Worker
+from awa.types import HardReserved, QueueStat, RuntimeSnapshot, Weighted
 
 logger = logging.getLogger("awa")
 
@@ -170,34 +167,37 @@ def stats_samples(stats: list[QueueStat], extra_queues: list[str]) -> Samples:
     return {spec.DEPTH.name: depth, spec.LAG.name: lag, spec.PAUSED.name: paused}
 
 
-def worker_samples(worker: Worker) -> Samples:
-    """In-flight, capacity, overflow held and ignored overrides per queue of ``worker``.
+def _overflow_total(snap: RuntimeSnapshot) -> int:
+    """The shared overflow pool of a weighted worker (0 in hard-reserved mode)."""
+    if snap.global_max_workers is None:
+        return 0
+    capacities = (q.capacity for q in snap.queues.values())
+    return snap.global_max_workers - sum(
+        c.min_workers for c in capacities if isinstance(c, Weighted)
+    )
+
+
+def worker_samples(snap: RuntimeSnapshot) -> Samples:
+    """In-flight, capacity, overflow held and ignored overrides per queue of a worker.
 
     In-flight counts handlers running now; the permits a poll reserves for the length of
     its claim are not jobs yet, so they are left out (they do show in overflow held).
     """
-    config = worker.config
-    overflow_total = 0
-    if config.global_max_workers is not None:
-        overflow_total = config.global_max_workers - sum(q.min_workers for q in config.queues)
-    running: dict[str, int] = {}
-    # One C-level copy of the dict: safe to take from the scraping thread.
-    for attempt in list(worker.executor.attempts.values()):
-        running[attempt.job.queue] = running.get(attempt.job.queue, 0) + 1
+    overflow_total = _overflow_total(snap)
     in_flight: list[Sample] = []
     capacity: list[Sample] = []
     overflow: list[Sample] = []
     ignored: list[Sample] = []
-    for queue, dispatcher in list(worker.dispatchers.items()):
-        shape = dispatcher.permits.capacity()
-        in_flight.append(((queue,), float(running.get(queue, 0))))
+    for queue, q in snap.queues.items():
+        shape = q.capacity
+        in_flight.append(((queue,), float(q.running)))
         if isinstance(shape, HardReserved):
             capacity.append(((queue,), float(shape.max_workers)))
             overflow.append(((queue,), 0.0))
         else:
             capacity.append(((queue,), float(shape.min_workers + overflow_total)))
             overflow.append(((queue,), float(shape.overflow_held)))
-        refused = dispatcher.control.ignored
+        refused = q.ignored
         ignored.extend(
             ((queue, setting), 1.0 if setting in refused else 0.0)
             for setting in spec.OVERRIDE_SETTINGS

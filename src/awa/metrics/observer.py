@@ -66,8 +66,7 @@ class MetricsObserver(Observer):
     def worker_started(self, worker: Worker) -> None:
         self.worker = worker
         self._settings = {
-            queue: (d.control.effective_values(), dict(d.control.ignored))
-            for queue, d in worker.dispatchers.items()
+            queue: (q.effective, q.ignored) for queue, q in worker.snapshot().queues.items()
         }
         if self._on_start is not None:
             self._on_start(asyncio.get_running_loop())

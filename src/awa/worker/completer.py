@@ -18,14 +18,22 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from awa.db import sql
+from awa.service import LoopService
 from awa.worker.observe import Observer
 from awa.worker.results import AttemptKey, Finalization, attempt_key
 
 logger = logging.getLogger("awa")
 
 
-class Completer:
-    """Collects finalizations and flushes them in batches."""
+class Completer(LoopService):
+    """Collects finalizations and flushes them in batches.
+
+    ``stop()`` lets the flusher write what is pending for up to ``stop_grace_s``; an
+    outcome still unwritten after that leaves its job running under a lease nobody
+    renews, and the rescuer returns it (at least once).
+    """
+
+    stop_grace_s = 10.0
 
     def __init__(
         self,
@@ -36,6 +44,7 @@ class Completer:
         observer: Observer | None = None,
         synchronous_commit: bool = False,
     ) -> None:
+        super().__init__("completer")
         self._pool = pool
         self._synchronous_commit = "on" if synchronous_commit else "off"
         self._max_batch = max_batch
@@ -47,27 +56,15 @@ class Completer:
         self._room.set()
         self._idle = asyncio.Event()
         self._idle.set()
-        self._task: asyncio.Task[None] | None = None
         self._observer = observer or Observer()
         self.applied = 0
         self.stale = 0
         self.flushes = 0
-        self.healthy = True
 
     # -- lifecycle -------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Start the flusher task. Idempotent."""
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="awa-completer")
-
-    async def stop(self) -> None:
-        """Flush everything pending, then stop the flusher. Idempotent."""
-        await self.drain()
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+    def _on_stop(self) -> None:
+        self._wakeup.set()
 
     async def drain(self) -> None:
         """Wait until every submitted finalization has been written."""
@@ -101,7 +98,7 @@ class Completer:
     # -- flushing --------------------------------------------------------------------
 
     async def _run(self) -> None:
-        while True:
+        while not (self.stopping and not self._pending):
             await self._wakeup.wait()
             self._wakeup.clear()
             while self._pending:

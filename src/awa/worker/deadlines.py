@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
+from awa.service import LoopService
+
 
 class Deadlined(Protocol):
     """What the watcher needs of an attempt."""
@@ -23,29 +25,20 @@ class Deadlined(Protocol):
     cancel_reason: str | None
 
 
-class DeadlineWatch:
+class DeadlineWatch(LoopService):
     """Expires attempts whose ``due`` time has passed."""
 
     def __init__(
         self, attempts: Mapping[int, Deadlined], expire: Callable[[Deadlined], None]
     ) -> None:
+        super().__init__("deadlines")
         self._attempts = attempts
         self._expire = expire
         self._wakeup = asyncio.Event()
         self._next = math.inf
-        self._task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
-        """Start watching. Idempotent."""
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="awa-deadlines")
-
-    async def stop(self) -> None:
-        """Stop watching. Idempotent."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+    def _on_stop(self) -> None:
+        self._wakeup.set()
 
     def noticed(self, due: float) -> None:
         """A new attempt is due at ``due``: look again now if that is the nearest."""
@@ -54,7 +47,7 @@ class DeadlineWatch:
             self._wakeup.set()
 
     async def _run(self) -> None:
-        while True:
+        while not self.stopping:
             now = time.monotonic()
             nearest = math.inf
             for attempt in list(self._attempts.values()):

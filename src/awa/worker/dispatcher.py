@@ -36,6 +36,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa.db import sql
 from awa.db.rows import FleetHold, claim_rows, job_rows
+from awa.service import LoopService
 from awa.types import Job
 from awa.worker.args_budget import ArgsBudget, args_sizes
 from awa.worker.control import QueueControl
@@ -51,8 +52,14 @@ _DEAF_TO_NEW_JOBS = frozenset({"concurrency", "pool", "rate"})
 _WAITING_FOR_FREED = frozenset({"concurrency", "pool"})
 
 
-class Dispatcher:
-    """Claims and launches the jobs of one queue."""
+class Dispatcher(LoopService):
+    """Claims and launches the jobs of one queue.
+
+    Stopping ends claiming; a poll in progress gets ``stop_grace_s`` to launch what it
+    claimed (jobs already launched keep running).
+    """
+
+    stop_grace_s = 5.0
 
     def __init__(
         self,
@@ -66,6 +73,7 @@ class Dispatcher:
         synchronous_commit: bool = False,
         args_budget: ArgsBudget | None = None,
     ) -> None:
+        super().__init__(f"dispatch-{queue}")
         self.queue = queue
         self._commit_mode = "on" if synchronous_commit else "off"
         self._pool = pool
@@ -74,8 +82,6 @@ class Dispatcher:
         self._executor = executor
         self._observer = observer or Observer()
         self._wakeup = asyncio.Event()
-        self._stopping = False
-        self._task: asyncio.Task[None] | None = None
         self.claimed = 0
         self.polls = 0
         self.rate_limited_polls = 0
@@ -88,30 +94,12 @@ class Dispatcher:
         self.idle = True
         self.probe_due = 0.0  # when the idle prober should next look at this queue
         self._on_idle: Callable[[], None] | None = None
-        self.last_loop_ok = True
         permits.subscribe(self.wake_permit)
         self._args_budget = args_budget or ArgsBudget(max_bytes=2**62)  # shared per process
         self._args_budget.subscribe(self.wake)
 
-    # -- lifecycle -------------------------------------------------------------------
-
-    def start(self) -> None:
-        """Start the dispatch loop. Idempotent."""
-        if self._task is None:
-            self._task = asyncio.create_task(self._loop(), name=f"awa-dispatch-{self.queue}")
-
-    async def stop(self) -> None:
-        """Stop claiming (jobs already launched keep running). Idempotent."""
-        self._stopping = True
+    def _on_stop(self) -> None:
         self._wakeup.set()
-        if self._task is not None:
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-
-    @property
-    def alive(self) -> bool:
-        """True while the loop runs."""
-        return self._task is not None and not self._task.done()
 
     def watch_idle(self, on_idle: Callable[[], None]) -> None:
         """Call ``on_idle`` whenever this queue goes idle (the idle prober's cue)."""
@@ -153,18 +141,18 @@ class Dispatcher:
 
     # -- loop ------------------------------------------------------------------------
 
-    async def _loop(self) -> None:
+    async def _run(self) -> None:
         error_backoff = 0.05
-        while not self._stopping:
+        while not self.stopping:
             await self._sleep()  # at once when woken; idle (as at start) until then
-            if self._stopping:
+            if self.stopping:
                 return
             try:
                 await self._drain()
-                self.last_loop_ok = True
+                self.healthy = True
                 error_backoff = 0.05
             except Exception as exc:  # database trouble: back off, then try again
-                self.last_loop_ok = False
+                self.healthy = False
                 logger.warning(
                     "dispatcher %s: %s; retrying in %.2fs", self.queue, exc, error_backoff,
                     extra={"event": "dispatcher_error", "queue": self.queue},
@@ -201,7 +189,7 @@ class Dispatcher:
         self._wakeup.clear()
 
     async def _drain(self) -> None:
-        while not self._stopping:
+        while not self.stopping:
             full = await self.poll_once()
             if not full:
                 return

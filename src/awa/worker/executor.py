@@ -45,7 +45,7 @@ class Executor:
             max_workers=max(threads, 1), thread_name_prefix="awa-job"
         )
         self.attempts: dict[int, Attempt] = {}
-        self._deadlines = DeadlineWatch(self.attempts, self._expire)
+        self.deadlines = DeadlineWatch(self.attempts, self._expire)
         self.started = 0
         self.finished = 0
         # Immediate progress writes and callback ids for handlers (set by the worker).
@@ -58,15 +58,15 @@ class Executor:
         self.started += 1
         attempt.task = asyncio.create_task(self._run(attempt))
         if attempt.due is not None:
-            self._deadlines.noticed(attempt.due)
+            self.deadlines.noticed(attempt.due)
 
     def start(self) -> None:
         """Start the deadline watcher. Idempotent."""
-        self._deadlines.start()
+        self.deadlines.start()
 
     async def stop(self) -> None:
         """Stop the deadline watcher. Idempotent."""
-        await self._deadlines.stop()
+        await self.deadlines.stop()
 
     async def _run(self, attempt: Attempt) -> None:
         job = attempt.job
@@ -96,7 +96,7 @@ class Executor:
             if handler_done:
                 # The job and its attempt point at each other: left so, a finished job and
                 # its args live until a full garbage collection (ADR 0020).
-                job._context = None
+                job._attempt = None
 
     async def _execute(self, attempt: Attempt) -> results.Finalization | None:
         job = attempt.job
@@ -174,6 +174,14 @@ class Executor:
             if task is not None and task.is_async and attempt.task is not None:
                 attempt.task.cancel()
         return True
+
+    def running_per_queue(self) -> dict[str, int]:
+        """How many handlers run now, per queue."""
+        running: dict[str, int] = {}
+        for attempt in self.attempts.values():
+            queue = attempt.job.queue
+            running[queue] = running.get(queue, 0) + 1
+        return running
 
     def in_flight(self) -> list[results.AttemptKey]:
         """The fencing keys of every attempt whose handler is still running."""

@@ -20,8 +20,8 @@ from awa.db import sql
 from awa.maintenance import aging, callbacks, pruner
 from awa.maintenance.cron import Clock, CronService, register, utc_now
 from awa.maintenance.leader import NOT_LEADING
-from awa.maintenance.periodic import Periodic
 from awa.periodic import PeriodicJob
+from awa.service import Periodic
 from awa.worker import progress
 from awa.worker.attempt import AttemptServices
 from awa.worker.executor import Executor

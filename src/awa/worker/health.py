@@ -1,13 +1,16 @@
-"""``health_check()``: is the database reachable and is every loop of the worker alive?"""
+"""``health_check()``: is the database reachable and is every loop of the worker alive?
+
+Read from the worker's published :class:`~awa.types.RuntimeSnapshot`, like every other
+view of a running worker.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from awa.types import HealthCheck, QueueHealth
+from awa.types import HealthCheck, QueueHealth, RuntimeSnapshot
 
 PROBE_TIMEOUT_S = 5.0
 
@@ -24,10 +27,10 @@ async def _postgres_ok(pool: AsyncConnectionPool) -> bool:
         return False
 
 
-async def health_check(pool: AsyncConnectionPool, worker: Any | None) -> HealthCheck:
-    """Health of this client and, when one runs, its worker."""
+async def health_check(pool: AsyncConnectionPool, snap: RuntimeSnapshot | None) -> HealthCheck:
+    """Health of this client and, when one runs, its worker (``snap``: its snapshot)."""
     postgres = await _postgres_ok(pool)
-    if worker is None:
+    if snap is None:
         return HealthCheck(
             healthy=postgres,
             postgres_connected=postgres,
@@ -37,24 +40,20 @@ async def health_check(pool: AsyncConnectionPool, worker: Any | None) -> HealthC
             leader=False,
             queues={},
         )
-    dispatchers = worker.dispatchers.values()
-    poll_alive = all(d.alive for d in dispatchers)
-    heartbeat_alive = worker.heartbeat.running
+    poll_alive = all(q.polling for q in snap.queues.values())
+    heartbeat_alive = snap.services.get("heartbeat", False)
     queues = {
         name: QueueHealth(
-            in_flight=d.permits.in_flight,
-            available=d.permits.available,
-            capacity=d.permits.capacity(),
-            paused=d.control.paused,
+            in_flight=q.in_flight, available=q.available, capacity=q.capacity, paused=q.paused
         )
-        for name, d in worker.dispatchers.items()
+        for name, q in snap.queues.items()
     }
     return HealthCheck(
-        healthy=postgres and poll_alive and heartbeat_alive and not worker.shutting_down,
+        healthy=postgres and poll_alive and heartbeat_alive and not snap.shutting_down,
         postgres_connected=postgres,
         poll_loop_alive=poll_alive,
         heartbeat_alive=heartbeat_alive,
-        shutting_down=worker.shutting_down,
-        leader=worker.leader.is_leader,
+        shutting_down=snap.shutting_down,
+        leader=snap.leader,
         queues=queues,
     )

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from psycopg_pool import AsyncConnectionPool
 
 from awa.db import sql
-from awa.maintenance.periodic import cancel_and_wait
+from awa.service import LoopService
 from awa.worker.dispatcher import Dispatcher
 
 logger = logging.getLogger("awa")
@@ -28,33 +28,20 @@ logger = logging.getLogger("awa")
 _ERROR_BACKOFF_S = 1.0
 
 
-class IdleProber:
+class IdleProber(LoopService):
     """Checks idle queues for jobs, one statement for all that are due."""
 
     def __init__(self, pool: AsyncConnectionPool, dispatchers: Mapping[str, Dispatcher]) -> None:
+        super().__init__("idle-probe")
         self._pool = pool
         self._dispatchers = dispatchers
         self._changed = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         self.probes = 0
         for dispatcher in dispatchers.values():
             dispatcher.watch_idle(self._changed.set)
 
-    def start(self) -> None:
-        """Start watching. Idempotent."""
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="awa-idle-probe")
-
-    async def stop(self) -> None:
-        """Stop watching. Idempotent."""
-        task, self._task = self._task, None
-        if task is not None:
-            await cancel_and_wait(task)
-
-    @property
-    def alive(self) -> bool:
-        """True while the loop runs."""
-        return self._task is not None and not self._task.done()
+    def _on_stop(self) -> None:
+        self._changed.set()
 
     async def probe_due(self, now: float) -> None:
         """Probe the idle queues whose turn has come; wake those with jobs."""
@@ -74,11 +61,13 @@ class IdleProber:
         return min((d.probe_due for d in self._dispatchers.values() if d.idle), default=None)
 
     async def _run(self) -> None:
-        while True:
+        while not self.stopping:
             self._changed.clear()
             try:
                 await self.probe_due(time.monotonic())
+                self.healthy = True
             except Exception as exc:  # database trouble: the dispatchers' notices still work
+                self.healthy = False
                 logger.warning("idle probe failed (%s); retrying", exc)
                 await asyncio.sleep(_ERROR_BACKOFF_S)
                 continue

@@ -15,7 +15,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from awa.maintenance.periodic import cancel_and_wait
+from awa.service import LoopService
 
 logger = logging.getLogger("awa")
 
@@ -23,7 +23,7 @@ AVAILABLE_CHANNEL = "awa_available"
 CONTROL_CHANNEL = "awa_control"
 
 
-class Listener:
+class Listener(LoopService):
     """Keeps a LISTEN connection open, reconnecting with backoff."""
 
     def __init__(
@@ -33,39 +33,30 @@ class Listener:
         on_control: Callable[[dict[str, Any]], None],
         on_connect: Callable[[], None],
     ) -> None:
+        super().__init__("listener")
         self._url = url
         self._on_available = on_available
         self._on_control = on_control
         self._on_connect = on_connect
-        self._task: asyncio.Task[None] | None = None
-        self.connected = False
         self.connections = 0
 
-    def start(self) -> None:
-        """Start listening. Idempotent."""
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="awa-listener")
-
-    async def stop(self) -> None:
-        """Stop listening and close the connection. Idempotent."""
-        task, self._task = self._task, None
-        if task is not None:
-            await cancel_and_wait(task)  # a cancellation can be lost (Python 3.11)
-        self.connected = False
-
     @property
-    def alive(self) -> bool:
-        """True while the listen loop runs."""
-        return self._task is not None and not self._task.done()
+    def connected(self) -> bool:
+        """True while the LISTEN connection is up (its last round worked)."""
+        return self.alive and self.healthy
+
+    async def _after_stop(self) -> None:
+        self.healthy = False
 
     async def _run(self) -> None:
         backoff = 0.05
-        while True:
+        self.healthy = False
+        while not self.stopping:
             try:
                 async with await AsyncConnection.connect(self._url, autocommit=True) as conn:
                     await conn.execute(f"LISTEN {AVAILABLE_CHANNEL}")
                     await conn.execute(f"LISTEN {CONTROL_CHANNEL}")
-                    self.connected = True
+                    self.healthy = True
                     self.connections += 1
                     backoff = 0.05
                     self._on_connect()
@@ -75,7 +66,7 @@ class Listener:
                 raise
             except Exception as exc:
                 logger.warning("listener: %s; reconnecting in %.2fs", exc, backoff)
-            self.connected = False
+            self.healthy = False
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 5.0)
 

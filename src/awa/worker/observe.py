@@ -59,7 +59,7 @@ class Observer:
         """A queue's effective settings were recomputed from its control row."""
 
     def worker_started(self, worker: Worker) -> None:
-        """The worker runs (gauges may read its dispatchers' permits until it stops)."""
+        """The worker runs (gauges may read its snapshot until it stops)."""
 
     def worker_stopped(self, worker: Worker) -> None:
         """The worker has shut down."""

@@ -1,15 +1,14 @@
 """The worker process runtime: builds and runs every piece for one ``start()``.
 
 Start order: schema check → completer → listener → dispatchers → heartbeat → leader →
-runtime registry. Shutdown reverses it, and guarantees no job this process claimed is
-left ``running``: finished outcomes are flushed, unfinished attempts are fenced back to
-retryable.
+runtime registry. Shutdown stops claiming and maintenance first, then reverses the rest,
+and guarantees no job this process claimed is left ``running``: finished outcomes are
+flushed, unfinished attempts are fenced back to retryable.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 import os
@@ -17,6 +16,7 @@ import socket
 import time
 import uuid
 from collections.abc import Awaitable, Sequence
+from concurrent.futures import CancelledError
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,8 +27,8 @@ from awa.db import migrations, sql
 from awa.db.errors import mapped
 from awa.maintenance import promoter, pruner, rescuer
 from awa.maintenance.leader import Leader
-from awa.maintenance.periodic import Periodic
 from awa.periodic import PeriodicJob
+from awa.service import Periodic, Service
 from awa.types import RuntimeSnapshot
 from awa.worker import heartbeat, memory
 from awa.worker.args_budget import ArgsBudget
@@ -45,12 +45,13 @@ from awa.worker.observe import Fanout, Observer
 from awa.worker.permits import build_permits
 from awa.worker.rate_limit import TokenBucket
 from awa.worker.registry import TaskRegistry
-from awa.worker.snapshot import queue_fleet, snapshot_json
+from awa.worker.snapshot import queue_runtime, snapshot_json
 
 logger = logging.getLogger("awa")
 
 PRUNE_INTERVAL_S = 60.0
 SYNC_THREADS_CEILING = 256
+SNAPSHOT_WAIT_S = 1.0  # how long a reader on another thread waits for a fresh snapshot
 
 
 class Worker:
@@ -128,6 +129,8 @@ class Worker:
             holder=self.instance_id,
             lease_s=config.leader_lease_ms / 1000,
         )
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.latest = self._build_snapshot()
 
     def _maintenance_services(self) -> list[Periodic]:
         c = self.config
@@ -241,6 +244,7 @@ class Worker:
     async def start(self) -> None:
         """Check the schema, then start every service."""
         memory.return_big_blocks_when_freed()
+        self._loop = asyncio.get_running_loop()
         async with self.pool.connection() as conn:
             with mapped():
                 await migrations.check_schema(conn)
@@ -326,18 +330,50 @@ class Worker:
         except Exception as exc:
             logger.debug("shutdown: could not remove runtime instance row: %s", exc)
 
-    # -- reporting -------------------------------------------------------------------
+    # -- the read model --------------------------------------------------------------
+
+    def services(self) -> list[Service]:
+        """This process's own background services (the leader's are the leader's)."""
+        return [
+            self.completer,
+            self.executor.deadlines,
+            self.listener,
+            *self.dispatchers.values(),
+            self.heartbeat,
+            self.control_service,
+            self.idle_prober,
+            self.features.progress_flusher,
+            self.leader,
+            self.publisher,
+        ]
 
     def snapshot(self) -> RuntimeSnapshot:
-        """Configured, stored-override and effective values per queue, with capacity."""
-        queues = {
-            name: dataclasses.replace(
-                d.control.runtime(d.permits.capacity(), d.permits.in_flight),
-                fleet=queue_fleet(d),
-            )
-            for name, d in self.dispatchers.items()
-        }
-        return RuntimeSnapshot(
+        """The worker's state now: what every reader (health, gauges, tests) consumes.
+
+        Built on the worker's event loop, where that state lives. A reader on another
+        thread (a metrics scrape, the blocking ``Client``) gets one built there, or —
+        when the loop does not answer within ``SNAPSHOT_WAIT_S`` or has stopped — the
+        last one built (:attr:`latest`).
+        """
+        loop = self._loop
+        if loop is None or loop.is_closed() or _running_loop() is loop:
+            return self._build_snapshot()
+        try:
+            future = asyncio.run_coroutine_threadsafe(self._build_async(), loop)
+        except RuntimeError:  # the loop is closing
+            return self.latest
+        try:
+            return future.result(SNAPSHOT_WAIT_S)
+        except (TimeoutError, CancelledError):
+            future.cancel()
+            return self.latest
+
+    async def _build_async(self) -> RuntimeSnapshot:
+        return self._build_snapshot()
+
+    def _build_snapshot(self) -> RuntimeSnapshot:
+        running = self.executor.running_per_queue()
+        self.latest = RuntimeSnapshot(
             instance_id=self.instance_id,
             hostname=self.hostname,
             pid=self.pid,
@@ -345,6 +381,18 @@ class Worker:
             leader=self.leader.is_leader,
             mode="weighted" if self.config.weighted else "hard_reserved",
             global_max_workers=self.config.global_max_workers,
-            queues=queues,
+            queues={
+                name: queue_runtime(d, running.get(name, 0)) for name, d in self.dispatchers.items()
+            },
+            shutting_down=self.shutting_down,
+            services={s.name: s.alive for s in self.services()},
             running_job_ids=tuple(self.executor.attempts),
         )
+        return self.latest
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

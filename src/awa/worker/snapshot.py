@@ -1,8 +1,17 @@
-"""Runtime snapshots as JSON (for ``awa.runtime_instances``) and back."""
+"""The worker's read model: one :class:`~awa.types.RuntimeSnapshot`, built on the worker's
+loop, and its JSON form for ``awa.runtime_instances``.
+
+Every reader — ``health_check()``, the metrics gauges (also from a scraping thread),
+``runtime_snapshot()``, the published row — consumes a snapshot instead of reaching into
+dispatchers, permits or the executor. :func:`queue_runtime` is the one place that reads a
+queue's live state; a new field is added to :class:`~awa.types.QueueRuntime` (or
+:class:`~awa.types.RuntimeSnapshot`) with a default, filled in here, and the JSON
+round-trip follows from the dataclass fields (only nested dataclasses need a line).
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+import dataclasses
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +29,19 @@ if TYPE_CHECKING:
     from awa.worker.dispatcher import Dispatcher
 
 
+def queue_runtime(dispatcher: Dispatcher, running: int) -> QueueRuntime:
+    """``dispatcher``'s queue as the snapshot shows it (``running``: handlers running)."""
+    permits = dispatcher.permits
+    settings = dispatcher.control.runtime(permits.capacity(), permits.in_flight)
+    return dataclasses.replace(
+        settings,
+        fleet=queue_fleet(dispatcher),
+        available=permits.available,
+        running=running,
+        polling=dispatcher.alive,
+    )
+
+
 def queue_fleet(dispatcher: Dispatcher) -> QueueFleet | None:
     """The fleet's view of ``dispatcher``'s queue (None: the fleet does not limit it)."""
     control = dispatcher.control
@@ -35,17 +57,20 @@ def queue_fleet(dispatcher: Dispatcher) -> QueueFleet | None:
     )
 
 
+# -- JSON ------------------------------------------------------------------------------
+
+
 def _capacity_json(capacity: HardReserved | Weighted) -> dict[str, Any]:
     if isinstance(capacity, HardReserved):
-        return {"mode": "hard_reserved", **asdict(capacity)}
-    return {"mode": "weighted", **asdict(capacity)}
+        return {"mode": "hard_reserved", **dataclasses.asdict(capacity)}
+    return {"mode": "weighted", **dataclasses.asdict(capacity)}
 
 
 def fleet_json(fleet: QueueFleet | None) -> dict[str, Any] | None:
     """A queue's fleet view as JSON (the shape ``awa runtime list --json`` prints)."""
     if fleet is None:
         return None
-    data = asdict(fleet)
+    data = dataclasses.asdict(fleet)
     if fleet.limits is not None:
         data["limits"]["updated_at"] = fleet.limits.updated_at.isoformat()
     return data
@@ -76,31 +101,27 @@ def fleet_from_json(data: dict[str, Any] | None) -> QueueFleet | None:
     )  # fmt: skip
 
 
+def _queue_json(queue: QueueRuntime) -> dict[str, Any]:
+    data = {f.name: getattr(queue, f.name) for f in dataclasses.fields(queue)}
+    data["capacity"] = _capacity_json(queue.capacity)
+    data["fleet"] = fleet_json(queue.fleet)
+    return data
+
+
 def snapshot_json(snap: RuntimeSnapshot) -> dict[str, Any]:
     """A JSON-ready dict of ``snap`` (datetimes as ISO strings)."""
-    return {
-        "instance_id": snap.instance_id,
-        "hostname": snap.hostname,
-        "pid": snap.pid,
-        "started_at": snap.started_at.isoformat(),
-        "leader": snap.leader,
-        "mode": snap.mode,
-        "global_max_workers": snap.global_max_workers,
-        "queues": {
-            name: {
-                "configured": q.configured,
-                "overrides": q.overrides,
-                "effective": q.effective,
-                "ignored": q.ignored,
-                "capacity": _capacity_json(q.capacity),
-                "in_flight": q.in_flight,
-                "paused": q.paused,
-                "fleet": fleet_json(q.fleet),
-            }
-            for name, q in snap.queues.items()
-        },
-        "running_job_ids": list(snap.running_job_ids),
-    }
+    data = {f.name: getattr(snap, f.name) for f in dataclasses.fields(snap)}
+    data["started_at"] = snap.started_at.isoformat()
+    data["queues"] = {name: _queue_json(q) for name, q in snap.queues.items()}
+    data["running_job_ids"] = list(snap.running_job_ids)
+    return data
+
+
+def _known(cls: type[Any], data: dict[str, Any]) -> dict[str, Any]:
+    """The entries of ``data`` that ``cls`` has fields for (rows written by an older or
+    newer awa lack some and carry others; missing ones take their defaults)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
 
 
 def capacity_from_json(data: dict[str, Any]) -> HardReserved | Weighted:
@@ -112,28 +133,16 @@ def capacity_from_json(data: dict[str, Any]) -> HardReserved | Weighted:
 
 def queue_runtime_from_json(data: dict[str, Any]) -> QueueRuntime:
     """Inverse of one queue entry of :func:`snapshot_json`."""
-    return QueueRuntime(
-        configured=data["configured"],
-        overrides=data["overrides"],
-        effective=data["effective"],
-        ignored=data["ignored"],
-        capacity=capacity_from_json(data["capacity"]),
-        in_flight=data["in_flight"],
-        paused=data["paused"],
-        fleet=fleet_from_json(data.get("fleet")),  # older workers omit it
-    )
+    values = _known(QueueRuntime, data)
+    values["capacity"] = capacity_from_json(data["capacity"])
+    values["fleet"] = fleet_from_json(data.get("fleet"))  # older workers omit it
+    return QueueRuntime(**values)
 
 
 def snapshot_from_json(data: dict[str, Any]) -> RuntimeSnapshot:
     """Inverse of :func:`snapshot_json`."""
-    return RuntimeSnapshot(
-        instance_id=data["instance_id"],
-        hostname=data["hostname"],
-        pid=data["pid"],
-        started_at=datetime.fromisoformat(data["started_at"]),
-        leader=data["leader"],
-        mode=data["mode"],
-        global_max_workers=data["global_max_workers"],
-        queues={name: queue_runtime_from_json(q) for name, q in data["queues"].items()},
-        running_job_ids=tuple(data.get("running_job_ids", ())),  # older workers omit it
-    )
+    values = _known(RuntimeSnapshot, data)
+    values["started_at"] = datetime.fromisoformat(data["started_at"])
+    values["queues"] = {name: queue_runtime_from_json(q) for name, q in data["queues"].items()}
+    values["running_job_ids"] = tuple(data.get("running_job_ids", ()))  # older workers omit it
+    return RuntimeSnapshot(**values)
