@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
-import os
 import sys
-from collections.abc import Coroutine, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import awa
 from awa.cli.args import Parser
@@ -26,6 +23,7 @@ from awa.cli.commands import (
     worker,
 )
 from awa.cli.database import database_url
+from awa.cli.loop import run_async
 from awa.cli.output import fail
 
 COMMANDS = (migrate, worker, queue, pool, job, cron, dlq, runtime, health, serve, demo)
@@ -67,21 +65,6 @@ def _add_globals_to_leaves(parser: argparse.ArgumentParser) -> None:
     for action in subactions:
         for child in action.choices.values():
             _add_globals_to_leaves(child)
-
-
-def run_async(coro: Coroutine[Any, Any, int]) -> int:
-    """Run the command on uvloop when it is installed (``awa[uvloop]``), else asyncio.
-
-    ``AWA_EVENT_LOOP=asyncio`` forces the standard loop.
-    """
-    if os.environ.get("AWA_EVENT_LOOP", "auto") != "asyncio":
-        try:
-            import uvloop
-        except ImportError:
-            pass
-        else:
-            return uvloop.run(coro)
-    return asyncio.run(coro)
 
 
 def _option_strings(parser: argparse.ArgumentParser) -> set[str]:

@@ -15,6 +15,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Coroutine, Mapping
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from psycopg_pool import AsyncConnectionPool
@@ -100,6 +101,7 @@ class Attempt:
         "permit",
         "started",
         "task",
+        "thread",
         "updates",
     )
 
@@ -115,10 +117,22 @@ class Attempt:
         self.interruptible = False  # True while an async handler runs: cancel it at the due
         self.cancel_reason: str | None = None
         self.task: asyncio.Task[None] | None = None
+        self.thread: Future[Any] | None = None  # a plain def handler's run on its thread
         self.updates = progress.Updates(job)
         self.callback_id: str | None = None
         self._services = services
         job._attempt = self
+
+    @property
+    def handler_running(self) -> bool:
+        """True while the handler has not returned (its task, or its thread, still runs)."""
+        if self.thread is not None:
+            return not self.thread.done()
+        return self.task is not None and not self.task.done()
+
+    def describe(self) -> str:
+        """``job 12 (kind send_email)``, for log lines."""
+        return f"job {self.job.id} ({self.job.kind})"
 
     @property
     def run_lease(self) -> int:

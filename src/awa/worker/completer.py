@@ -33,7 +33,7 @@ class Completer(LoopService):
     renews, and the rescuer returns it (at least once).
     """
 
-    stop_grace_s = 10.0
+    stop_grace_s = 2.0
 
     def __init__(
         self,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from awa.errors import SerializationError
@@ -24,6 +23,7 @@ from awa.worker.deadlines import Deadlined, DeadlineWatch
 from awa.worker.observe import Observer
 from awa.worker.permits import Permit
 from awa.worker.registry import Task, TaskRegistry
+from awa.worker.threads import HandlerThreads
 
 logger = logging.getLogger("awa")
 
@@ -41,9 +41,7 @@ class Executor:
         self._registry = registry
         self._completer = completer
         self._observer = observer or Observer()
-        self._threads = ThreadPoolExecutor(
-            max_workers=max(threads, 1), thread_name_prefix="awa-job"
-        )
+        self._threads = HandlerThreads(threads)
         self.attempts: dict[int, Attempt] = {}
         self.deadlines = DeadlineWatch(self.attempts, self._expire)
         self.started = 0
@@ -156,8 +154,8 @@ class Executor:
         # A thread cannot be interrupted: at the deadline the attempt is only flagged, and
         # the handler is expected to notice (job.is_cancelled()); its permit stays taken
         # until the thread is free.
-        loop = asyncio.get_running_loop()
-        value = await loop.run_in_executor(self._threads, task.handler, attempt.job)
+        attempt.thread = self._threads.submit(task.handler, attempt.job)
+        value = await asyncio.wrap_future(attempt.thread)
         if attempt.cancel_reason == "deadline":
             raise _DeadlineExceeded()
         return value
@@ -195,19 +193,24 @@ class Executor:
         _, pending = await asyncio.wait(tasks, timeout=timeout)
         return not pending
 
-    async def abandon(self) -> None:
-        """Cancel every remaining async attempt and wait for their tasks to end."""
+    async def abandon(self, grace_s: float = 1.0) -> list[Attempt]:
+        """Cancel every remaining attempt, wait up to ``grace_s`` for their tasks to end,
+        and return those whose handler still runs: a plain ``def`` handler's thread (it
+        cannot be interrupted) or a coroutine that ignored its cancellation."""
+        attempts = list(self.attempts.values())
         tasks = []
-        for attempt in list(self.attempts.values()):
+        for attempt in attempts:
             attempt.request_cancel("shutdown")
             if attempt.task is not None:
                 attempt.task.cancel()
                 tasks.append(attempt.task)
         if tasks:
-            await asyncio.wait(tasks, timeout=1.0)
+            await asyncio.wait(tasks, timeout=grace_s)
+        return [attempt for attempt in attempts if attempt.handler_running]
 
     def close(self) -> None:
-        """Release the thread pool without waiting for abandoned sync handlers."""
+        """Release the handler threads without waiting for abandoned sync handlers (they
+        are daemon threads: they do not keep the process alive)."""
         self._threads.shutdown(wait=False, cancel_futures=True)
 
 

@@ -1,9 +1,9 @@
 """The worker process runtime: builds and runs every piece for one ``start()``.
 
 Start order: schema check → completer → listener → dispatchers → heartbeat → leader →
-runtime registry. Shutdown stops claiming and maintenance first, then reverses the rest,
-and guarantees no job this process claimed is left ``running``: finished outcomes are
-flushed, unfinished attempts are fenced back to retryable.
+runtime registry. Shutdown (:mod:`awa.worker.shutdown`) stops claiming and maintenance
+first, then the rest, within its timeout plus a bounded grace; no job this process
+claimed is left ``running``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import socket
-import time
 import uuid
 from collections.abc import Awaitable, Sequence
 from concurrent.futures import CancelledError
@@ -32,6 +31,7 @@ from awa.service import Periodic, Service
 from awa.types import RuntimeSnapshot
 from awa.worker import heartbeat, memory
 from awa.worker.args_budget import ArgsBudget
+from awa.worker.attempt import Attempt
 from awa.worker.completer import Completer
 from awa.worker.control import QueueControl
 from awa.worker.control_refresh import ControlRefresher
@@ -45,6 +45,7 @@ from awa.worker.observe import Fanout, Observer
 from awa.worker.permits import build_permits
 from awa.worker.rate_limit import TokenBucket
 from awa.worker.registry import TaskRegistry
+from awa.worker.shutdown import shut_down
 from awa.worker.snapshot import queue_runtime, snapshot_json
 
 logger = logging.getLogger("awa")
@@ -269,66 +270,20 @@ class Worker:
         )
         self.observer.worker_started(self)
 
-    async def shutdown(self, timeout_ms: int) -> None:
-        """Stop claiming, give handlers ``timeout_ms`` to finish, fence the rest."""
+    async def shutdown(self, timeout_ms: int) -> list[Attempt]:
+        """Stop claiming, give handlers ``timeout_ms`` to finish, fence the rest
+        (:mod:`awa.worker.shutdown`); returns the attempts whose handlers were abandoned."""
         if self.shutting_down:
-            return
+            return []
         self.shutting_down = True
-        deadline = time.monotonic() + timeout_ms / 1000
-        await self.idle_prober.stop()
-        await asyncio.gather(*(d.stop() for d in self.dispatchers.values()))
-        # Leadership goes first: a process on its way out hands maintenance to another at
-        # once, and its promoter cannot make the attempts it fences below available again
-        # before shutdown() has returned.
-        await self.leader.stop()
-        await self.executor.wait_idle(max(0.0, deadline - time.monotonic()))
-        await self.completer.drain()
-        await self._fence_unfinished()
-        await self.executor.abandon()
-        await self.executor.stop()
-        await self.completer.stop()
-        await self.heartbeat.stop()
-        await self.control_service.stop()
-        await self.features.stop()
-        await self.publisher.stop()
-        await self.listener.stop()
-        await self._deregister()
-        self.executor.close()
+        abandoned = await shut_down(self, timeout_ms)
         self.observer.worker_stopped(self)
         logger.info(
             "worker %s stopped",
             self.instance_id,
             extra={"event": "worker_stopped", "instance_id": self.instance_id},
         )
-
-    async def _fence_unfinished(self) -> None:
-        unfinished = self.executor.in_flight()
-        if not unfinished:
-            return
-        for job_id, _, _ in unfinished:
-            attempt = self.executor.attempts.get(job_id)
-            if attempt is not None:
-                attempt.request_cancel("shutdown")
-        params = {
-            "ids": [key[0] for key in unfinished],
-            "run_leases": [key[1] for key in unfinished],
-            "attempted_ats": [key[2] for key in unfinished],
-            "reason": "worker shut down before the handler finished",
-        }
-        try:
-            async with self.pool.connection() as conn:
-                await conn.execute(sql.JOB_FENCE_ATTEMPTS, params)
-        except Exception as exc:  # the rescuer will return them once heartbeats stop
-            logger.warning(
-                "shutdown: could not return %d unfinished job(s): %s", len(unfinished), exc
-            )
-
-    async def _deregister(self) -> None:
-        try:
-            async with self.pool.connection() as conn:
-                await conn.execute(sql.RUNTIME_INSTANCE_DELETE, {"instance_id": self.instance_id})
-        except Exception as exc:
-            logger.debug("shutdown: could not remove runtime instance row: %s", exc)
+        return abandoned
 
     # -- the read model --------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import os
 import signal
 import sys
 from typing import Any
@@ -37,6 +38,23 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=run, needs_db=lambda a: False)
 
 
+def _on_signal(sig: signal.Signals, stop: asyncio.Event, timeout_ms: int) -> None:
+    """First signal: shut down gracefully. Second: exit now (deploys must not hang)."""
+    if not stop.is_set():
+        sys.stderr.write(
+            f"awa: {sig.name}: shutting down (running jobs get {timeout_ms} ms); "
+            "a second signal exits at once\n"
+        )
+        stop.set()
+        return
+    sys.stderr.write(
+        f"awa: {sig.name} again: exiting now; jobs still running here are returned by the "
+        "rescuer once their heartbeats are stale\n"
+    )
+    sys.stderr.flush()
+    os._exit(128 + sig.value)
+
+
 def load_client(target: str) -> awa.AsyncClient:
     """The AsyncClient named by ``MODULE:ATTRIBUTE`` (a sync Client gives its async core)."""
     module_name, sep, attribute = target.partition(":")
@@ -63,7 +81,7 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, _on_signal, sig, stop, args.shutdown_timeout_ms)
     queues = args.queues or None
     metrics_server = None
     if args.metrics_port is not None:

@@ -1,0 +1,106 @@
+"""Graceful shutdown of a worker, bounded in time whatever its handlers do.
+
+1. Stop claiming (dispatchers), then maintenance (the leader's lock passes on at once,
+   and this process's promoter cannot race the fencing below).
+2. Give running handlers ``timeout_ms`` to finish.
+3. Within a grace of at most ``GRACE_S``: write the outcomes already queued, fence the
+   attempts still running back to retryable (so no job this process claimed is left
+   ``running``), cancel their tasks, stop the remaining services and deregister.
+4. Handlers that are still running then — a plain ``def`` stuck in a thread, a coroutine
+   that swallows its cancellation — are abandoned and named in a WARNING. They cannot
+   hold the process: handler threads are daemons, and the ``awa`` CLI gives up on tasks
+   that ignore cancellation when it exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
+
+from awa.db import sql
+from awa.worker.attempt import Attempt
+
+if TYPE_CHECKING:
+    from awa.worker.runtime import Worker
+
+logger = logging.getLogger("awa")
+
+GRACE_S = 5.0  # for the steps after the handlers' timeout that talk to the database
+ABANDON_WAIT_S = 1.0  # for cancelled coroutines to end
+
+
+async def shut_down(worker: Worker, timeout_ms: int) -> list[Attempt]:
+    """Shut ``worker`` down; returns the attempts whose handlers were abandoned."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    await worker.idle_prober.stop()
+    await asyncio.gather(*(d.stop() for d in worker.dispatchers.values()))
+    await worker.leader.stop()
+    await worker.executor.wait_idle(max(0.0, deadline - time.monotonic()))
+    grace_end = max(deadline, time.monotonic()) + GRACE_S
+    await _within(grace_end, "write queued outcomes", worker.completer.drain())
+    fenced = await _within(grace_end, "fence unfinished jobs", _fence(worker))
+    abandoned = await worker.executor.abandon(ABANDON_WAIT_S)
+    await worker.executor.stop()
+    await worker.completer.stop()
+    await worker.heartbeat.stop()
+    await worker.control_service.stop()
+    await worker.features.stop()
+    await worker.publisher.stop()
+    await worker.listener.stop()
+    await _within(grace_end, "deregister", _deregister(worker))
+    worker.executor.close()
+    if abandoned:
+        _report(abandoned, fenced)
+    return abandoned
+
+
+async def _within(end: float, step: str, work: Awaitable[None]) -> bool:
+    """Run one step of the grace; False when it failed or ran out of time."""
+    try:
+        async with asyncio.timeout(max(0.0, end - time.monotonic())):
+            await work
+        return True
+    except TimeoutError:
+        logger.warning("shutdown: gave up on %s (grace of %.0f s used up)", step, GRACE_S)
+    except Exception as exc:
+        logger.warning("shutdown: could not %s: %s", step, exc)
+    return False
+
+
+async def _fence(worker: Worker) -> None:
+    """Return the attempts still running to retryable (lease-guarded, one statement)."""
+    unfinished = list(worker.executor.attempts.values())
+    if not unfinished:
+        return
+    for attempt in unfinished:
+        attempt.request_cancel("shutdown")
+    params = {
+        "ids": [a.key[0] for a in unfinished],
+        "run_leases": [a.key[1] for a in unfinished],
+        "attempted_ats": [a.key[2] for a in unfinished],
+        "reason": "worker shut down before the handler finished",
+    }
+    async with worker.pool.connection() as conn:
+        await conn.execute(sql.JOB_FENCE_ATTEMPTS, params)
+
+
+async def _deregister(worker: Worker) -> None:
+    async with worker.pool.connection() as conn:
+        await conn.execute(sql.RUNTIME_INSTANCE_DELETE, {"instance_id": worker.instance_id})
+
+
+def _report(abandoned: list[Attempt], fenced: bool) -> None:
+    names = ", ".join(a.describe() for a in abandoned)
+    fate = (
+        "their jobs were returned to retryable"
+        if fenced
+        else "the rescuer returns their jobs once their heartbeats are stale"
+    )
+    logger.warning(
+        "shutdown: abandoned %d handler(s) still running: %s; %s",
+        len(abandoned), names, fate,
+        extra={"event": "handlers_abandoned", "job_ids": [a.job.id for a in abandoned]},
+    )  # fmt: skip

@@ -1,0 +1,133 @@
+"""A worker whose handlers cannot be stopped still exits (issue 18.1).
+
+Real ``awa worker`` processes with a plain ``def`` handler in ``time.sleep(1e6)`` and an
+async handler that swallows ``CancelledError``: shutdown ends within its timeout plus a
+bounded grace, names the abandoned jobs and leaves none of them running; a second
+signal exits at once. The bounds the tests wait are generous: they tell "exits" from
+"hangs forever", not fast from slow.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+import awa
+from tests.helpers import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+EXIT_WAIT_S = 60  # far beyond timeout + grace; before the fix the process never exits
+
+
+class Worker:
+    """An ``awa worker`` subprocess whose stderr is collected line by line."""
+
+    def __init__(self, database_url: str, *args: str) -> None:
+        env = {**os.environ, "AWA_DATABASE_URL": database_url, "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "awa", "worker", "tests.apps.stuck_app:client",
+             "--queue", "stuck=4", *args],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.lines)
+
+    def signal(self, sig: signal.Signals) -> None:
+        self.proc.send_signal(sig)
+
+    def wait_exit(self) -> int:
+        try:
+            code = self.proc.wait(EXIT_WAIT_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the worker did not exit; its stderr:\n{self.stderr}")
+        self._reader.join(10)
+        return code
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+        self._reader.join(10)
+        assert self.proc.stderr is not None
+        self.proc.stderr.close()
+
+
+@pytest.fixture
+def workers(database_url: str) -> Iterator[list[Worker]]:
+    started: list[Worker] = []
+    yield started
+    for worker in started:
+        worker.close()
+
+
+def _started(db: psycopg.Connection[Any], *ids: int) -> bool:
+    rows = db.execute(
+        "SELECT count(*) FROM awa.jobs WHERE id = ANY(%s) AND state = 'running' "
+        "AND progress IS NOT NULL",
+        [list(ids)],
+    ).fetchone()
+    return rows is not None and rows[0] == len(ids)
+
+
+def test_shutdown_abandons_handlers_that_cannot_be_stopped_and_exits(
+    database_url: str, db: psycopg.Connection[Any], workers: list[Worker]
+) -> None:
+    with awa.Client(database_url) as client:
+        blocked = client.insert({}, kind="stuck_sync", queue="stuck")
+        swallower = client.insert({}, kind="stuck_async", queue="stuck")
+    worker = Worker(database_url, "--shutdown-timeout-ms", "1000")
+    workers.append(worker)
+    wait_until(lambda: _started(db, blocked.id, swallower.id), timeout=30)
+
+    worker.signal(signal.SIGTERM)
+    assert worker.wait_exit() == 0, worker.stderr
+    assert "abandoned 2 handler(s)" in worker.stderr
+    assert f"job {blocked.id} (stuck_sync)" in worker.stderr
+    assert f"job {swallower.id} (stuck_async)" in worker.stderr
+    states = db.execute(
+        "SELECT id, state, errors -> -1 ->> 'error' FROM awa.jobs ORDER BY id"
+    ).fetchall()
+    assert states == [
+        (blocked.id, "retryable", "worker shut down before the handler finished"),
+        (swallower.id, "retryable", "worker shut down before the handler finished"),
+    ]
+    assert db.execute("SELECT count(*) FROM awa.runtime_instances").fetchone() == (0,)
+
+
+def test_a_second_signal_exits_at_once(
+    database_url: str, db: psycopg.Connection[Any], workers: list[Worker]
+) -> None:
+    with awa.Client(database_url) as client:
+        blocked = client.insert({}, kind="stuck_sync", queue="stuck")
+    # A shutdown timeout far longer than the test waits: only the second signal ends it.
+    worker = Worker(database_url, "--shutdown-timeout-ms", "3600000")
+    workers.append(worker)
+    wait_until(lambda: _started(db, blocked.id), timeout=30)
+
+    worker.signal(signal.SIGTERM)
+    wait_until(lambda: "a second signal exits at once" in worker.stderr, timeout=30)
+    worker.signal(signal.SIGINT)
+    assert worker.wait_exit() == 128 + signal.SIGINT.value, worker.stderr
+    assert "SIGINT again: exiting now" in worker.stderr
+    # Not fenced (no time was given for it): the rescuer returns it once its heartbeat
+    # is stale, as after a crash.
+    assert db.execute("SELECT state FROM awa.jobs").fetchone() == ("running",)
