@@ -192,11 +192,18 @@ class QueueHealth:
     available: int
     capacity: Capacity
     paused: bool = False
+    stuck: int = 0
+    progressing: bool = True
 
 
 @dataclass(frozen=True, slots=True)
 class HealthCheck:
-    """What ``health_check()`` reports; ``healthy`` is the one bit to alert on."""
+    """What ``health_check()`` reports; ``healthy`` is the one bit to alert on.
+
+    Unhealthy: the database is unreachable, a loop died, the worker is shutting down, or
+    a queue cannot make progress (``queues[q].progressing`` is False: every permit is
+    held by a handler stuck past its deadline or cancel).
+    """
 
     healthy: bool
     postgres_connected: bool
@@ -215,6 +222,9 @@ class QueueRuntime:
     ``in_flight`` counts the permits held (handlers running plus any reserved by a claim
     in progress), ``running`` the handlers running now, ``available`` the permits the
     queue could take at once; ``polling`` is False when its dispatch loop has died.
+    ``stuck`` counts running handlers that were asked to stop, did not, and could not be
+    abandoned (they keep their permits); ``abandoned`` handlers the worker gave up on
+    that still run without a permit (ADR 0016).
     """
 
     configured: dict[str, Any]
@@ -230,6 +240,14 @@ class QueueRuntime:
     available: int = 0
     running: int = 0
     polling: bool = True
+    stuck: int = 0
+    abandoned: int = 0
+
+    @property
+    def progressing(self) -> bool:
+        """False when the queue cannot run another job: no permit is free and every
+        handler holding one is stuck."""
+        return not (self.stuck > 0 and self.available == 0 and self.stuck >= self.running)
 
 
 @dataclass(frozen=True, slots=True)

@@ -101,8 +101,8 @@ def test_shutdown_abandons_handlers_that_cannot_be_stopped_and_exits(
     worker.signal(signal.SIGTERM)
     assert worker.wait_exit() == 0, worker.stderr
     assert "abandoned 2 handler(s)" in worker.stderr
-    assert f"job {blocked.id} (stuck_sync)" in worker.stderr
-    assert f"job {swallower.id} (stuck_async)" in worker.stderr
+    assert f"job {blocked.id} (stuck_sync, attempt 1)" in worker.stderr
+    assert f"job {swallower.id} (stuck_async, attempt 1)" in worker.stderr
     states = db.execute(
         "SELECT id, state, errors -> -1 ->> 'error' FROM awa.jobs ORDER BY id"
     ).fetchall()

@@ -91,6 +91,7 @@ class Attempt:
 
     __slots__ = (
         "_services",
+        "abandoned",
         "callback_id",
         "cancel_reason",
         "deadline_ms",
@@ -100,6 +101,7 @@ class Attempt:
         "key",
         "permit",
         "started",
+        "stuck",
         "task",
         "thread",
         "updates",
@@ -116,6 +118,8 @@ class Attempt:
         self.due = self.started + deadline_ms / 1000 if deadline_ms > 0 else None
         self.interruptible = False  # True while an async handler runs: cancel it at the due
         self.cancel_reason: str | None = None
+        self.abandoned = False  # the worker gave up waiting for its handler (ADR 0016)
+        self.stuck = False  # asked to stop, still running, and could not be abandoned
         self.task: asyncio.Task[None] | None = None
         self.thread: Future[Any] | None = None  # a plain def handler's run on its thread
         self.updates = progress.Updates(job)
@@ -131,8 +135,8 @@ class Attempt:
         return self.task is not None and not self.task.done()
 
     def describe(self) -> str:
-        """``job 12 (kind send_email)``, for log lines."""
-        return f"job {self.job.id} ({self.job.kind})"
+        """``job 12 (send_email, attempt 2)``, for log lines."""
+        return f"job {self.job.id} ({self.job.kind}, attempt {self.job.attempt})"
 
     @property
     def run_lease(self) -> int:

@@ -56,6 +56,7 @@ class Completer(LoopService):
         self._room.set()
         self._idle = asyncio.Event()
         self._idle.set()
+        self._waiters: dict[int, asyncio.Future[None]] = {}  # id(outcome) → written
         self._observer = observer or Observer()
         self.applied = 0
         self.stale = 0
@@ -82,6 +83,20 @@ class Completer(LoopService):
             await self._room.wait()
         self._pending.append(item)
         self._wakeup.set()
+
+    async def write(self, item: Finalization) -> None:
+        """Queue one outcome and wait until it has been written (applied or found stale).
+
+        For the rare outcome something waits on (an abandoned handler's permit); the
+        others only pay a check for waiters per batch.
+        """
+        written = asyncio.get_running_loop().create_future()
+        self._waiters[id(item)] = written
+        try:
+            await self.submit(item)
+            await written
+        finally:
+            self._waiters.pop(id(item), None)
 
     def attempts(self) -> Iterator[AttemptKey]:
         """Attempts whose outcome is not written yet: their jobs still need heartbeats."""
@@ -169,6 +184,11 @@ class Completer(LoopService):
 
     def _account(self, batch: list[Finalization], applied_ids: set[int]) -> None:
         self.flushes += 1
+        if self._waiters:
+            for item in batch:
+                waiter = self._waiters.get(id(item))
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(None)
         applied = [f for f in batch if f.job_id in applied_ids]
         self.applied += len(applied)
         if len(applied) < len(batch):

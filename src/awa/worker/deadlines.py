@@ -4,7 +4,8 @@ A worker's attempts carry deadlines that are nearly always far away (5 min by de
 and that almost never pass. Arming and cancelling an event-loop timer for each job cost
 a few microseconds on the hot path; this watcher sleeps until the nearest deadline among
 the attempts in flight (re-checked when a launch brings an earlier one) and expires those
-whose time has come.
+whose time has come. An attempt asked to stop is due again ``ABANDON_AFTER_S`` later
+(:mod:`awa.worker.abandon`): the same watcher gives up on handlers that did not stop.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ from awa.service import LoopService
 class Deadlined(Protocol):
     """What the watcher needs of an attempt."""
 
-    due: float | None  # time.monotonic() deadline, None for no deadline
-    cancel_reason: str | None
+    due: float | None  # time.monotonic() when it is next due, None for never
 
 
 class DeadlineWatch(LoopService):
@@ -52,11 +52,14 @@ class DeadlineWatch(LoopService):
             nearest = math.inf
             for attempt in list(self._attempts.values()):
                 due = attempt.due
-                if due is None or attempt.cancel_reason is not None:
+                if due is None:
                     continue
                 if due <= now:
-                    self._expire(attempt)
-                elif due < nearest:
+                    self._expire(attempt)  # may make it due again later (abandonment)
+                    due = attempt.due
+                    if due is None or due <= now:
+                        continue
+                if due < nearest:
                     nearest = due
             self._next = nearest
             self._wakeup.clear()

@@ -1,9 +1,10 @@
 """Running handlers: one task per claimed job, holding that job's permit throughout.
 
 Async handlers run on the event loop under the attempt's deadline; plain functions run
-in a thread pool bounded by the same permits. Whatever the handler does — return, raise,
+on handler threads bounded by the same permits. Whatever the handler does — return, raise,
 get cancelled, crash its thread — the outcome is classified, handed to the completer and
-the permit is released exactly once.
+the permit is released exactly once. A handler asked to stop (deadline, cancel, lost
+lease) that is still running ``ABANDON_AFTER_S`` later is abandoned (:mod:`.abandon`).
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from awa.errors import SerializationError
 from awa.serialization import decode_args
 from awa.types import Job
 from awa.worker import results
+from awa.worker.abandon import ABANDON_AFTER_S, Abandoned
 from awa.worker.attempt import Attempt, AttemptServices
 from awa.worker.completer import Completer
 from awa.worker.deadlines import Deadlined, DeadlineWatch
@@ -42,6 +45,7 @@ class Executor:
         self._completer = completer
         self._observer = observer or Observer()
         self._threads = HandlerThreads(threads)
+        self.abandoned = Abandoned(self._threads, completer, limit=threads)
         self.attempts: dict[int, Attempt] = {}
         self.deadlines = DeadlineWatch(self.attempts, self._expire)
         self.started = 0
@@ -68,12 +72,13 @@ class Executor:
 
     async def _run(self, attempt: Attempt) -> None:
         job = attempt.job
-        handler_done = False
         try:
             if job.attempted_at is not None:
                 self._observer.job_started(job, (job.attempted_at - job.run_at).total_seconds())
             outcome = await self._execute(attempt)
-            handler_done = True  # it returned, on its thread too: nothing runs it any more
+            if attempt.abandoned:  # its outcome (if any) was written when it was given up on
+                self.abandoned.ended(attempt)
+                outcome = None
             self._observer.job_finished(job, outcome, time.monotonic() - attempt.started)
             if outcome is not None:
                 await self._completer.submit(outcome)
@@ -90,10 +95,12 @@ class Executor:
             if self.attempts.get(attempt.job.id) is attempt:
                 del self.attempts[attempt.job.id]
             self.finished += 1
-            attempt.permit.release()
-            if handler_done:
+            if not attempt.abandoned:  # an abandoned attempt's permit is released by that path
+                attempt.permit.release()
+            if attempt.thread is None or attempt.thread.done():
                 # The job and its attempt point at each other: left so, a finished job and
-                # its args live until a full garbage collection (ADR 0020).
+                # its args live until a full garbage collection (ADR 0020). Kept while a
+                # given-up thread may still ask job.is_cancelled().
                 job._attempt = None
 
     async def _execute(self, attempt: Attempt) -> results.Finalization | None:
@@ -123,16 +130,35 @@ class Executor:
             return None
         return attempt.returned(value)
 
-    @staticmethod
-    def _expire(attempt: Deadlined) -> None:
-        """The deadline passed: flag the attempt, and cancel it when it is a coroutine."""
+    def _expire(self, attempt: Deadlined) -> None:
+        """``attempt`` is due: at its deadline, flag it (and cancel it when it is a
+        coroutine); when it was asked to stop ``ABANDON_AFTER_S`` ago, give up on it."""
         assert isinstance(attempt, Attempt)
-        if (
-            attempt.request_cancel("deadline")
-            and attempt.interruptible
-            and attempt.task is not None
-        ):
-            attempt.task.cancel()
+        if attempt.request_cancel("deadline"):
+            if attempt.interruptible and attempt.task is not None:
+                attempt.task.cancel()
+            self._stop_requested(attempt)
+        else:
+            self._give_up(attempt)
+
+    def _stop_requested(self, attempt: Attempt) -> None:
+        """Give the handler ``ABANDON_AFTER_S`` to notice before it is abandoned."""
+        attempt.due = time.monotonic() + ABANDON_AFTER_S
+        self.deadlines.noticed(attempt.due)
+
+    def _give_up(self, attempt: Attempt) -> None:
+        if not attempt.handler_running:  # returning right now: it ends by itself
+            attempt.due = None
+            return
+        if self.abandoned.full:
+            self.abandoned.refused(attempt)
+            self._stop_requested(attempt)  # look again later: the limit may have room
+            return
+        attempt.due = None
+        attempt.stuck = False
+        if self.attempts.get(attempt.job.id) is attempt:
+            del self.attempts[attempt.job.id]  # no more heartbeats, fencing or deadlines
+        self.abandoned.take(attempt)
 
     async def _run_async(self, task: Task, attempt: Attempt) -> Any:
         if attempt.cancel_reason == "deadline":  # expired before the handler started
@@ -171,15 +197,19 @@ class Executor:
             task = self._registry.get(attempt.job.kind)
             if task is not None and task.is_async and attempt.task is not None:
                 attempt.task.cancel()
+            self._stop_requested(attempt)
         return True
 
-    def running_per_queue(self) -> dict[str, int]:
-        """How many handlers run now, per queue."""
-        running: dict[str, int] = {}
+    def census(self) -> dict[str, Census]:
+        """Per queue: handlers running (holding permits), of which stuck, and abandoned."""
+        counts: dict[str, Census] = {}
         for attempt in self.attempts.values():
-            queue = attempt.job.queue
-            running[queue] = running.get(queue, 0) + 1
-        return running
+            census = counts.setdefault(attempt.job.queue, Census())
+            census.running += 1
+            census.stuck += attempt.stuck
+        for queue, n in self.abandoned.per_queue().items():
+            counts.setdefault(queue, Census()).abandoned = n
+        return counts
 
     def in_flight(self) -> list[results.AttemptKey]:
         """The fencing keys of every attempt whose handler is still running."""
@@ -206,12 +236,22 @@ class Executor:
                 tasks.append(attempt.task)
         if tasks:
             await asyncio.wait(tasks, timeout=grace_s)
-        return [attempt for attempt in attempts if attempt.handler_running]
+        given_up = [*attempts, *self.abandoned.attempts.values()]
+        return [attempt for attempt in given_up if attempt.handler_running]
 
     def close(self) -> None:
         """Release the handler threads without waiting for abandoned sync handlers (they
         are daemon threads: they do not keep the process alive)."""
         self._threads.shutdown(wait=False, cancel_futures=True)
+
+
+@dataclass(slots=True)
+class Census:
+    """One queue's handlers in this worker (see :meth:`Executor.census`)."""
+
+    running: int = 0
+    stuck: int = 0
+    abandoned: int = 0
 
 
 class _DeadlineExceeded(Exception):

@@ -44,12 +44,22 @@ async def health_check(pool: AsyncConnectionPool, snap: RuntimeSnapshot | None) 
     heartbeat_alive = snap.services.get("heartbeat", False)
     queues = {
         name: QueueHealth(
-            in_flight=q.in_flight, available=q.available, capacity=q.capacity, paused=q.paused
+            in_flight=q.in_flight,
+            available=q.available,
+            capacity=q.capacity,
+            paused=q.paused,
+            stuck=q.stuck,
+            progressing=q.progressing,
         )
         for name, q in snap.queues.items()
     }
+    progressing = all(q.progressing for q in queues.values())
     return HealthCheck(
-        healthy=postgres and poll_alive and heartbeat_alive and not snap.shutting_down,
+        healthy=postgres
+        and poll_alive
+        and heartbeat_alive
+        and progressing
+        and not snap.shutting_down,
         postgres_connected=postgres,
         poll_loop_alive=poll_alive,
         heartbeat_alive=heartbeat_alive,

@@ -36,7 +36,7 @@ from awa.worker.completer import Completer
 from awa.worker.control import QueueControl
 from awa.worker.control_refresh import ControlRefresher
 from awa.worker.dispatcher import Dispatcher
-from awa.worker.executor import Executor
+from awa.worker.executor import Census, Executor
 from awa.worker.features import Features
 from awa.worker.idle_probe import IdleProber
 from awa.worker.joblog import JobLog
@@ -327,7 +327,7 @@ class Worker:
         return self._build_snapshot()
 
     def _build_snapshot(self) -> RuntimeSnapshot:
-        running = self.executor.running_per_queue()
+        census = self.executor.census()
         self.latest = RuntimeSnapshot(
             instance_id=self.instance_id,
             hostname=self.hostname,
@@ -337,7 +337,8 @@ class Worker:
             mode="weighted" if self.config.weighted else "hard_reserved",
             global_max_workers=self.config.global_max_workers,
             queues={
-                name: queue_runtime(d, running.get(name, 0)) for name, d in self.dispatchers.items()
+                name: queue_runtime(d, census.get(name, Census()))
+                for name, d in self.dispatchers.items()
             },
             shutting_down=self.shutting_down,
             services={s.name: s.alive for s in self.services()},

@@ -27,18 +27,21 @@ from awa.types import (
 
 if TYPE_CHECKING:
     from awa.worker.dispatcher import Dispatcher
+    from awa.worker.executor import Census
 
 
-def queue_runtime(dispatcher: Dispatcher, running: int) -> QueueRuntime:
-    """``dispatcher``'s queue as the snapshot shows it (``running``: handlers running)."""
+def queue_runtime(dispatcher: Dispatcher, census: Census) -> QueueRuntime:
+    """``dispatcher``'s queue as the snapshot shows it (``census``: its handlers)."""
     permits = dispatcher.permits
     settings = dispatcher.control.runtime(permits.capacity(), permits.in_flight)
     return dataclasses.replace(
         settings,
         fleet=queue_fleet(dispatcher),
         available=permits.available,
-        running=running,
+        running=census.running,
         polling=dispatcher.alive,
+        stuck=census.stuck,
+        abandoned=census.abandoned,
     )
 
 

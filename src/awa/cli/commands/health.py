@@ -1,8 +1,10 @@
-"""``awa health`` — exit 0 when the database is reachable and migrated."""
+"""``awa health`` — exit 0 when the database is reachable and migrated (and, with
+``--worker``, when the workers on this host can make progress)."""
 
 from __future__ import annotations
 
 import argparse
+import socket
 from typing import Any
 
 import awa
@@ -14,12 +16,46 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "health",
         help="exit 0 when the database is reachable and the schema is current",
-        **with_example("Readiness probe for scripts and containers.", "awa health && echo ready"),
+        **with_example(
+            "Readiness probe for scripts and containers. With --worker, also a liveness\n"
+            "probe for the awa workers on this host: each must be running its loops and\n"
+            "able to make progress on every queue (no queue whose permits are all held by\n"
+            "stuck handlers), as its last published snapshot says.",
+            "awa health --worker && echo ready",
+        ),
     )
+    p.add_argument("--worker", action="store_true",
+                   help="also require the workers on this host to be healthy")  # fmt: skip
     p.set_defaults(handler=run)
 
 
+def worker_problems(instances: list[awa.RuntimeInstance], hostname: str) -> list[str]:
+    """What is wrong with the workers of ``hostname``, one line each (none: healthy)."""
+    mine = [i for i in instances if i.hostname == hostname]
+    if not mine:
+        return [f"no awa worker on host {hostname} has published a snapshot in the last minute"]
+    problems: list[str] = []
+    for instance in mine:
+        snap, who = instance.snapshot, f"worker pid {instance.pid}"
+        if snap is None:
+            problems.append(f"{who}: no readable snapshot")
+            continue
+        if snap.shutting_down:
+            problems.append(f"{who}: shutting down")
+        dead = sorted(name for name, alive in snap.services.items() if not alive)
+        if dead:
+            problems.append(f"{who}: loops not running: {', '.join(dead)}")
+        for name, q in sorted(snap.queues.items()):
+            if not q.progressing:
+                problems.append(
+                    f"{who}: queue {name} cannot make progress "
+                    f"({q.stuck} handler(s) stuck past their deadline or cancel hold every permit)"
+                )
+    return problems
+
+
 async def run(args: argparse.Namespace, url: str | None) -> int:
+    problems: list[str] = []
     async with awa.AsyncClient(url) as client:
         health = await client.health_check()
         schema_ok = True
@@ -28,7 +64,12 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
             await client.check_schema()
         except awa.AwaError as exc:
             schema_ok, reason = False, str(exc)
-    ready = health.postgres_connected and schema_ok
+        if args.worker and health.postgres_connected and schema_ok:
+            instances = await client.list_runtime_instances()
+            problems = worker_problems(instances, socket.gethostname())
+    ready = health.postgres_connected and schema_ok and not problems
+    if problems:
+        reason = "; ".join(problems)
     if args.json:
         print_json({"ready": ready, "postgres_connected": health.postgres_connected,
                     "schema_current": schema_ok, "reason": reason})  # fmt: skip
