@@ -94,6 +94,7 @@ class Attempt:
         "abandoned",
         "callback_id",
         "cancel_reason",
+        "claimed_at",
         "deadline_ms",
         "due",
         "interruptible",
@@ -108,13 +109,20 @@ class Attempt:
     )
 
     def __init__(
-        self, job: Job[Any], permit: Permit, deadline_ms: int, services: AttemptServices | None
+        self,
+        job: Job[Any],
+        permit: Permit,
+        deadline_ms: int,
+        services: AttemptServices | None,
+        claimed_at: float | None = None,
     ) -> None:
         self.job = job
         self.key: results.AttemptKey = results.attempt_key(job)
         self.permit = permit
         self.deadline_ms = deadline_ms
         self.started = time.monotonic()
+        # When the claim was sent (monotonic): the oldest this claim can be.
+        self.claimed_at = self.started if claimed_at is None else claimed_at
         self.due = self.started + deadline_ms / 1000 if deadline_ms > 0 else None
         self.interruptible = False  # True while an async handler runs: cancel it at the due
         self.cancel_reason: str | None = None

@@ -217,6 +217,7 @@ class Dispatcher(LoopService):
                 self.permits.clear_demand()
                 self._observer.polled(self.queue, 0, True)
                 return False
+        claimed_at = time.monotonic()  # a claim's age is measured from here (executor)
         try:
             jobs, sizes = await self._claim(allowed, control)
         except BaseException:
@@ -238,7 +239,7 @@ class Dispatcher(LoopService):
         self._args_budget.observe(sizes)
         for job, permit, size in zip(jobs, permits, sizes, strict=True):
             permit.also_release(self._args_budget.hold(size))
-            self._executor.launch(job, permit, control.deadline_ms)
+            self._executor.launch(job, permit, control.deadline_ms, claimed_at)
         return len(jobs) == allowed and allowed == wanted
 
     async def _claim(self, limit: int, control: QueueControl) -> tuple[list[Job[Any]], list[int]]:

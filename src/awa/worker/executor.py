@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,10 +54,17 @@ class Executor:
         self.finished = 0
         # Immediate progress writes and callback ids for handlers (set by the worker).
         self.services: AttemptServices | None = None
+        # Set by the worker: a claim older than revalidate_after_s when its handler is
+        # about to start is first checked against the database (see _may_start).
+        self.revalidate: Callable[[list[results.AttemptKey]], Awaitable[set[int]]] | None = None
+        self.revalidate_after_s = math.inf
 
-    def launch(self, job: Job[Any], permit: Permit, deadline_ms: int) -> None:
-        """Run ``job``'s handler in a new task that owns ``permit``."""
-        attempt = Attempt(job, permit, deadline_ms, self.services)
+    def launch(
+        self, job: Job[Any], permit: Permit, deadline_ms: int, claimed_at: float | None = None
+    ) -> None:
+        """Run ``job``'s handler in a new task that owns ``permit`` (``claimed_at``: the
+        ``time.monotonic()`` at which its claim was sent)."""
+        attempt = Attempt(job, permit, deadline_ms, self.services, claimed_at)
         self.attempts[job.id] = attempt
         self.started += 1
         attempt.task = asyncio.create_task(self._run(attempt))
@@ -73,8 +82,6 @@ class Executor:
     async def _run(self, attempt: Attempt) -> None:
         job = attempt.job
         try:
-            if job.attempted_at is not None:
-                self._observer.job_started(job, (job.attempted_at - job.run_at).total_seconds())
             outcome = await self._execute(attempt)
             if attempt.abandoned:  # its outcome (if any) was written when it was given up on
                 self.abandoned.ended(attempt)
@@ -105,6 +112,10 @@ class Executor:
 
     async def _execute(self, attempt: Attempt) -> results.Finalization | None:
         job = attempt.job
+        if not await self._may_start(attempt):
+            return None
+        if job.attempted_at is not None:
+            self._observer.job_started(job, (job.attempted_at - job.run_at).total_seconds())
         task = self._registry.get(job.kind)
         if task is None:
             return attempt.failed(f"unknown job kind: {job.kind}", "UnknownJobKind", terminal=True)
@@ -129,6 +140,45 @@ class Executor:
         if attempt.cancel_reason is not None and attempt.cancel_reason != "deadline":
             return None
         return attempt.returned(value)
+
+    async def _may_start(self, attempt: Attempt) -> bool:
+        """False when the handler must not start: the attempt was stopped before it
+        began (lease lost, cancelled, shutdown), or its claim is older than
+        ``revalidate_after_s`` — the process was frozen or starved between the claim and
+        now, long enough for the job to be rescued and run elsewhere — and the database
+        says it is no longer ours. (A handler's side effects cannot be fenced.)"""
+        if attempt.cancel_reason not in (None, "deadline"):
+            self._not_started(attempt, f"stopped before it began ({attempt.cancel_reason})")
+            return False
+        waited = time.monotonic() - attempt.claimed_at
+        if waited <= self.revalidate_after_s or self.revalidate is None:
+            return True
+        try:
+            ours = attempt.job.id in await self.revalidate([attempt.key])
+        except asyncio.CancelledError:
+            if attempt.cancel_reason is None:
+                raise  # not ours: the worker task itself is being cancelled
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()  # the heartbeat found the lease lost meanwhile
+            ours = False
+        except Exception as exc:  # cannot tell: the safe side is not to start it
+            logger.warning("%s: could not re-check a %.1f s old claim: %s",
+                           attempt.describe(), waited, exc)  # fmt: skip
+            ours = False
+        attempt.claimed_at = time.monotonic()
+        if ours:
+            return True
+        attempt.request_cancel("lease lost")
+        self._not_started(attempt, f"its claim waited {waited:.1f} s and is no longer ours")
+        return False
+
+    @staticmethod
+    def _not_started(attempt: Attempt, why: str) -> None:
+        logger.info(
+            "%s: handler not started: %s", attempt.describe(), why,
+            extra={"event": "attempt_not_started", "job_id": attempt.job.id},
+        )  # fmt: skip
 
     def _expire(self, attempt: Deadlined) -> None:
         """``attempt`` is due: at its deadline, flag it (and cancel it when it is a

@@ -13,8 +13,24 @@ from psycopg_pool import AsyncConnectionPool
 from awa.db import sql
 from awa.worker.completer import Completer
 from awa.worker.executor import Executor
+from awa.worker.results import AttemptKey
 
 logger = logging.getLogger("awa")
+
+
+async def still_running(
+    pool: AsyncConnectionPool, keys: list[AttemptKey], synchronous_commit: bool = False
+) -> set[int]:
+    """Heartbeat the attempts of ``keys``; returns the ids still running under them."""
+    params = {
+        "ids": [key[0] for key in keys],
+        "run_leases": [key[1] for key in keys],
+        "attempted_ats": [key[2] for key in keys],
+        "synchronous_commit": "on" if synchronous_commit else "off",
+    }
+    async with pool.connection() as conn:
+        cur = await conn.execute(sql.JOB_HEARTBEAT_MANY, params)
+        return {row[0] for row in await cur.fetchall()}
 
 
 async def beat(
@@ -31,15 +47,7 @@ async def beat(
     keys = list(dict.fromkeys([*running, *completer.attempts()]))
     if not keys:
         return 0
-    params = {
-        "ids": [key[0] for key in keys],
-        "run_leases": [key[1] for key in keys],
-        "attempted_ats": [key[2] for key in keys],
-        "synchronous_commit": "on" if synchronous_commit else "off",
-    }
-    async with pool.connection() as conn:
-        cur = await conn.execute(sql.JOB_HEARTBEAT_MANY, params)
-        alive = {row[0] for row in await cur.fetchall()}
+    alive = await still_running(pool, keys, synchronous_commit)
     lost = 0
     for job_id, lease, _ in running:
         if job_id not in alive and executor.cancel(job_id, "lease lost", lease):

@@ -86,6 +86,12 @@ class Worker:
         # costs nothing and leaves room for max_workers raised live (CONTRACT §10).
         threads = max(config.total_permits, SYNC_THREADS_CEILING)
         self.executor = Executor(registry, self.completer, threads, self.observer)
+        # A claim that waited half the staleness window before its handler starts may
+        # have been rescued meanwhile (a frozen process): it is re-checked first.
+        self.executor.revalidate = lambda keys: heartbeat.still_running(
+            pool, keys, config.synchronous_commit
+        )
+        self.executor.revalidate_after_s = config.heartbeat_staleness_ms / 2000
         self.features = Features(pool, config, schedules)  # cron, DLQ, aging, progress, callbacks
         self.features.attach(self.executor, self.observer.jobs_rescued)
         permits = build_permits(
