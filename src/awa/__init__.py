@@ -11,8 +11,10 @@ from awa.client.transaction import Transaction
 from awa.config import QueueConfig, WorkerConfig
 from awa.errors import (
     AwaError,
+    BlockingCallOnLoop,
     BuildError,
     CallbackNotFound,
+    ClientClosed,
     DatabaseError,
     DuplicateQueue,
     InvalidClaimBatchSize,
@@ -71,10 +73,12 @@ __version__ = "0.1.0"
 __all__ = [
     "AsyncClient",
     "AwaError",
+    "BlockingCallOnLoop",
     "BuildError",
     "CallbackNotFound",
     "Cancel",
     "Client",
+    "ClientClosed",
     "CronSchedule",
     "DatabaseError",
     "DeadLetter",

@@ -10,7 +10,7 @@ import logging
 import math
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from awa import validate
@@ -76,7 +76,6 @@ class WorkerConfig:
 
     queues: tuple[QueueConfig, ...]
     global_max_workers: int | None = None
-    poll_interval_ms: int = 200
     heartbeat_interval_ms: int = 30_000
     heartbeat_staleness_ms: int = 90_000
     heartbeat_rescue_interval_ms: int = 30_000
@@ -93,7 +92,6 @@ class WorkerConfig:
     callback_rescue_interval_ms: int = 1_000
     dlq_retention_ms: int = 30 * 24 * 3_600_000
     synchronous_commit: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def weighted(self) -> bool:
@@ -208,7 +206,8 @@ def build_worker_config(
     **settings: Any,
 ) -> WorkerConfig:
     """Validate everything ``start()`` was given; raise a BuildError naming the field."""
-    poll_interval_ms = settings.get("poll_interval_ms", 200)
+    # The default poll interval of the queues (each QueueConfig may set its own).
+    poll_interval_ms = settings.pop("poll_interval_ms", 200)
     validate.integer("poll_interval_ms", poll_interval_ms, low=1, error=InvalidSetting)
     specs = list(queues or ())
     if not specs:
@@ -225,7 +224,7 @@ def build_worker_config(
         total_min = sum(q.min_workers for q in configs)
         if total_min > global_max_workers:
             raise MinWorkersExceedGlobal(total_min, global_max_workers)
-    known = {f.name for f in fields(WorkerConfig)} - {"queues", "global_max_workers", "extra"}
+    known = {f.name for f in fields(WorkerConfig)} - {"queues", "global_max_workers"}
     unknown = set(settings) - known
     if unknown:
         raise InvalidSetting("start", f"unknown setting(s): {', '.join(sorted(unknown))}")

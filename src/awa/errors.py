@@ -14,6 +14,8 @@ The tree::
     ├── DatabaseError            any other driver error, mapped in ``awa.db.errors``
     ├── MissingExtra             a feature's optional dependency is not installed (names the extra)
     ├── WorkerNotRunning         a worker-only call made where no worker runs it
+    ├── ClientClosed             a call on a client after ``close()``
+    ├── BlockingCallOnLoop       a blocking call made on the event loop it would wait for
     ├── BuildError               invalid worker configuration, raised by ``start()``
     │   ├── NoQueuesConfigured
     │   ├── DuplicateQueue
@@ -112,6 +114,16 @@ class MissingExtra(AwaError, ImportError):
 class WorkerNotRunning(AwaError, RuntimeError):
     """A call that needs a running worker was made without one (e.g. ``job.set_progress``
     outside a handler, or a ``*_sync`` job method from inside an async handler)."""
+
+
+class ClientClosed(AwaError, RuntimeError):
+    """The client was closed: create a new one."""
+
+
+class BlockingCallOnLoop(AwaError, RuntimeError):
+    """A blocking call was made on the very event loop it would have to wait for (it
+    could only deadlock): use the async method there, e.g. ``await job.flush_progress()``
+    instead of ``job.flush_progress_sync()`` inside an ``async def`` handler."""
 
 
 class BuildError(AwaError, ValueError):

@@ -26,6 +26,7 @@ from psycopg import sql
 import awa
 from awa.client.insert import MAX_ARGS_BYTES
 from awa.serialization import MAX_METADATA_BYTES
+from tests.helpers import wait_until
 
 NOW = datetime.now(UTC)
 TEN_MB = {"blob": "x" * 10_000_000}
@@ -546,3 +547,32 @@ async def test_an_unreadable_runtime_snapshot_does_not_break_listing_the_fleet(
     )
     [instance] = await client.list_runtime_instances()
     assert instance.hostname == "h" and instance.snapshot is None
+
+
+def test_misused_clients_raise_awa_errors(database_url: str) -> None:
+    """Calls that cannot work raise typed awa errors, never bare RuntimeErrors."""
+    client = awa.Client(database_url)
+    seen: list[BaseException] = []
+
+    def hook(event: awa.JobEvent) -> None:  # runs on the client's own loop
+        try:
+            client.queue_stats()
+        except awa.AwaError as exc:
+            seen.append(exc)
+
+    client.on_event("completed", hook)
+
+    @client.task(None, kind="k")
+    def handler(job: awa.Job[Any]) -> None:
+        return None
+
+    client.insert({}, kind="k")
+    client.start(["default"])
+    try:
+        wait_until(lambda: seen, timeout=30)
+    finally:
+        client.shutdown()
+    assert isinstance(seen[0], awa.BlockingCallOnLoop)
+    client.close()
+    with pytest.raises(awa.ClientClosed):
+        client.queue_stats()

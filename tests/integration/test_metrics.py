@@ -481,5 +481,5 @@ def test_without_opentelemetry_the_mirror_is_off(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(otel, "otel_metrics", None)
     assert not otel.available() and not otel.configured()
     assert not awa.metrics.Metrics(None).otel_enabled
-    with pytest.raises(RuntimeError, match="opentelemetry-api is not installed"):
+    with pytest.raises(awa.MissingExtra, match="opentelemetry-api is not installed"):
         awa.metrics.Metrics(None, otel_enabled=True)

@@ -41,17 +41,6 @@ def non_negative_int(text: str) -> int:
     return value
 
 
-def positive_float(text: str) -> float:
-    """A finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-    return value
-
-
 INT4_MAX = 2_147_483_647  # settings stored as PostgreSQL integers
 
 

@@ -21,8 +21,8 @@ from awa import tracing, validate
 from awa.client import admin
 from awa.client import explain as explain_path
 from awa.client import insert as insert_path
-from awa.client.features import JobFeatures
 from awa.client.fleet_control import FleetControl
+from awa.client.job_lifecycle import JobLifecycle
 from awa.client.lane import InsertLane
 from awa.client.transaction import Transaction
 from awa.client.unique import UniqueOpts
@@ -53,7 +53,7 @@ READ_ATTEMPTS = 2
 _UNSET: Any = object()
 
 
-class AsyncClient(JobFeatures, FleetControl):
+class AsyncClient(JobLifecycle, FleetControl):
     """Connects to PostgreSQL; inserts, inspects and runs jobs.
 
     Use as an async context manager (or call :meth:`close`). The connection pool opens
@@ -75,7 +75,7 @@ class AsyncClient(JobFeatures, FleetControl):
         self._insert_lane = InsertLane()
         self._worker: Any = None  # awa.worker.runtime.Worker once started
         self._observers: list[Observer] = []
-        self._periodic: list[PeriodicJob] = []  # client.periodic(...), see JobFeatures
+        self._periodic: list[PeriodicJob] = []  # client.periodic(...), see JobLifecycle
         self._hooks: Hooks | None = None  # client.on_event(...)
         self._after_insert: Callable[[Job[Any]], Awaitable[Job[Any]]] | None = None  # testing
 

@@ -7,6 +7,8 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from awa.errors import BlockingCallOnLoop, ClientClosed
+
 R = TypeVar("R")
 
 
@@ -34,10 +36,13 @@ class Portal:
         """Run ``coro`` on the background loop and return its result (or raise its error)."""
         if threading.current_thread() is self._thread:
             coro.close()
-            raise RuntimeError("a sync awa call was made from inside its own event loop")
+            raise BlockingCallOnLoop(
+                "a blocking awa.Client call was made from its own event loop (from a hook?): "
+                "use the AsyncClient there"
+            )
         if self._loop.is_closed():
             coro.close()
-            raise RuntimeError("this client is closed")
+            raise ClientClosed("this client is closed")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def close(self) -> None:

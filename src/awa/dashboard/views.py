@@ -9,8 +9,9 @@ from datetime import UTC, datetime
 
 import awa
 from awa.dashboard.samples import Sampler
+from awa.override_keys import KEYS
 
-SETTINGS = ("poll_interval_ms", "claim_batch_size", "rate_limit", "deadline_ms")
+SETTINGS = KEYS
 # A worker publishes its snapshot every 10 s; one silent for longer than this is late.
 LATE_AFTER_S = 25.0
 

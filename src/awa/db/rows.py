@@ -9,7 +9,14 @@ from typing import Any
 from psycopg import AsyncCursor, Cursor
 from psycopg.rows import RowMaker
 
-from awa.types import Job, JobState, PoolMember, QueueLimits, QueueStat, RuntimeOverrides
+from awa.types import (
+    Job,
+    JobState,
+    PoolMember,
+    QueueLimits,
+    QueueStat,
+    RuntimeOverrides,
+)
 
 _JOB_FIELDS = (
     "id",

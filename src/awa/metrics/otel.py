@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from awa.errors import MissingExtra
 from awa.metrics import spec
 from awa.metrics.gauges import Samples
 from awa.metrics.observer import Hook
@@ -39,7 +40,7 @@ class OtelRecorder:
 
     def __init__(self, meter_provider: Any | None, sample: Callable[[], Samples]) -> None:
         if otel_metrics is None:
-            raise RuntimeError("opentelemetry-api is not installed (pip install 'awa[otel]')")
+            raise MissingExtra("otel", "OpenTelemetry metrics", "opentelemetry-api")
         from awa import __version__
 
         provider = meter_provider or otel_metrics.get_meter_provider()

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from awa.override_keys import KEYS
+
 Kind = Literal["counter", "histogram", "gauge"]
 
 # 1 ms … 5 min: handlers and pickup latencies span that whole range.
@@ -18,7 +20,7 @@ SECONDS_BUCKETS = (
 )  # fmt: skip
 
 DEPTH_STATES = ("available", "scheduled", "retryable", "running", "failed")
-OVERRIDE_SETTINGS = ("poll_interval_ms", "claim_batch_size", "rate_limit", "deadline_ms")
+OVERRIDE_SETTINGS = KEYS
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa import validate
 from awa.db import sql
-from awa.errors import AwaError, WorkerNotRunning
+from awa.errors import AwaError, BlockingCallOnLoop, WorkerNotRunning
 from awa.types import Job
 from awa.worker import progress, results
 from awa.worker.permits import Permit
@@ -56,7 +56,9 @@ class AttemptServices:
             running = None
         if running is self._loop:
             coro.close()
-            raise WorkerNotRunning("use the async method inside an async handler (await it)")
+            raise BlockingCallOnLoop(
+                "a *_sync job method was called inside an async handler: await the async one"
+            )
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     async def flush(self, attempt: Attempt) -> bool:

@@ -4,7 +4,9 @@ Executors ``submit`` finalizations; one flusher task writes everything that accu
 while the previous statement ran, as ONE ``job_finalize_many`` statement with array
 parameters. The backlog is bounded: ``submit`` waits when it is full, which holds the
 handler's permit and so slows claiming — backpressure instead of unbounded memory.
-A failed flush keeps its batch and retries with backoff; nothing is dropped.
+A failed flush keeps its batch and retries with backoff. Only an outcome the database
+refuses on its own (a data error, after the batch was split into single statements) is
+dropped: its job is rescued and runs again.
 """
 
 from __future__ import annotations

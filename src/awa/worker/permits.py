@@ -377,7 +377,8 @@ class QueuePermits:
             self._wake()
 
     def clear_demand(self) -> None:
-        """The last poll found no jobs: stop contending for overflow."""
+        """The last poll could not use all it was granted (few or no jobs, or rate-limited):
+        stop contending for overflow until the next poll asks again."""
         if self._pool is not None:
             self._pool.clear_demand(self.queue)
 

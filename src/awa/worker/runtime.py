@@ -37,7 +37,6 @@ from awa.worker.control import QueueControl
 from awa.worker.control_refresh import ControlRefresher
 from awa.worker.dispatcher import Dispatcher
 from awa.worker.executor import Census, Executor
-from awa.worker.features import Features
 from awa.worker.idle_probe import IdleProber
 from awa.worker.joblog import JobLog
 from awa.worker.listener import Listener
@@ -47,6 +46,7 @@ from awa.worker.rate_limit import TokenBucket
 from awa.worker.registry import TaskRegistry
 from awa.worker.shutdown import shut_down
 from awa.worker.snapshot import queue_runtime, snapshot_json
+from awa.worker.upkeep import Upkeep
 
 logger = logging.getLogger("awa")
 
@@ -92,8 +92,8 @@ class Worker:
             pool, keys, config.synchronous_commit
         )
         self.executor.revalidate_after_s = config.heartbeat_staleness_ms / 2000
-        self.features = Features(pool, config, schedules)  # cron, DLQ, aging, progress, callbacks
-        self.features.attach(self.executor, self.observer.jobs_rescued)
+        self.upkeep = Upkeep(pool, config, schedules)  # cron, DLQ, aging, progress, callbacks
+        self.upkeep.attach(self.executor, self.observer.jobs_rescued)
         permits = build_permits(
             [(q.name, q.max_workers, q.min_workers, q.weight) for q in config.queues],
             config.global_max_workers,
@@ -166,7 +166,7 @@ class Worker:
                 ),
             ),
             Periodic("prune", PRUNE_INTERVAL_S, self._prune),
-            *self.features.maintenance(lambda: self.leader.epoch),
+            *self.upkeep.maintenance(lambda: self.leader.epoch),
         ]
 
     async def _report_rescued(self, reason: str, work: Awaitable[rescuer.Rescued]) -> None:
@@ -181,7 +181,7 @@ class Worker:
             self.pool, c.completed_retention_ms, c.failed_retention_ms, epoch
         )
         await pruner.prune_runtime_instances(self.pool, epoch)
-        await self.features.prune()
+        await self.upkeep.prune()
 
     # -- notifications ---------------------------------------------------------------
 
@@ -255,7 +255,7 @@ class Worker:
         async with self.pool.connection() as conn:
             with mapped():
                 await migrations.check_schema(conn)
-        await self.features.prepare()
+        await self.upkeep.prepare()
         await self.control.refresh()  # dispatchers start knowing pauses, overrides, limits
         self.completer.start()
         self.executor.start()
@@ -303,7 +303,7 @@ class Worker:
             self.heartbeat,
             self.control_service,
             self.idle_prober,
-            self.features.progress_flusher,
+            self.upkeep.progress_flusher,
             self.leader,
             self.publisher,
         ]

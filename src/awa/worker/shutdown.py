@@ -47,7 +47,7 @@ async def shut_down(worker: Worker, timeout_ms: int) -> list[Attempt]:
     await worker.completer.stop()
     await worker.heartbeat.stop()
     await worker.control_service.stop()
-    await worker.features.stop()
+    await worker.upkeep.stop()
     await worker.publisher.stop()
     await worker.listener.stop()
     await _within(grace_end, "deregister", _deregister(worker))

@@ -1,5 +1,6 @@
-"""The job-feature methods of :class:`~awa.client.async_client.AsyncClient`: periodic jobs,
-the dead letter queue, external callbacks and lifecycle hooks.
+"""The methods of :class:`~awa.client.async_client.AsyncClient` for a job's life beyond
+one run: periodic jobs (creation on a schedule), the dead letter queue (parking after
+failure), external callbacks (completion by another system) and lifecycle hooks.
 
 A mixin so the core client module stays readable; every method is a thin, documented
 entry point into :mod:`awa.client.cron`, :mod:`awa.client.dlq`,
@@ -25,7 +26,7 @@ from awa.types import Job
 from awa.worker.observe import Observer
 
 
-class JobFeatures:
+class JobLifecycle:
     """Periodic jobs, DLQ, external callbacks and hooks (mixed into AsyncClient)."""
 
     _periodic: list[PeriodicJob]

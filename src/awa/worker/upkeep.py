@@ -1,7 +1,7 @@
-"""The job features' share of a worker: periodic jobs, the dead letter queue, priority
-aging, progress flushing and external-callback timeouts.
+"""A worker's upkeep beside the claim → execute → complete path: periodic jobs, the dead
+letter queue, priority aging, progress flushing and external-callback timeouts.
 
-:class:`Features` keeps these out of the hot path and out of the runtime's core: the
+:class:`Upkeep` keeps these out of the hot path and out of the runtime's core: the
 runtime asks it for its leader services (:meth:`maintenance`), runs :meth:`prepare` at
 start and :meth:`prune` with the other retention work, and hands :attr:`attempt_services` to
 the executor so handlers can reach progress and callbacks.
@@ -27,7 +27,7 @@ from awa.worker.attempt import AttemptServices
 from awa.worker.executor import Executor
 
 
-class Features:
+class Upkeep:
     """Builds and owns the feature services of one worker."""
 
     def __init__(
