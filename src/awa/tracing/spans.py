@@ -51,6 +51,7 @@ class Tracing(Observer):
 
         self.tracer = otel_trace.get_tracer("awa", __version__, tracer_provider=tracer_provider)
         self._open: dict[_Key, tuple[Span, Token[otel_context.Context]]] = {}
+        self._stopped: dict[_Key, str] = {}  # why the worker stopped an attempt
 
     def job_started(self, job: Job[Any], pickup_latency_s: float) -> None:
         parent = extract(job.metadata)
@@ -74,7 +75,12 @@ class Tracing(Observer):
         token = otel_context.attach(otel_trace.set_span_in_context(span))
         self._open[(job.id, job.run_lease)] = (span, token)
 
+    def attempt_stopped(self, job: Job[Any], reason: str) -> None:
+        if (job.id, job.run_lease) in self._open:
+            self._stopped[(job.id, job.run_lease)] = reason
+
     def job_finished(self, job: Job[Any], outcome: Finalization | None, duration_s: float) -> None:
+        reason = self._stopped.pop((job.id, job.run_lease), None)
         entry = self._open.pop((job.id, job.run_lease), None)
         if entry is None:
             return
@@ -82,7 +88,6 @@ class Tracing(Observer):
         otel_context.detach(token)
         if outcome is None:
             # An operator's cancel, a lost lease or a deadline: the row moved on already.
-            reason = getattr(getattr(job, "_context", None), "cancel_reason", None)
             cancelled = reason == "cancelled"
             span.set_attribute("awa.job.outcome", "cancelled" if cancelled else "interrupted")
             if reason is not None:
@@ -98,6 +103,7 @@ class Tracing(Observer):
             span.set_attribute("awa.job.outcome", "abandoned")
             span.end()
         self._open.clear()
+        self._stopped.clear()
 
 
 def _record(span: Span, outcome: Finalization) -> None:

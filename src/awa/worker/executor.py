@@ -86,11 +86,11 @@ class Executor:
             if attempt.abandoned:  # its outcome (if any) was written when it was given up on
                 self.abandoned.ended(attempt)
                 outcome = None
+            if outcome is None and attempt.cancel_reason is not None:
+                self._observer.attempt_stopped(job, attempt.cancel_reason)  # before finished
             self._observer.job_finished(job, outcome, time.monotonic() - attempt.started)
             if outcome is not None:
                 await self._completer.submit(outcome)
-            elif attempt.cancel_reason is not None:
-                self._observer.attempt_stopped(job, attempt.cancel_reason)
         except asyncio.CancelledError:
             pass  # the worker gave up on this attempt (shutdown): its job was fenced
         except Exception:  # a bug in awa itself: the heartbeat rescuer will retry the job
