@@ -1,7 +1,9 @@
 """Lifecycle hooks: ``client.on_event("completed", callback)``.
 
 Built on the worker's :class:`~awa.worker.observe.Observer` seam, so a hook fires only
-after the state change it reports has committed, and never for a stale attempt:
+after the state change it reports has committed — for outcomes, once that commit is on
+the server's disk, so a server crash cannot make it fire twice (ADR 0017) — and never
+for a stale attempt:
 
 =============  ===========================================================================
 ``started``    a handler is about to run (its claim committed)
@@ -133,6 +135,9 @@ class _Subscription:
 class Hooks(Observer):
     """The observer behind ``on_event``: turns worker events into :class:`JobEvent`s."""
 
+    def needs_durable(self) -> bool:
+        return True
+
     def __init__(self) -> None:
         self._subscriptions: list[_Subscription] = []
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -170,8 +175,8 @@ class Hooks(Observer):
             # before the notice that stopped this handler was sent.
             self._emit(JobCancelled(job, "cancelled by operator"))
 
-    def outcomes_applied(self, applied: Sequence[Finalization]) -> None:
-        for outcome in applied:
+    def outcomes_durable(self, durable: Sequence[Finalization]) -> None:
+        for outcome in durable:
             event = _BY_STATE.get(outcome.state)
             if event is not None and outcome.job is not None:
                 self._emit(event(outcome.job, _error_text(outcome.error)))

@@ -70,7 +70,8 @@ class _Runner:
         self.pool = pool
         self.launched = _Launched()
         self.observer = Fanout([self.launched, *client._observers])
-        self.completer = Completer(pool, observer=self.observer)
+        # Synchronous commits: an outcome's hooks fire before work_one() returns.
+        self.completer = Completer(pool, observer=self.observer, synchronous_commit=True)
         self.executor = Executor(client.registry, self.completer, 1, self.observer)
         services = AttemptServices(pool)
         services.bind(asyncio.get_running_loop())

@@ -75,7 +75,7 @@ def test_hooks_filter_by_job_kind_and_isolate_failures() -> None:
     hooks.job_started(_job(), 0.0)
     hooks.job_started(_job(kind="other"), 0.0)
     outcome = from_return(_job(), None)
-    hooks.outcomes_applied([outcome])
+    hooks.outcomes_durable([outcome])
     assert seen == [("started", "k"), ("any", "k"), ("any", "other"), ("any", "k")]
 
 

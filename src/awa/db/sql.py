@@ -61,6 +61,11 @@ JOB_FINALIZE_MANY = load("job_finalize_many")
 JOB_HEARTBEAT_MANY = load("job_heartbeat_many")
 JOB_FENCE_ATTEMPTS = load("job_fence_attempts")
 
+# Durable outcomes (lifecycle hooks fire once an outcome survives a server crash)
+WAL_POSITIONS = load("wal_positions")
+WAL_FLUSH_NOW = load("wal_flush_now")
+JOB_OUTCOMES_STORED = load("job_outcomes_stored")
+
 # Maintenance
 LEADER_LEASE_ACQUIRE = load("leader_lease_acquire")
 LEADER_LEASE_RENEW = load("leader_lease_renew")

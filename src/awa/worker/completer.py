@@ -21,6 +21,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa.db import sql
 from awa.service import LoopService
+from awa.worker.durability import DurableOutcomes
 from awa.worker.observe import Observer
 from awa.worker.results import AttemptKey, Finalization, attempt_key
 
@@ -60,14 +61,26 @@ class Completer(LoopService):
         self._idle.set()
         self._waiters: dict[int, asyncio.Future[None]] = {}  # id(outcome) → written
         self._observer = observer or Observer()
+        # Asynchronous commits are reported durable once the WAL flush passes them.
+        self.durable = None if synchronous_commit else DurableOutcomes(pool, self._observer)
         self.applied = 0
         self.stale = 0
         self.flushes = 0
 
     # -- lifecycle -------------------------------------------------------------------
 
+    def start(self) -> None:
+        """Start flushing (and the durability check). Idempotent."""
+        super().start()
+        if self.durable is not None:
+            self.durable.start()
+
     def _on_stop(self) -> None:
         self._wakeup.set()
+
+    async def _after_stop(self) -> None:
+        if self.durable is not None:
+            await self.durable.stop()
 
     async def drain(self) -> None:
         """Wait until every submitted finalization has been written."""
@@ -200,3 +213,8 @@ class Completer(LoopService):
             self._observer.outcomes_stale(stale)
         if applied:
             self._observer.outcomes_applied(applied)
+            if self._observer.needs_durable():
+                if self.durable is None:  # a synchronous commit is durable when it returns
+                    self._observer.outcomes_durable(applied)
+                else:
+                    self.durable.committed(applied)

@@ -6,7 +6,10 @@ worker's event loop and must be quick and non-blocking; an observer that raises 
 logged and never affects the job.
 
 ``outcomes_applied`` fires only after the outcome's statement committed, and never for
-a stale attempt: it is the place for "after the fact" hooks.
+a stale attempt. ``outcomes_durable`` fires later, once that commit is on the server's
+disk (it survives a server crash): the place for "after the fact" effects that must not
+happen twice, such as lifecycle hooks (ADR 0017). It costs one small statement per poll
+while outcomes wait, so it is only tracked when an observer's ``needs_durable()`` says so.
 """
 
 from __future__ import annotations
@@ -26,6 +29,10 @@ logger = logging.getLogger("awa")
 class Observer:
     """Base observer: override the events you care about."""
 
+    def needs_durable(self) -> bool:
+        """True when this observer wants ``outcomes_durable`` (see the module docstring)."""
+        return False
+
     def job_started(self, job: Job[Any], pickup_latency_s: float) -> None:
         """A handler is about to run (latency: from run_at to now)."""
 
@@ -40,6 +47,9 @@ class Observer:
 
     def outcomes_applied(self, applied: Sequence[Finalization]) -> None:
         """Outcomes committed to the database (after the commit, never for stale ones)."""
+
+    def outcomes_durable(self, durable: Sequence[Finalization]) -> None:
+        """Outcomes applied earlier whose commit is now durable (survives a crash)."""
 
     def outcomes_stale(self, stale: Sequence[Finalization]) -> None:
         """Outcomes refused because their attempt had lost its lease."""
@@ -98,6 +108,14 @@ class Fanout(Observer):
     def outcomes_applied(self, applied: Sequence[Finalization]) -> None:
         if self.observers:
             self._each("outcomes_applied", applied)
+
+    def needs_durable(self) -> bool:
+        """True when any subscribed observer wants ``outcomes_durable``."""
+        return any(o.needs_durable() for o in self.observers)
+
+    def outcomes_durable(self, durable: Sequence[Finalization]) -> None:
+        if self.observers:
+            self._each("outcomes_durable", durable)
 
     def outcomes_stale(self, stale: Sequence[Finalization]) -> None:
         if self.observers:

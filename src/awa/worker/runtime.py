@@ -297,6 +297,7 @@ class Worker:
         """This process's own background services (the leader's are the leader's)."""
         return [
             self.completer,
+            *([self.completer.durable] if self.completer.durable is not None else []),
             self.executor.deadlines,
             self.listener,
             *self.dispatchers.values(),
