@@ -8,7 +8,10 @@ minute and restarted, then a report — jobs lost and jobs finalised twice must 
 Load: ``--rate`` jobs/s inserted with ``insert_many`` every 100 ms; handlers of 5–50 ms
 (5 % of them 0.5–2 s, so that kills catch jobs in flight); 5 % fail their first attempt
 (then retry and succeed), 1 % fail for good (``TerminalError``), 3 % snooze once, 2 % are
-cancelled by the producer within 50 ms of their insert. Two worker processes: the
+cancelled by the producer within 50 ms of their insert. Stuck handlers: 0.5 % of the
+jobs go to a second queue (``soak_hang``, 1 s deadline) whose plain ``def`` handler blocks
+for 8 s on its first attempt — the worker abandons it past the deadline (ADR 0016) and
+the retry completes. Two worker processes: the
 *survivor* runs throughout (its RSS is sampled), the *victim* is SIGKILLed every
 ``--kill-every`` s and restarted at once.
 
@@ -51,6 +54,8 @@ from awa.embedded import EmbeddedPostgres
 
 ROOT = Path(__file__).resolve().parents[1]
 QUEUE = "soak"
+HANG_QUEUE = "soak_hang"  # 1 s deadline; first attempts block far past it
+HANG_S = 8.0
 WORKER_SETTINGS = {
     "heartbeat_interval_ms": 1_000,
     "heartbeat_staleness_ms": 5_000,
@@ -112,13 +117,27 @@ def worker_main() -> None:
             )
         return None
 
+    @client.task(None, kind="soak_hang", queue=HANG_QUEUE)
+    def soak_hang(job: awa.Job[Any]) -> None:
+        if job.attempt == 1:
+            time.sleep(HANG_S)  # abandoned past its deadline; what it returns is ignored
+            return
+        assert job.attempted_at is not None
+        with psycopg.connect(client.database_url, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO soak_exec (job_id, run_lease, attempted_at, run_at, pid) "
+                "VALUES (%s, %s, %s, %s, %s)",
+                (job.id, job.run_lease, job.attempted_at, job.run_at, os.getpid()),
+            )
+
     async def main() -> None:
         nonlocal records
         records = AsyncConnectionPool(client.database_url, min_size=1, max_size=4, open=False)
         await records.open(wait=True)
         stop = asyncio.Event()
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-        await client.start([(QUEUE, 32)], **WORKER_SETTINGS)
+        hang = awa.QueueConfig(HANG_QUEUE, max_workers=4, deadline_ms=1_000)
+        await client.start([(QUEUE, 32), hang], **WORKER_SETTINGS)
         print("ready", flush=True)
         await stop.wait()
         await client.shutdown(timeout_ms=10_000)
@@ -183,6 +202,10 @@ async def produce(run: Run, client: awa.AsyncClient, until: float) -> None:
             })  # fmt: skip
         jobs = await client.insert_many(batch, kind="soak", queue=QUEUE)
         run.inserted.extend(job.id for job in jobs)
+        hung = sum(rng.random() < 0.005 for _ in range(per_tick))
+        if hung:
+            stuck = await client.insert_many([{}] * hung, kind="soak_hang", queue=HANG_QUEUE)
+            run.inserted.extend(job.id for job in stuck)
         for job in jobs:
             if rng.random() < 0.02:
                 task = asyncio.create_task(cancel_soon(client, job.id, rng.random() / 20))
@@ -268,6 +291,11 @@ def report(run: Run) -> dict[str, Any]:
             "SELECT count(*) FROM awa.jobs, jsonb_array_elements(errors) AS e "
             "WHERE e ->> 'type' = 'HeartbeatStale'"
         ).fetchone()
+        hung = q(
+            "SELECT count(*), count(*) FILTER (WHERE state = 'completed'), "
+            "count(*) FILTER (WHERE errors::text LIKE '%%DeadlineExceeded%%') "
+            "FROM awa.jobs WHERE kind = 'soak_hang'"
+        ).fetchone()
         pickup = [
             ms
             for (ms,) in q(
@@ -299,6 +327,9 @@ def report(run: Run) -> dict[str, Any]:
         "executions": int(executions[0]),
         "jobs_executed": int(executions[1]),
         "rescued_stale_heartbeat": int(rescued[0]) if rescued else 0,
+        "hung": {"jobs": int(hung[0]), "completed": int(hung[1]), "past_deadline": int(hung[2])}
+        if hung
+        else {},
         "pickup_ms": {"p50": quantiles[49], "p99": quantiles[98], "max": max(pickup, default=0)},
         "survivor_rss_kib": {
             "after_warmup": warm,
@@ -350,6 +381,7 @@ awa soak: {r["minutes"]:g} min at {r["rate"]} jobs/s, a worker SIGKILLed and res
   completed by a fenced attempt {r["completed_by_fenced_attempt"]:>9,}   must be 0
   executions logged             {r["executions"]:>9,}   ({r["executions"] - r["jobs_executed"]:,} more than once: at least once)
   rescued (stale heartbeat)     {r["rescued_stale_heartbeat"]:>9,}
+  hung past their deadline      {r["hung"].get("jobs", 0):>9,}   ({r["hung"].get("past_deadline", 0):,} returned past the deadline, {r["hung"].get("completed", 0):,} completed on retry)
   pickup latency (first claim)  p50 {p["p50"]:.1f} ms, p99 {p["p99"]:.1f} ms, max {p["max"]:.0f} ms
   surviving worker RSS          {rss["after_warmup"] / 1024:.1f} MiB after warm-up → {rss["end"] / 1024:.1f} MiB at the end ({growth:+.1f} %), max {rss["max"] / 1024:.1f} MiB
   dead tuples at the end:""")  # noqa: E501
