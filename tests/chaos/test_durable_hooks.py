@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import collections
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import psycopg
@@ -55,7 +57,10 @@ def _ids(path: Path) -> collections.Counter[int]:
 
 
 def test_completed_hooks_fire_once_across_a_server_crash(tmp_path: Path) -> None:
-    server = EmbeddedPostgres(tmp_path / "pgdata", settings={"fsync": "off"})
+    # Not under tmp_path: pytest resets its base directory to mode 0700 whenever another
+    # session starts, which locks out the server's own user (when run as root).
+    data = Path(tempfile.mkdtemp(prefix="awa-durable-"))
+    server = EmbeddedPostgres(data / "pgdata", settings={"fsync": "off"})
     url = server.start()
     hooks, runs = tmp_path / "hooks.log", tmp_path / "runs.log"
     hooks.touch()
@@ -89,4 +94,5 @@ def test_completed_hooks_fire_once_across_a_server_crash(tmp_path: Path) -> None
         if worker is not None and worker.stdout is not None:
             worker.stdout.close()
         server.destroy()
+        shutil.rmtree(data, ignore_errors=True)
     assert {job.id: _ids(hooks)[job.id] for job in jobs} == {job.id: 1 for job in jobs}
