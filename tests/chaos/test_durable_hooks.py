@@ -60,7 +60,11 @@ def test_completed_hooks_fire_once_across_a_server_crash(tmp_path: Path) -> None
     # Not under tmp_path: pytest resets its base directory to mode 0700 whenever another
     # session starts, which locks out the server's own user (when run as root).
     data = Path(tempfile.mkdtemp(prefix="awa-durable-"))
-    server = EmbeddedPostgres(data / "pgdata", settings={"fsync": "off"})
+    # Every commit asynchronous, the leader's lease renewals too (a synchronous commit by
+    # anyone would flush the whole WAL, the completions with it).
+    server = EmbeddedPostgres(
+        data / "pgdata", settings={"fsync": "off", "synchronous_commit": "off"}
+    )
     url = server.start()
     hooks, runs = tmp_path / "hooks.log", tmp_path / "runs.log"
     hooks.touch()
@@ -70,6 +74,8 @@ def test_completed_hooks_fire_once_across_a_server_crash(tmp_path: Path) -> None
         with awa.Client(url) as client:
             client.migrate()
             jobs = client.insert_many([{}] * JOBS, kind="noted", queue="dh")
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CHECKPOINT")  # the jobs themselves survive the crash
         walwriter = _walwriter(url)
         os.kill(walwriter, signal.SIGSTOP)  # asynchronous commits stay in WAL buffers
         env = {**os.environ, "AWA_DATABASE_URL": url, "PYTHONPATH": str(ROOT),
