@@ -92,6 +92,8 @@ class Worker:
             pool, keys, config.synchronous_commit
         )
         self.executor.revalidate_after_s = config.heartbeat_staleness_ms / 2000
+        # Handlers abandoned at a time (ADR 0016): the permits, not the thread ceiling.
+        self.executor.abandoned.limit = max(config.total_permits, 1)
         self.upkeep = Upkeep(pool, config, schedules)  # cron, DLQ, aging, progress, callbacks
         self.upkeep.attach(self.executor, self.observer.jobs_rescued)
         permits = build_permits(
