@@ -61,3 +61,13 @@ def lead_maintenance(conn: psycopg.Connection[Any], holder: str = "test") -> int
     ).fetchone()
     assert row is not None, "the lease is held by a live worker"
     return int(row[0])
+
+
+def noop_task(client: Any, queue: str = "q", kind: str = "noop") -> None:
+    """Register a handler that does nothing, for tests that start a worker only for its
+    services (leader, overrides, registry): ``start()`` needs at least one handler."""
+
+    def noop(job: Any) -> None:
+        return None
+
+    client.task(None, kind=kind, queue=queue)(noop)

@@ -5,26 +5,33 @@ handlers with ``@client.task``, run them with ``client.start()``. See README.md.
 """
 
 from awa.client.async_client import AsyncClient
+from awa.client.batch import BatchOperation, BatchPreview, MoveQueue, SetPriority
 from awa.client.dlq import DeadLetter
+from awa.client.insert_items import InsertItem
 from awa.client.sync_client import Client, SyncTransaction
 from awa.client.transaction import Transaction
 from awa.config import QueueConfig, WorkerConfig
 from awa.errors import (
     AwaError,
+    BatchNotFound,
     BlockingCallOnLoop,
     BuildError,
+    CallbackEnded,
     CallbackNotFound,
+    CallbackTimeout,
     ClientClosed,
     DatabaseError,
     DuplicateQueue,
     InvalidClaimBatchSize,
     InvalidRateLimit,
     InvalidSetting,
+    InvalidSignature,
     InvalidWeight,
     InvalidWorkers,
     JobNotFound,
     MinWorkersExceedGlobal,
     MissingExtra,
+    NoHandlersRegistered,
     NoQueuesConfigured,
     ScheduleNotFound,
     SchemaNotMigrated,
@@ -73,9 +80,14 @@ __version__ = "0.1.0"
 __all__ = [
     "AsyncClient",
     "AwaError",
+    "BatchNotFound",
+    "BatchOperation",
+    "BatchPreview",
     "BlockingCallOnLoop",
     "BuildError",
+    "CallbackEnded",
     "CallbackNotFound",
+    "CallbackTimeout",
     "Cancel",
     "Client",
     "ClientClosed",
@@ -87,9 +99,11 @@ __all__ = [
     "FleetPool",
     "HardReserved",
     "HealthCheck",
+    "InsertItem",
     "InvalidClaimBatchSize",
     "InvalidRateLimit",
     "InvalidSetting",
+    "InvalidSignature",
     "InvalidWeight",
     "InvalidWorkers",
     "Job",
@@ -103,6 +117,8 @@ __all__ = [
     "JobState",
     "MinWorkersExceedGlobal",
     "MissingExtra",
+    "MoveQueue",
+    "NoHandlersRegistered",
     "NoQueuesConfigured",
     "PeriodicJob",
     "PoolMember",
@@ -123,6 +139,7 @@ __all__ = [
     "SchemaNotMigrated",
     "SchemaTooNew",
     "SerializationError",
+    "SetPriority",
     "Snooze",
     "SyncTransaction",
     "TerminalError",

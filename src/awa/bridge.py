@@ -1,10 +1,16 @@
 """Insert jobs inside the application's own transaction.
 
-``insert_job(conn, args, **options)`` accepts a psycopg 3 connection (sync or async) or a
-SQLAlchemy ``Session`` bound to the psycopg 3 driver (``postgresql+psycopg://``). The job
-is written with the same statement and validation as ``AsyncClient.insert`` and becomes
-visible only when the caller's transaction commits. With an async connection it returns
-an awaitable.
+``insert_job(conn, args, **options)`` accepts, on the psycopg 3 driver:
+
+* a psycopg ``Connection`` or ``AsyncConnection``;
+* a SQLAlchemy ``Session`` or ``Connection`` (engine URL ``postgresql+psycopg://``);
+* a SQLAlchemy ``AsyncSession`` or ``AsyncConnection`` (the usual FastAPI set-up), and the
+  ``scoped_session`` / ``async_scoped_session`` proxies of either session.
+
+The job is written with the same statement and validation as ``AsyncClient.insert`` and
+becomes visible only when the caller's transaction commits. With an async connection or
+session it returns an awaitable. SQLAlchemy is imported only when a SQLAlchemy object is
+passed: it is not a dependency of awa.
 """
 
 from __future__ import annotations
@@ -27,28 +33,88 @@ def _insert_sync(conn: psycopg.Connection[Any], spec: InsertSpec) -> Job[Any]:
     return spec.inserted(row)
 
 
-def _psycopg_connection_of_session(session: Any) -> psycopg.Connection[Any]:
-    raw = session.connection().connection.driver_connection
-    if not isinstance(raw, psycopg.Connection):
+def _driver(raw: Any, expected: type[Any]) -> Any:
+    """The psycopg connection under a SQLAlchemy pool proxy, or ValidationError."""
+    driver = getattr(raw, "driver_connection", None)
+    if not isinstance(driver, expected):
         raise ValidationError(
             "conn",
-            "the SQLAlchemy session must use the psycopg 3 driver (postgresql+psycopg://), "
-            f"got {type(raw).__name__}",
+            "the SQLAlchemy engine must use the psycopg 3 driver (postgresql+psycopg://), "
+            f"got {type(driver).__name__}",
         )
-    return raw
+    return driver
+
+
+def _sqlalchemy_sync(conn: Any) -> psycopg.Connection[Any]:
+    """The psycopg connection of a SQLAlchemy Session or Connection, inside its
+    transaction (begun here when SQLAlchemy has not begun one yet, so that the caller's
+    ``commit()`` covers the job)."""
+    from sqlalchemy.engine import Connection
+    from sqlalchemy.orm import Session, scoped_session
+
+    if isinstance(conn, scoped_session):
+        conn = conn()
+    if isinstance(conn, Session):
+        conn = conn.connection()  # begins the session's transaction if needed
+    if not isinstance(conn, Connection):
+        raise _unsupported(conn)
+    if not conn.in_transaction():
+        conn.begin()
+    driver: psycopg.Connection[Any] = _driver(conn.connection, psycopg.Connection)
+    return driver
+
+
+async def _sqlalchemy_async(conn: Any, spec: InsertSpec) -> Job[Any]:
+    """Insert through the psycopg connection of an AsyncSession or AsyncConnection."""
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_scoped_session
+
+    if isinstance(conn, async_scoped_session):
+        conn = conn()
+    if isinstance(conn, AsyncSession):
+        conn = await conn.connection()
+    assert isinstance(conn, AsyncConnection)
+    if not conn.in_transaction():
+        await conn.begin()
+    raw = await conn.get_raw_connection()
+    driver: psycopg.AsyncConnection[Any] = _driver(raw, psycopg.AsyncConnection)
+    return await insert_one(driver, spec)
+
+
+def _from_sqlalchemy(conn: Any, package: str = "sqlalchemy.") -> bool:
+    """True when ``conn``'s class (or a base of it: applications subclass Session) comes
+    from ``package``; checked before importing anything of SQLAlchemy."""
+    return any(cls.__module__.startswith(package) for cls in type(conn).__mro__)
+
+
+def _is_sqlalchemy_async(conn: Any) -> bool:
+    if not _from_sqlalchemy(conn, "sqlalchemy.ext.asyncio"):
+        return False
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_scoped_session
+
+    return isinstance(conn, AsyncConnection | AsyncSession | async_scoped_session)
+
+
+def _unsupported(conn: Any) -> ValidationError:
+    return ValidationError(
+        "conn",
+        "expected a psycopg Connection/AsyncConnection or a SQLAlchemy Session, Connection, "
+        f"AsyncSession or AsyncConnection, got {type(conn).__name__}",
+    )
 
 
 def insert_job(conn: Any, args: Any, **options: Any) -> Job[Any] | Awaitable[Job[Any]]:
-    """Insert one job using ``conn``'s current transaction (options as ``insert``)."""
+    """Insert one job using ``conn``'s current transaction (options as ``insert``).
+
+    Returns the job, or an awaitable of it for an async connection or session. Bad options
+    raise ValidationError before anything touches the connection.
+    """
     spec = build_spec(args, **options)
     if isinstance(conn, psycopg.AsyncConnection):
         return insert_one(conn, spec)
     if isinstance(conn, psycopg.Connection):
         return _insert_sync(conn, spec)
-    if hasattr(conn, "connection") and hasattr(conn, "execute"):  # a SQLAlchemy Session
-        return _insert_sync(_psycopg_connection_of_session(conn), spec)
-    raise ValidationError(
-        "conn",
-        "expected a psycopg Connection/AsyncConnection or a SQLAlchemy Session, "
-        f"got {type(conn).__name__}",
-    )
+    if _is_sqlalchemy_async(conn):
+        return _sqlalchemy_async(conn, spec)
+    if _from_sqlalchemy(conn):
+        return _insert_sync(_sqlalchemy_sync(conn), spec)
+    raise _unsupported(conn)

@@ -8,7 +8,11 @@ The tree::
     ├── UniqueConflict           a unique job already exists in one of the guarded states
     ├── JobNotFound              no job has that id
     ├── ScheduleNotFound         no periodic schedule has that name
+    ├── BatchNotFound            no batch operation has that id
     ├── CallbackNotFound         no job waits for that callback id (unknown or resolved)
+    ├── CallbackEnded            a handler's wait for its callback ended without a resume
+    ├── CallbackTimeout          a handler waited for its callback past its timeout
+    ├── InvalidSignature         a signed callback request failed verification
     ├── SchemaNotMigrated        the ``awa`` schema is missing or older than this code
     ├── SchemaTooNew             the database was migrated by a newer awa
     ├── DatabaseError            any other driver error, mapped in ``awa.db.errors``
@@ -18,6 +22,7 @@ The tree::
     ├── BlockingCallOnLoop       a blocking call made on the event loop it would wait for
     ├── BuildError               invalid worker configuration, raised by ``start()``
     │   ├── NoQueuesConfigured
+    │   ├── NoHandlersRegistered
     │   ├── DuplicateQueue
     │   ├── MinWorkersExceedGlobal
     │   ├── InvalidWeight
@@ -75,6 +80,14 @@ class ScheduleNotFound(AwaError, LookupError):
         self.name = name
 
 
+class BatchNotFound(AwaError, LookupError):
+    """No batch operation has the given id."""
+
+    def __init__(self, operation_id: int) -> None:
+        super().__init__(f"batch operation {operation_id} not found (see `awa batch list`)")
+        self.operation_id = operation_id
+
+
 class CallbackNotFound(AwaError, LookupError):
     """No job waits for the given callback id: it is unknown, timed out or already resolved."""
 
@@ -84,6 +97,39 @@ class CallbackNotFound(AwaError, LookupError):
             "or timed out"
         )
         self.callback_id = callback_id
+
+
+class CallbackEnded(AwaError):
+    """Raised inside a handler by ``job.wait_for_callback()`` when the wait ends some other
+    way than ``resume_external`` or a timeout: the callback was completed, failed or
+    retried from outside, or the job was cancelled or rescued. ``state`` is the job's state
+    then (None when the row is gone, e.g. moved to the dead letter queue). The attempt is
+    over: whatever the handler does next is not written."""
+
+    def __init__(self, job_id: int, state: object) -> None:
+        super().__init__(
+            f"job {job_id} stopped waiting for its callback without a resume "
+            f"(state now {state}); this attempt is over"
+        )
+        self.job_id = job_id
+        self.state = state
+
+
+class CallbackTimeout(AwaError):
+    """Raised inside a handler by ``job.wait_for_callback()`` when the callback's timeout
+    (``register_callback(timeout_seconds=...)``, pushed back by ``heartbeat_callback``)
+    passes without an answer. Like any error a handler raises, it retries the job (or
+    fails it on its last attempt) unless the handler catches it."""
+
+    def __init__(self, job_id: int, callback_id: str) -> None:
+        super().__init__(f"callback {callback_id} of job {job_id} timed out")
+        self.job_id = job_id
+        self.callback_id = callback_id
+
+
+class InvalidSignature(AwaError):
+    """A signed callback request is missing its signature, or it does not verify (wrong
+    secret, tampered body, other callback or action, timestamp out of the window)."""
 
 
 class SchemaNotMigrated(AwaError):
@@ -140,6 +186,21 @@ class NoQueuesConfigured(BuildError):
 
     def __init__(self) -> None:
         super().__init__("queues", "no queues configured; pass at least one queue to start()")
+
+
+class NoHandlersRegistered(BuildError):
+    """``start()`` was called before any handler was registered.
+
+    A worker without handlers could only hand every job it claims back; this usually
+    means the module defining the tasks was never imported.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(
+            "tasks",
+            "no handler is registered: register tasks with @client.task before start() "
+            "(is the module that defines them imported?)",
+        )
 
 
 class DuplicateQueue(BuildError):

@@ -3,6 +3,10 @@
 * :func:`work_one` claims one job of a queue with the real claim statement and runs it
   through the real executor and completer (outcome, retries, progress, hooks), without
   starting a worker; :func:`drain_queue` repeats it until the queue has nothing available.
+* ``work_one(client, ArgsType, handler=...)`` runs the next job of that type with the
+  given handler (default: the registered one), leaving the client's registered handlers
+  as they are, and returns a :class:`WorkResult` naming the outcome.
+* :func:`clean` deletes every row of awa's tables, for test isolation.
 * :func:`inline` makes ``client.insert`` / ``insert_many`` run each inserted job at once
   and return it as it ended — handy in unit tests of code that enqueues.
 * :func:`assert_enqueued` checks that a job was enqueued (args match as a subset).
@@ -22,18 +26,22 @@ Jobs left retryable or scheduled are not run again by these helpers: call
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar, overload
 
 from psycopg_pool import AsyncConnectionPool
 
+from awa import validate
 from awa.client.async_client import AsyncClient
 from awa.client.sync_client import Client
-from awa.config import QueueConfig
+from awa.config import DEFAULT_QUEUE, QueueConfig
 from awa.db import sql
 from awa.db.rows import job_rows
 from awa.errors import JobNotFound, ValidationError
+from awa.kinds import derive_kind
 from awa.types import Job, JobState
 from awa.worker.attempt import AttemptServices
 from awa.worker.completer import Completer
@@ -42,8 +50,11 @@ from awa.worker.dispatcher import Dispatcher
 from awa.worker.executor import Executor
 from awa.worker.observe import Fanout, Observer
 from awa.worker.permits import QueuePermits
+from awa.worker.registry import Handler, TaskRegistry
+from awa.worker.results import Finalization
 
 AnyClient = AsyncClient | Client
+R = TypeVar("R")
 
 
 def _core(client: AnyClient) -> AsyncClient:
@@ -63,16 +74,21 @@ class _Launched(Observer):
 class _Runner:
     """An executor and completer like a worker's, for one job at a time."""
 
-    def __init__(self, client: AsyncClient, pool: AsyncConnectionPool) -> None:
-        import asyncio
-
+    def __init__(
+        self,
+        client: AsyncClient,
+        pool: AsyncConnectionPool,
+        registry: TaskRegistry | None = None,
+        observers: Sequence[Observer] = (),
+    ) -> None:
         self.client = client
         self.pool = pool
         self.launched = _Launched()
-        self.observer = Fanout([self.launched, *client._observers])
+        self.observer = Fanout([self.launched, *client._observers, *observers])
         # Synchronous commits: an outcome's hooks fire before work_one() returns.
         self.completer = Completer(pool, observer=self.observer, synchronous_commit=True)
-        self.executor = Executor(client.registry, self.completer, 1, self.observer)
+        registry = client.registry if registry is None else registry
+        self.executor = Executor(registry, self.completer, 1, self.observer)
         services = AttemptServices(pool)
         services.bind(asyncio.get_running_loop())
         self.executor.services = services
@@ -127,14 +143,166 @@ class _Runner:
         return await self._settle()
 
 
-async def work_one(client: AnyClient, queue: str = "default") -> Job[Any] | None:
-    """Claim one available job of ``queue`` and run it to its outcome; None when empty.
+@dataclass(frozen=True, slots=True)
+class WorkResult:
+    """What ``work_one(client, ArgsType, ...)`` did.
 
-    Returns the job as stored afterwards (completed, retryable, failed, …).
+    ``outcome`` is ``"completed"``, ``"retried"``, ``"snoozed"``, ``"cancelled"``,
+    ``"failed"``, ``"waiting_external"`` or ``"no_job"`` (then ``job`` is None and the
+    result is falsy); ``job`` is the job as stored afterwards; ``error`` the message the
+    outcome recorded (the exception, the ``Cancel`` reason), if any.
+    """
+
+    outcome: str
+    job: Job[Any] | None = None
+    error: str | None = None
+
+    def __bool__(self) -> bool:
+        return self.outcome != "no_job"
+
+
+_OUTCOME_OF_STATE = {
+    JobState.COMPLETED: "completed",
+    JobState.RETRYABLE: "retried",
+    JobState.SCHEDULED: "snoozed",
+    JobState.CANCELLED: "cancelled",
+    JobState.FAILED: "failed",
+    JobState.WAITING_EXTERNAL: "waiting_external",
+}
+
+
+class _LastOutcome(Observer):
+    """Remembers the outcome the executor decided for the job it ran."""
+
+    def __init__(self) -> None:
+        self.outcome: Finalization | None = None
+
+    def job_finished(self, job: Job[Any], outcome: Finalization | None, duration_s: float) -> None:
+        self.outcome = outcome
+
+
+async def _on_client_loop(client: AnyClient, coro: Coroutine[Any, Any, R]) -> R:
+    """Run ``coro`` where the client's pool lives: a sync Client's private loop."""
+    if isinstance(client, Client):
+        future = asyncio.run_coroutine_threadsafe(coro, client._portal.loop)
+        return await asyncio.wrap_future(future)
+    return await coro
+
+
+def _one_task(
+    core: AsyncClient,
+    args_type: type[Any],
+    handler: Handler | None,
+    queue: str | None,
+    kind: str | None,
+) -> TaskRegistry:
+    """A registry of its own holding one task, so the client's stays untouched."""
+    if kind is None:
+        if args_type is dict:
+            raise ValidationError("kind", "is required when the args type is dict")
+        kind = derive_kind(args_type)
+    kind = validate.text("kind", kind)
+    registered = core.registry.get(kind)
+    if handler is None:
+        if registered is None:
+            raise ValidationError(
+                "handler", f"no handler is registered for {kind!r}: pass handler="
+            )
+        handler = registered.handler
+    if queue is None:
+        queue = registered.queue if registered is not None else DEFAULT_QUEUE
+    registry = TaskRegistry()
+    registry.register(args_type, handler, kind=kind, queue=queue)
+    return registry
+
+
+async def _work_type(
+    core: AsyncClient,
+    args_type: type[Any],
+    handler: Handler | None,
+    queue: str | None,
+    kind: str | None,
+) -> WorkResult:
+    registry = _one_task(core, args_type, handler, queue, kind)
+    (task,) = registry.tasks()
+    pool = await core._get_pool()
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            sql.JOB_NEXT_AVAILABLE_OF_KIND, {"queue": task.queue, "kind": task.kind}
+        )
+        row = await cur.fetchone()
+    if row is None:
+        return WorkResult("no_job")
+    last = _LastOutcome()
+    async with _Runner(core, pool, registry, [last]) as runner:
+        job = await runner.run_by_id(row[0])
+    if job is None:  # claimed by someone else in between
+        return WorkResult("no_job")
+    decided = last.outcome
+    state = decided.state if decided is not None else job.state
+    error = decided.error.get("error") if decided is not None and decided.error else None
+    return WorkResult(_OUTCOME_OF_STATE.get(state, state.value), job, error)
+
+
+@overload
+async def work_one(client: AnyClient, queue: str = "default", /) -> Job[Any] | None: ...
+@overload
+async def work_one(client: AnyClient, /, *, queue: str) -> Job[Any] | None: ...
+@overload
+async def work_one(
+    client: AnyClient,
+    args_type: type[Any],
+    /,
+    *,
+    handler: Handler | None = None,
+    queue: str | None = None,
+    kind: str | None = None,
+) -> WorkResult: ...
+async def work_one(
+    client: AnyClient,
+    target: str | type[Any] | None = None,
+    /,
+    *,
+    handler: Handler | None = None,
+    queue: str | None = None,
+    kind: str | None = None,
+) -> Job[Any] | WorkResult | None:
+    """Run one job to its outcome, through the real claim, executor and completer.
+
+    ``work_one(client, "email")``: the next available job of the queue, with the
+    registered handlers; returns the job as stored afterwards, or None when empty.
+
+    ``work_one(client, SendEmail, handler=fake_send)``: the next available job of that
+    type's kind (``kind=`` for dict args) in ``queue`` (default: the queue the type was
+    registered on, else ``"default"``), run by ``handler`` (default: the registered one)
+    without touching the client's registered handlers; returns a :class:`WorkResult`.
     """
     core = _core(client)
-    async with _Runner(core, await core._get_pool()) as runner:
-        return await runner.claim_and_run(queue)
+    if target is None or isinstance(target, str):
+        if handler is not None or kind is not None:
+            raise ValidationError("handler", "handler= and kind= go with an args type")
+        name = target or queue or DEFAULT_QUEUE
+
+        async def run_queue() -> Job[Any] | None:
+            async with _Runner(core, await core._get_pool()) as runner:
+                return await runner.claim_and_run(name)
+
+        return await _on_client_loop(client, run_queue())
+    return await _on_client_loop(client, _work_type(core, target, handler, queue, kind))
+
+
+async def clean(client: AnyClient) -> int:
+    """Delete every job, dead letter, queue control row, cron schedule and runtime instance
+    (the schema stays): a clean slate for the next test. Returns how many jobs went."""
+    core = _core(client)
+
+    async def run() -> int:
+        async with (await core._get_pool()).connection() as conn:
+            cur = await conn.execute(sql.SCHEMA_CLEAN)
+            row = await cur.fetchone()
+        return int(row[0]) if row is not None else 0
+
+    return await _on_client_loop(client, run())
 
 
 async def drain_queue(
@@ -211,4 +379,4 @@ async def assert_enqueued(
     return matching[0]
 
 
-__all__ = ["assert_enqueued", "drain_queue", "inline", "work_one"]
+__all__ = ["WorkResult", "assert_enqueued", "clean", "drain_queue", "inline", "work_one"]

@@ -48,6 +48,8 @@ class RunningAttempt(Protocol):
     def flush_sync(self) -> bool: ...
     async def register_callback(self, timeout_seconds: float) -> str: ...
     def register_callback_sync(self, timeout_seconds: float) -> str: ...
+    async def wait_for_callback(self, callback_id: str) -> Any: ...
+    def wait_for_callback_sync(self, callback_id: str) -> Any: ...
 
 
 KEEP_CHECKPOINT: Any = object()
@@ -101,6 +103,9 @@ class Job(Generic[T]):
     ) -> None:
         """Record progress (0–100) and optionally a JSON checkpoint to resume from.
 
+        ``percent`` is clamped to 0–100 (``set_progress(101)`` records 100); only a value
+        that is not a number (``nan``, ``True``, a string) raises ``ValidationError``.
+
         Written with the next heartbeat, at the attempt's outcome, or by
         :meth:`flush_progress`; kept across retries, cleared when the job completes.
         """
@@ -130,6 +135,24 @@ class Job(Generic[T]):
     def register_callback_sync(self, timeout_seconds: float = 3600) -> str:
         """:meth:`register_callback` for plain ``def`` handlers."""
         return self._running().register_callback_sync(timeout_seconds)
+
+    async def wait_for_callback(self, callback_id: str) -> Any:
+        """Wait, inside this attempt, until ``resume_external(callback_id, payload)``;
+        returns the payload. Register a new callback and wait again for the next step.
+
+        ``callback_id`` must be what this attempt's latest ``register_callback`` returned.
+        While waiting the job stays ``running`` (its ``callback_id`` set), the handler keeps
+        its permit, and the attempt's deadline is paused: the callback's timeout bounds the
+        wait, and :class:`~awa.errors.CallbackTimeout` is raised when it passes (an error
+        like any other: retried, or failed on the last attempt). If the wait ends otherwise
+        — completed, failed or retried from outside, cancelled — :class:`~awa.errors.
+        CallbackEnded` is raised: the attempt is over.
+        """
+        return await self._running().wait_for_callback(callback_id)
+
+    def wait_for_callback_sync(self, callback_id: str) -> Any:
+        """:meth:`wait_for_callback` for plain ``def`` handlers."""
+        return self._running().wait_for_callback_sync(callback_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ import pytest
 import awa
 from tests.chaos.conftest import SpawnWorker
 from tests.chaos.support import Recorder, check_history, install_audit
-from tests.helpers import FAST_WORKER, wait_for
+from tests.helpers import FAST_WORKER, noop_task, wait_for
 
 pytestmark = pytest.mark.chaos
 
@@ -41,6 +41,7 @@ async def test_blocked_loop_is_rescued_by_another_process_and_the_late_attempt_f
     install_audit(db)
     # This process leads (rescue, promotion) but runs no "chaos" jobs; the subprocess
     # runs them, and its loop is blocked by the first attempt of one job.
+    noop_task(client, queue="elsewhere")
     await client.start([("elsewhere", 1)], **FAST_WORKER)
     try:
         await wait_for(lambda: _leads(client), timeout=30)

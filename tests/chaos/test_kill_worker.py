@@ -10,7 +10,7 @@ import pytest
 
 import awa
 from tests.chaos.conftest import SpawnWorker
-from tests.helpers import FAST_WORKER, wait_for
+from tests.helpers import FAST_WORKER, noop_task, wait_for
 
 pytestmark = pytest.mark.chaos
 
@@ -81,6 +81,7 @@ async def test_leader_killed_another_takes_over_maintenance(
     assert await wait_for(leader_pid, timeout=30) == first.pid
     first.send_signal(signal.SIGKILL)
     first.wait(10)
+    noop_task(client, queue="other")
     await client.start([("other", 1)], **FAST_WORKER)
     try:
         await wait_for(lambda: _is_leader(client), timeout=30)

@@ -66,3 +66,104 @@ def test_bad_connection_and_bad_values_are_rejected(database_url: str) -> None:
         pytest.raises(awa.ValidationError, match="priority"),
     ):
         insert_job(conn, {"x": 1}, kind="k", priority=7)
+
+
+def _sync_engine(database_url: str) -> sqlalchemy.Engine:
+    return sqlalchemy.create_engine(
+        "postgresql+psycopg://", creator=lambda: psycopg.connect(database_url)
+    )
+
+
+def _async_engine(database_url: str) -> Any:
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    async def connect() -> psycopg.AsyncConnection[Any]:
+        return await psycopg.AsyncConnection.connect(database_url)
+
+    return create_async_engine("postgresql+psycopg://", async_creator=connect)
+
+
+def test_sqlalchemy_connection(database_url: str, db: psycopg.Connection[Any]) -> None:
+    """Issue 20.3: a Connection (not a Session) used to be taken for a Session."""
+    engine = _sync_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            job = insert_job(conn, {"order": 1}, kind="ship")
+            assert isinstance(job, awa.Job) and job.kind == "ship"
+            assert _count(db) == 0  # inside the connection's transaction
+            conn.commit()
+        with engine.begin() as conn:  # the usual "commit on success" block
+            insert_job(conn, {"order": 2}, kind="ship")
+        with engine.connect() as conn:
+            insert_job(conn, {"order": 3}, kind="ship")
+            conn.rollback()
+    finally:
+        engine.dispose()
+    assert _count(db) == 2
+
+
+async def test_sqlalchemy_async_session(database_url: str, db: psycopg.Connection[Any]) -> None:
+    """Issue 20.2: the usual FastAPI set-up, an AsyncSession on postgresql+psycopg."""
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    engine = _async_engine(database_url)
+    try:
+        async with AsyncSession(engine) as session:
+            await session.execute(sqlalchemy.text("CREATE TABLE orders (id int)"))
+            await session.execute(sqlalchemy.text("INSERT INTO orders VALUES (1)"))
+            job = await insert_job(session, {"order": 1}, kind="ship")  # type: ignore[misc]
+            assert job.kind == "ship" and _count(db) == 0
+            await session.commit()
+        async with AsyncSession(engine) as session:
+            await insert_job(session, {"order": 2}, kind="ship")  # type: ignore[misc]
+            await session.rollback()
+    finally:
+        await engine.dispose()
+    assert _count(db) == 1
+    row = db.execute("SELECT count(*) FROM orders").fetchone()
+    assert row is not None and row[0] == 1  # the application's row and the job, together
+
+
+async def test_sqlalchemy_async_connection(database_url: str, db: psycopg.Connection[Any]) -> None:
+    engine = _async_engine(database_url)
+    try:
+        async with engine.connect() as conn:
+            job = await insert_job(conn, {"order": 1}, kind="ship", queue="q")  # type: ignore[misc]
+            assert job.queue == "q" and _count(db) == 0
+            await conn.commit()
+        async with engine.begin() as conn:
+            await insert_job(conn, {"order": 2}, kind="ship")  # type: ignore[misc]
+        async with engine.connect() as conn:
+            await insert_job(conn, {"order": 3}, kind="ship")  # type: ignore[misc]
+            await conn.rollback()
+        async with engine.connect() as conn:  # validation fails before any I/O
+            with pytest.raises(awa.ValidationError, match="priority"):
+                await insert_job(conn, {"order": 4}, kind="ship", priority=9)  # type: ignore[misc]
+    finally:
+        await engine.dispose()
+    assert _count(db) == 2
+
+
+def test_sqlalchemy_on_another_driver_is_refused_by_name() -> None:
+    engine = sqlalchemy.create_engine("sqlite://")
+    try:
+        with engine.connect() as conn, pytest.raises(awa.ValidationError, match="psycopg"):
+            insert_job(conn, {"x": 1}, kind="k")
+        with Session(engine) as session, pytest.raises(awa.ValidationError, match="psycopg"):
+            insert_job(session, {"x": 1}, kind="k")
+    finally:
+        engine.dispose()
+
+
+def test_sqlalchemy_session_subclass(database_url: str, db: psycopg.Connection[Any]) -> None:
+    class AppSession(Session):  # applications often subclass the session
+        pass
+
+    engine = _sync_engine(database_url)
+    try:
+        with AppSession(engine) as session:
+            insert_job(session, {"order": 1}, kind="ship")
+            session.commit()
+    finally:
+        engine.dispose()
+    assert _count(db) == 1

@@ -163,3 +163,23 @@ async def test_cancel_a_parked_job(client: awa.AsyncClient) -> None:
         await client.complete_external(tokens[job.id])
     stats = {s.queue: s for s in await client.queue_stats()}
     assert stats["q"].waiting_external == 0 and stats["q"].cancelled == 1
+
+
+async def test_operator_retry_of_a_parked_job_acts(client: awa.AsyncClient) -> None:
+    """Issue 20.6: ``retry(id)`` on a job waiting for its callback makes it available now
+    and voids the callback, instead of returning it unchanged."""
+    tokens: dict[int, str] = {}
+    _register(client, tokens)
+    job = await client.insert({}, kind="external", queue="q")
+    await client.start([("q", 1)], **SLOW_RESCUE)
+    try:
+        await _state(client, job.id, awa.JobState.WAITING_EXTERNAL)
+        await client.pause_queue("q")  # keep the retried job where we can see it
+        retried = await client.retry(job.id)
+    finally:
+        await client.shutdown()
+    assert retried.state is awa.JobState.AVAILABLE
+    assert retried.finalized_at is None
+    with pytest.raises(awa.CallbackNotFound):  # the old token no longer resolves it
+        await client.complete_external(tokens[job.id])
+    assert (await client.get_job(job.id)).state is awa.JobState.AVAILABLE

@@ -14,7 +14,7 @@ import pytest
 import awa
 from awa.cli.main import main as cli
 from awa.maintenance.cron import CronService, register
-from tests.helpers import FAST_WORKER, lead_maintenance, wait_for
+from tests.helpers import FAST_WORKER, lead_maintenance, noop_task, wait_for
 
 CRON_FAST = {**FAST_WORKER, "cron_interval_ms": 50}
 
@@ -159,6 +159,7 @@ async def test_leader_failover_neither_skips_nor_repeats_a_fire(
     second = awa.AsyncClient(database_url)
     try:
         for c in (first, second):
+            noop_task(c, queue="unused")
             c.periodic("failover", "* * * * * *", {}, kind="k", queue="idle",
                        missed_fire_policy="catch_up")  # fmt: skip
         await first.start([("unused", 1)], **CRON_FAST)
@@ -240,6 +241,7 @@ async def test_registration_validates_every_field(client: awa.AsyncClient) -> No
 def test_cron_cli(database_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     with awa.Client(database_url) as client:
         client.periodic("nightly", "0 3 * * *", {}, kind="k", timezone="Europe/Paris")
+        noop_task(client)
         client.start([("q", 1)], **CRON_FAST)
         client.shutdown()
     base = ["--database-url", database_url, "cron"]

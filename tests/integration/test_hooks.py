@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 import awa
-from tests.helpers import FAST_WORKER, wait_for
+from tests.helpers import FAST_WORKER, noop_task, wait_for
 
 
 async def test_events_for_every_outcome_after_commit(
@@ -159,6 +159,7 @@ async def test_unknown_event_names_and_late_registration_are_rejected(
     assert info.value.field == "event"
     with pytest.raises(awa.ValidationError):
         client.on_event("completed", "not callable")  # type: ignore[arg-type]
+    noop_task(client)
     await client.start([("q", 1)], **FAST_WORKER)
     try:
         with pytest.raises(awa.ValidationError, match="before start") as late:

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 import awa
-from tests.helpers import FAST_WORKER, wait_for
+from tests.helpers import FAST_WORKER, noop_task, wait_for
 
 SLOW_MS = 250
 
@@ -102,6 +102,7 @@ async def test_a_weight_override_moves_the_shares_of_a_weighted_worker(
 async def test_a_minimum_over_the_global_pool_is_ignored_logged_and_reported(
     client: awa.AsyncClient, caplog: pytest.LogCaptureFixture
 ) -> None:
+    noop_task(client, queue="a")
     await client.start(
         [awa.QueueConfig("a", min_workers=2), awa.QueueConfig("b", min_workers=2)],
         global_max_workers=6,

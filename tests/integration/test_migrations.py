@@ -32,6 +32,7 @@ async def test_unmigrated_database_raises_schema_not_migrated(empty_database_url
             await client.insert({"x": 1}, kind="k")
         with pytest.raises(awa.SchemaNotMigrated):
             await client.check_schema()
+        client.task(None, kind="k", queue="q")(lambda job: None)
         with pytest.raises(awa.SchemaNotMigrated):
             await client.start([("q", 1)])
 

@@ -12,7 +12,7 @@ import pytest
 
 import awa
 from awa.worker.observe import Observer
-from tests.helpers import FAST_WORKER, wait_for
+from tests.helpers import FAST_WORKER, noop_task, wait_for
 
 
 def _effective(client: awa.AsyncClient, queue: str) -> dict[str, Any]:
@@ -187,6 +187,7 @@ async def test_refresh_happens_on_the_cadence_without_a_notice(
     client: awa.AsyncClient, db: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("AWA_OVERRIDE_REFRESH_MS", "10")  # floored at 50 ms
+    noop_task(client)
     await client.start([("q", 1)], **FAST_WORKER)
     try:
         worker = client._worker
@@ -205,6 +206,7 @@ async def test_bad_refresh_env_warns_and_keeps_the_default(
     client: awa.AsyncClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setenv("AWA_OVERRIDE_REFRESH_MS", "soon")
+    noop_task(client)
     with caplog.at_level(logging.WARNING, logger="awa"):
         await client.start([("q", 1)], **FAST_WORKER)
     try:
@@ -217,6 +219,7 @@ async def test_bad_refresh_env_warns_and_keeps_the_default(
 async def test_the_deadline_guard_rail_is_logged_and_reported_and_a_rate_override_makes_a_limiter(
     client: awa.AsyncClient, caplog: pytest.LogCaptureFixture
 ) -> None:
+    noop_task(client, queue="plain")
     await client.start(
         [awa.QueueConfig("plain"), awa.QueueConfig("nodeadline", deadline_ms=0)], **FAST_WORKER
     )

@@ -397,6 +397,11 @@ async def _run_everything_as(url: str) -> None:
         assert [job.id for job in await client.retry_from_dlq([dead.id])] == [dead.id]
         assert (await client.cancel(later.id)).state is awa.JobState.CANCELLED
         assert (await client.retry(later.id)).state is awa.JobState.AVAILABLE
+        parked = await client.insert({}, kind="k", queue="plain", run_at=soon + timedelta(hours=1))
+        moved = await client.apply_batch(awa.SetPriority(1), ids=[parked.id], chunk_size=1)
+        assert (moved.state, moved.processed) == ("completed", 1)
+        assert await client.move_failed_to_dlq(queue="plain") == 0
+        assert await client.dlq_depth("plain") == 0  # readable by the app role
         await client.pause_queue("plain", paused_by="ops")
         await client.resume_queue("plain")
         await client.set_runtime_overrides("plain", poll_interval_ms=100)

@@ -109,16 +109,6 @@ async def test_outcomes(client: awa.AsyncClient, sync: bool) -> None:
         assert threads == {threading.current_thread().name}
 
 
-async def test_unknown_kind_fails_with_a_clear_error(client: awa.AsyncClient) -> None:
-    job = await client.insert({"x": 1}, kind="nobody_handles_this", queue="q")
-    await client.start([("q", 1)], **FAST_WORKER)
-    try:
-        failed = await _final(client, job.id, awa.JobState.FAILED)
-    finally:
-        await client.shutdown()
-    assert failed.errors[-1]["error"] == "unknown job kind: nobody_handles_this"
-
-
 async def test_retryable_job_runs_again_after_backoff(client: awa.AsyncClient) -> None:
     attempts: list[int] = []
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import awa
 from awa.cli.args import Parser
 from awa.cli.commands import (
+    batch,
     cron,
     demo,
     dlq,
@@ -26,7 +27,7 @@ from awa.cli.database import database_url
 from awa.cli.loop import run_async
 from awa.cli.output import fail
 
-COMMANDS = (migrate, worker, queue, pool, job, cron, dlq, runtime, health, serve, demo)
+COMMANDS = (migrate, worker, queue, pool, job, batch, cron, dlq, runtime, health, serve, demo)
 
 
 def build_parser() -> Parser:

@@ -103,7 +103,8 @@ async def cancel(
 
 
 async def retry(conn: AsyncConnection[Any], job_id: int) -> Job[Any]:
-    """Make a failed, cancelled, completed or waiting job available now."""
+    """Make a failed, cancelled, completed, scheduled, retryable or callback-waiting job
+    available now (the waiting job's callback is voided)."""
     return await _changed_or_current(conn, sql.JOB_RETRY, job_id)
 
 

@@ -18,9 +18,10 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from awa import tracing, validate
-from awa.client import admin
+from awa.client import admin, insert_items
 from awa.client import explain as explain_path
 from awa.client import insert as insert_path
+from awa.client.batch_methods import BatchMethods
 from awa.client.fleet_control import FleetControl
 from awa.client.job_lifecycle import JobLifecycle
 from awa.client.lane import InsertLane
@@ -30,7 +31,7 @@ from awa.config import DEFAULT_QUEUE, QueueSpec, build_worker_config, resolve_da
 from awa.db import connection, migrations
 from awa.db.errors import mapped, translate
 from awa.db.pool import Pool
-from awa.errors import ValidationError
+from awa.errors import NoHandlersRegistered, ValidationError
 from awa.hooks import Hooks
 from awa.periodic import PeriodicJob
 from awa.types import (
@@ -53,7 +54,7 @@ READ_ATTEMPTS = 2
 _UNSET: Any = object()
 
 
-class AsyncClient(JobLifecycle, FleetControl):
+class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
     """Connects to PostgreSQL; inserts, inspects and runs jobs.
 
     Use as an async context manager (or call :meth:`close`). The connection pool opens
@@ -187,7 +188,7 @@ class AsyncClient(JobLifecycle, FleetControl):
         return self.registry.queue_for(args_type) or DEFAULT_QUEUE
 
     def _specs(self, args_list: Iterable[Any], **options: Any) -> list[insert_path.InsertSpec]:
-        return insert_path.build_specs(args_list, default_queue=self._default_queue, **options)
+        return insert_items.build_specs(args_list, default_queue=self._default_queue, **options)
 
     async def insert(
         self,
@@ -236,7 +237,11 @@ class AsyncClient(JobLifecycle, FleetControl):
         run_at: datetime | None = None,
         unique_opts: Mapping[str, Any] | None = None,
     ) -> list[Job[Any]]:
-        """Insert many jobs in one transaction through COPY; all or nothing."""
+        """Insert many jobs in one transaction through COPY; all or nothing.
+
+        The options apply to every job; an ``awa.InsertItem(args, queue=..., priority=...,
+        run_at=..., unique_opts=..., ...)`` in the list overrides them for that job.
+        A unique conflict of any job raises UniqueConflict and writes none."""
         specs = self._specs(
             args_list,
             kind=kind,
@@ -297,7 +302,9 @@ class AsyncClient(JobLifecycle, FleetControl):
             return await admin.cancel(conn, job_id)
 
     async def retry(self, job_id: int) -> Job[Any]:
-        """Make a finished or scheduled job available now; returns it as it now is."""
+        """Make a finished, scheduled, retryable or callback-waiting job available now
+        (a waiting job's callback id stops resolving); returns the job as it now is. A
+        running or available job is returned unchanged."""
         async with self._connection() as conn:
             return await admin.retry(conn, job_id)
 
@@ -450,11 +457,26 @@ class AsyncClient(JobLifecycle, FleetControl):
         if queues is None:
             queues = self.registry.queues()
         config = build_worker_config(queues, global_max_workers=global_max_workers, **settings)
+        self._check_tasks([q.name for q in config.queues])
         pool = await self._get_pool()
         observers = [*self._observers, *tracing.automatic(self._observers)]
         worker = Worker(pool, self.database_url, self.registry, config, observers, self._periodic)
         await worker.start()
         self._worker = worker
+
+    def _check_tasks(self, queues: list[str]) -> None:
+        """No handler at all is an error; a task on a queue not served here, a warning."""
+        if not len(self.registry):
+            raise NoHandlersRegistered()
+        unserved = self.registry.unserved(queues)
+        if unserved:
+            listed = ", ".join(f"{task.kind} (queue {task.queue!r})" for task in unserved)
+            logger.warning(
+                "this worker does not serve the queue of task(s) %s: their jobs wait for "
+                "another process (check the queue names given to start(): %s)",
+                listed, ", ".join(map(repr, queues)),
+                extra={"event": "tasks_unserved", "kinds": [t.kind for t in unserved]},
+            )  # fmt: skip
 
     def add_observer(self, observer: Observer) -> None:
         """Subscribe an observer (metrics, hooks) to the worker this client starts next."""

@@ -58,6 +58,14 @@ async def fail(conn: AsyncConnection[Any], callback_id: Any, error: str) -> Job[
     return await _resolve(conn, sql.JOB_FAIL_EXTERNAL, callback_id, error=message)
 
 
+async def resume(conn: AsyncConnection[Any], callback_id: Any, payload: Any = None) -> Job[Any]:
+    """Answer the callback and let the job go on: a handler waiting in
+    ``job.wait_for_callback`` returns ``payload``; a job parked by returning
+    ``WaitForCallback`` runs again with it in ``metadata.callback_payload``."""
+    encoded = None if payload is None else encode_bounded(payload, what="payload")
+    return await _resolve(conn, sql.JOB_RESUME_EXTERNAL, callback_id, payload=encoded)
+
+
 async def retry(conn: AsyncConnection[Any], callback_id: Any) -> Job[Any]:
     """Make the job waiting for ``callback_id`` available to run again now."""
     return await _resolve(conn, sql.JOB_RETRY_EXTERNAL, callback_id)
@@ -73,4 +81,4 @@ async def heartbeat(
     )
 
 
-__all__ = ["callback_uuid", "complete", "fail", "heartbeat", "retry"]
+__all__ = ["callback_uuid", "complete", "fail", "heartbeat", "resume", "retry"]

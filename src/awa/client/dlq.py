@@ -1,4 +1,5 @@
-"""The dead letter queue: listing, retrying and purging jobs that failed for good.
+"""The dead letter queue: listing (paged by cursor), counting, retrying, purging and moving
+jobs that failed for good.
 
 On a queue started with ``QueueConfig(..., dlq=True)``, a job that fails (attempts used
 up, ``TerminalError``, rescued on its last attempt, ``fail_external``, callback timeout on
@@ -20,7 +21,7 @@ from awa import validate
 from awa.db import sql
 from awa.db.errors import mapped
 from awa.db.rows import job_rows
-from awa.errors import ValidationError
+from awa.errors import JobNotFound, ValidationError
 from awa.types import Job
 
 MAX_LIST_LIMIT = 10_000
@@ -33,6 +34,25 @@ class DeadLetter:
     job: Job[Any]
     reason: str
     dlq_at: datetime
+
+    @property
+    def cursor(self) -> str:
+        """Opaque position of this entry: ``list_dlq(before=entry.cursor)`` returns the
+        entries listed after it (moved earlier), for paging through a large DLQ."""
+        return f"{self.dlq_at.isoformat()}|{self.job.id}"
+
+
+def parse_cursor(value: Any) -> tuple[datetime, int]:
+    """A cursor from :attr:`DeadLetter.cursor` → (dlq_at, id), or ValidationError."""
+    if isinstance(value, str):
+        at, _, job_id = value.rpartition("|")
+        try:
+            parsed = datetime.fromisoformat(at)
+            if parsed.tzinfo is not None and job_id.isdigit():
+                return parsed, int(job_id)
+        except ValueError:
+            pass
+    raise ValidationError("before", f"must be a cursor from DeadLetter.cursor, got {value!r}")
 
 
 def dead_letter_rows(cursor: Cursor[Any] | AsyncCursor[Any]) -> RowMaker[DeadLetter]:
@@ -95,10 +115,13 @@ async def list_dead(
     queue: str | None = None,
     older_than: timedelta | float | None = None,
     limit: int = 100,
+    before: str | None = None,
 ) -> list[DeadLetter]:
-    """Dead-lettered jobs, most recently moved first."""
+    """Dead-lettered jobs, most recently moved first; ``before`` continues after a page."""
     params = filters(None, kind, queue, older_than, allow_all=None)
     params["limit"] = validate.integer("limit", limit, low=1, high=MAX_LIST_LIMIT)
+    params["before_at"], params["before_id"] = (None, None) if before is None else (
+        parse_cursor(before))  # fmt: skip
     with mapped():
         cur = conn.cursor(row_factory=dead_letter_rows)
         await cur.execute(sql.DLQ_LIST, params)
@@ -135,4 +158,50 @@ async def purge(
     params = filters(ids, kind, queue, older_than, allow_all=allow_all)
     with mapped():
         cur = await conn.execute(sql.DLQ_PURGE, params)
+    return cur.rowcount
+
+
+async def get(conn: AsyncConnection[Any], job_id: int) -> DeadLetter:
+    """The dead-lettered job with ``job_id``, or :class:`JobNotFound`."""
+    key = validate.integer("id", job_id, low=1)
+    with mapped():
+        cur = conn.cursor(row_factory=dead_letter_rows)
+        await cur.execute(sql.DLQ_GET, {"id": key})
+        dead = await cur.fetchone()
+    if dead is None:
+        raise JobNotFound(key)
+    return dead
+
+
+async def depth(conn: AsyncConnection[Any], queue: str | None = None) -> dict[str, int]:
+    """Dead-lettered jobs per queue (queues with none are absent)."""
+    params = {"queue": None if queue is None else validate.text("queue", queue)}
+    with mapped():
+        cur = await conn.execute(sql.DLQ_DEPTH, params)
+        return {name: int(count) for name, count in await cur.fetchall()}
+
+
+async def move_failed(
+    conn: AsyncConnection[Any],
+    ids: int | Sequence[int] | None = None,
+    *,
+    kind: str | None = None,
+    queue: str | None = None,
+    reason: str | None = None,
+    allow_all: bool = False,
+) -> int:
+    """Move matching ``failed`` jobs from ``awa.jobs`` into the DLQ; returns how many."""
+    id_list: Sequence[int] | None = [ids] if isinstance(ids, int) else ids
+    params = filters(id_list, kind, queue, None, allow_all=None)
+    del params["older_than_ms"]
+    if not allow_all and all(v is None for v in params.values()):
+        raise ValidationError(
+            "filter",
+            "refusing to move every failed job: pass ids, kind= or queue=, or allow_all=True",
+        )
+    if reason is not None:
+        reason = validate.text("reason", reason, max_length=10_000)
+    params["reason"] = reason
+    with mapped():
+        cur = await conn.execute(sql.DLQ_MOVE_FAILED, params)
     return cur.rowcount

@@ -117,12 +117,46 @@ class JobLifecycle:
         queue: str | None = None,
         older_than: timedelta | float | None = None,
         limit: int = 100,
+        before: str | None = None,
     ) -> list[DeadLetter]:
         """Dead-lettered jobs, most recently moved first (``older_than``: seconds or a
-        timedelta since they were moved)."""
+        timedelta since they were moved). Page with ``before=page[-1].cursor``."""
         async with (await self._get_pool()).connection() as conn:
             return await dlq.list_dead(
-                conn, kind=kind, queue=queue, older_than=older_than, limit=limit
+                conn, kind=kind, queue=queue, older_than=older_than, limit=limit, before=before
+            )
+
+    async def get_dlq_job(self, job_id: int) -> DeadLetter:
+        """The dead-lettered job with ``job_id`` (JobNotFound when it is not in the DLQ)."""
+        async with (await self._get_pool()).connection() as conn:
+            return await dlq.get(conn, job_id)
+
+    async def dlq_depth(self, queue: str | None = None) -> int:
+        """How many jobs are in the dead letter queue (of ``queue``, or in all)."""
+        async with (await self._get_pool()).connection() as conn:
+            return sum((await dlq.depth(conn, queue)).values())
+
+    async def dlq_depth_by_queue(self) -> dict[str, int]:
+        """Dead-lettered jobs per queue (queues with none are absent)."""
+        async with (await self._get_pool()).connection() as conn:
+            return await dlq.depth(conn)
+
+    async def move_failed_to_dlq(
+        self,
+        ids: int | Sequence[int] | None = None,
+        *,
+        kind: str | None = None,
+        queue: str | None = None,
+        reason: str | None = None,
+        allow_all: bool = False,
+    ) -> int:
+        """Move ``failed`` jobs — one id, several, or by ``kind``/``queue`` — from the jobs
+        table into the dead letter queue, on any queue; returns how many moved. ``reason``
+        defaults to each job's last error. With no filter at all, refuses unless
+        ``allow_all=True``."""
+        async with (await self._get_pool()).connection() as conn:
+            return await dlq.move_failed(
+                conn, ids, kind=kind, queue=queue, reason=reason, allow_all=allow_all
             )
 
     async def retry_from_dlq(
@@ -169,6 +203,15 @@ class JobLifecycle:
         """Fail the job waiting for ``callback_id`` now, recording ``error``."""
         async with (await self._get_pool()).connection() as conn:
             return await callbacks.fail(conn, callback_id, error)
+
+    async def resume_external(self, callback_id: str, payload: Any = None) -> Job[Any]:
+        """Answer ``callback_id`` and let its job go on: a handler waiting in
+        ``job.wait_for_callback(callback_id)`` returns ``payload`` and continues the same
+        attempt (the job stays ``running``); a job parked by returning
+        ``WaitForCallback`` becomes ``available`` and runs again with ``payload`` in
+        ``metadata.callback_payload``. CallbackNotFound when no job waits for the id."""
+        async with (await self._get_pool()).connection() as conn:
+            return await callbacks.resume(conn, callback_id, payload)
 
     async def retry_external(self, callback_id: str) -> Job[Any]:
         """Make the job waiting for ``callback_id`` available to run again now."""

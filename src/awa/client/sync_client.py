@@ -118,10 +118,21 @@ class Client:
     list_dlq = _blocking(AsyncClient.list_dlq)
     retry_from_dlq = _blocking(AsyncClient.retry_from_dlq)
     purge_dlq = _blocking(AsyncClient.purge_dlq)
+    get_dlq_job = _blocking(AsyncClient.get_dlq_job)
+    dlq_depth = _blocking(AsyncClient.dlq_depth)
+    dlq_depth_by_queue = _blocking(AsyncClient.dlq_depth_by_queue)
+    move_failed_to_dlq = _blocking(AsyncClient.move_failed_to_dlq)
     complete_external = _blocking(AsyncClient.complete_external)
     fail_external = _blocking(AsyncClient.fail_external)
     retry_external = _blocking(AsyncClient.retry_external)
+    resume_external = _blocking(AsyncClient.resume_external)
     heartbeat_callback = _blocking(AsyncClient.heartbeat_callback)
+    preview_batch = _blocking(AsyncClient.preview_batch)
+    apply_batch = _blocking(AsyncClient.apply_batch)
+    run_batch = _blocking(AsyncClient.run_batch)
+    cancel_batch = _blocking(AsyncClient.cancel_batch)
+    get_batch = _blocking(AsyncClient.get_batch)
+    list_batches = _blocking(AsyncClient.list_batches)
 
     def task(
         self, args_type: type[Any] | None = None, *, queue: str = "default", kind: str | None = None

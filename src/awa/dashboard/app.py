@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -58,6 +59,7 @@ class Dashboard:
         self.sampler = Sampler(self.client, settings.sample_interval_s)
         self.audit = AuditLog()
         self.guard = Guard(settings.token, settings.read_only, settings.public_url)
+        self.batch_tasks: set[asyncio.Task[Any]] = set()  # operations applied from here
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         env = self.templates.env
         env.filters.update(ts=_ts, ago=_ago, seconds=_seconds, num=_num, pretty=_pretty)
@@ -90,6 +92,19 @@ class Dashboard:
         """The whole page, or only its live part when htmx polls it (``?fragment=live``)."""
         name = live if request.query_params.get("fragment") == "live" else page
         return self.render(request, name, context)
+
+    def run_batch(self, operation_id: int) -> None:
+        """Carry a batch operation out in the background of this process."""
+        task = asyncio.create_task(self.client.run_batch(operation_id))
+        self.batch_tasks.add(task)
+        task.add_done_callback(self.batch_tasks.discard)
+
+    async def stop_batches(self) -> None:
+        """At shutdown: stop running operations here (they stay open; a worker's leader
+        or `awa batch resume` carries them on)."""
+        for task in list(self.batch_tasks):
+            task.cancel()
+        await asyncio.gather(*self.batch_tasks, return_exceptions=True)
 
     def login_page(self, request: Request, message: str) -> Response:
         """The 401 page asking for the access token."""
@@ -179,7 +194,7 @@ async def failed(request: Request, exc: Exception) -> Response:
 
 def create_app(settings: DashboardSettings | None = None) -> Starlette:
     """The dashboard as an ASGI app (``awa serve`` runs it with uvicorn)."""
-    from awa.dashboard import actions, pages  # the route modules import this one
+    from awa.dashboard import actions, batches, pages  # the route modules import this one
 
     settings = settings or DashboardSettings()
     state = Dashboard(settings)
@@ -191,6 +206,7 @@ def create_app(settings: DashboardSettings | None = None) -> Starlette:
             yield
         finally:
             await state.sampler.stop()
+            await state.stop_batches()
             await state.client.close()
 
     # On a loopback bind only loopback Host headers are served (no DNS rebinding), and
@@ -203,6 +219,7 @@ def create_app(settings: DashboardSettings | None = None) -> Starlette:
     routes = [
         *pages.routes(),
         *actions.routes(),
+        *batches.routes(),
         Route("/healthz", healthz),
         # Prometheus scrape of the queue gauges (depth, lag, pause); the workers' own
         # counters are on their --metrics-port. Behind the token like every page.

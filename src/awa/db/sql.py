@@ -96,6 +96,10 @@ JOB_REGISTER_CALLBACK = load("job_register_callback")
 JOB_COMPLETE_EXTERNAL = load("job_complete_external")
 JOB_FAIL_EXTERNAL = load("job_fail_external")
 JOB_RETRY_EXTERNAL = load("job_retry_external")
+JOB_RESUME_EXTERNAL = load("job_resume_external")
+JOB_CALLBACK_WAIT = load("job_callback_wait")
+JOB_CALLBACK_STATE = load("job_callback_state")
+JOB_CALLBACK_RESUMED = load("job_callback_resumed")
 JOB_HEARTBEAT_CALLBACK = load("job_heartbeat_callback")
 JOB_RESCUE_CALLBACK_TIMEOUT = load("job_rescue_callback_timeout")
 
@@ -105,6 +109,22 @@ DLQ_LIST = load("dlq_list")
 DLQ_RETRY = load("dlq_retry")
 DLQ_PURGE = load("dlq_purge")
 DLQ_PRUNE = load("dlq_prune")
+DLQ_GET = load("dlq_get")
+DLQ_DEPTH = load("dlq_depth")
+DLQ_MOVE_FAILED = load("dlq_move_failed")
+
+# Batch operations
+BATCH_PREVIEW = load("batch_preview")
+BATCH_SUBMIT = load("batch_submit")
+BATCH_RUN_CHUNK = load("batch_run_chunk")
+BATCH_CANCEL = load("batch_cancel")
+BATCH_GET = load("batch_get")
+BATCH_LIST = load("batch_list")
+BATCH_LIST_STALLED = load("batch_list_stalled")
+
+# awa.testing
+JOB_NEXT_AVAILABLE_OF_KIND = load("job_next_available_of_kind")
+SCHEMA_CLEAN = load("schema_clean")
 
 # Priority aging
 JOB_AGE_PRIORITY = load("job_age_priority")

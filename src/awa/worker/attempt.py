@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -24,7 +24,7 @@ from awa import validate
 from awa.db import sql
 from awa.errors import AwaError, BlockingCallOnLoop, WorkerNotRunning
 from awa.types import Job
-from awa.worker import progress, results
+from awa.worker import callback_wait, progress, results
 from awa.worker.permits import Permit
 
 R = TypeVar("R")
@@ -40,6 +40,9 @@ class AttemptServices:
     def __init__(self, pool: AsyncConnectionPool) -> None:
         self._pool = pool
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.waiters = callback_wait.Waiters()  # woken by ``resumed`` notices
+        # Tells the executor's deadline watcher about a deadline that runs again.
+        self.deadline_noticed: Callable[[float], None] | None = None
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         """Remember the worker's loop (the sync variants run their I/O there)."""
@@ -86,6 +89,10 @@ class AttemptServices:
         if row is None:
             raise AwaError(f"job {job_id} is no longer running under this attempt (lease lost)")
         return callback_id
+
+    async def wait_for_callback(self, attempt: Attempt, callback_id: str) -> Any:
+        """Wait inside ``attempt`` for ``callback_id``'s resume (see :mod:`.callback_wait`)."""
+        return await callback_wait.wait(self._pool, self.waiters, attempt, callback_id)
 
 
 class Attempt:
@@ -200,6 +207,37 @@ class Attempt:
         io = self._io()
         self.callback_id = io.on_loop(io.register_callback(self, timeout_seconds))
         return self.callback_id
+
+    async def wait_for_callback(self, callback_id: str) -> Any:
+        """See :meth:`awa.Job.wait_for_callback`."""
+        payload = await self._io().wait_for_callback(self, callback_id)
+        self.callback_id = None  # answered: it can no longer park the job
+        return payload
+
+    def wait_for_callback_sync(self, callback_id: str) -> Any:
+        """See :meth:`awa.Job.wait_for_callback_sync`."""
+        io = self._io()
+        payload = io.on_loop(io.wait_for_callback(self, callback_id))
+        self.callback_id = None
+        return payload
+
+    # -- the deadline, paused while the handler waits for a callback ------------------
+
+    def pause_deadline(self) -> float | None:
+        """Stop the deadline clock; the seconds that were left (None: no deadline)."""
+        if self.due is None or self.cancel_reason is not None:
+            return None
+        left, self.due = max(self.due - time.monotonic(), 0.0), None
+        return left
+
+    def resume_deadline(self, left: float | None) -> None:
+        """Run the deadline clock again with ``left`` seconds (None: no deadline)."""
+        if left is None or self.cancel_reason is not None:
+            return
+        self.due = time.monotonic() + left
+        noticed = self._services.deadline_noticed if self._services is not None else None
+        if noticed is not None:
+            noticed(self.due)
 
     # -- the outcome -----------------------------------------------------------------
 

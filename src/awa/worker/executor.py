@@ -117,8 +117,8 @@ class Executor:
         if job.attempted_at is not None:
             self._observer.job_started(job, (job.attempted_at - job.run_at).total_seconds())
         task = self._registry.get(job.kind)
-        if task is None:
-            return attempt.failed(f"unknown job kind: {job.kind}", "UnknownJobKind", terminal=True)
+        if task is None:  # not ours to fail: another process may run it (ADR 0027)
+            return results.handed_back(job)
         try:
             job.args = decode_args(task.args_type, job.args)
         except SerializationError as exc:

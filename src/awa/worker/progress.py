@@ -41,11 +41,11 @@ if TYPE_CHECKING:
 
 
 def _check_percent(percent: Any) -> float:
-    if isinstance(percent, bool) or not isinstance(percent, int | float):
+    """A percentage clamped to 0–100: a handler that overshoots (101 of 100 items) must not
+    lose its attempt over a progress bar. Only what is not a number at all is refused."""
+    if isinstance(percent, bool) or not isinstance(percent, int | float) or math.isnan(percent):
         raise ValidationError("percent", f"must be a number from 0 to 100, got {percent!r}")
-    if not math.isfinite(percent) or not 0 <= percent <= 100:
-        raise ValidationError("percent", f"must be a number from 0 to 100, got {percent!r}")
-    return float(percent)
+    return min(max(float(percent), 0.0), 100.0)
 
 
 class Updates:

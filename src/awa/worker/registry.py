@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +77,16 @@ class TaskRegistry:
     def queues(self) -> list[str]:
         """Queues named by registered tasks, in registration order, without repeats."""
         return list(dict.fromkeys(task.queue for task in self._by_kind.values()))
+
+    def tasks(self) -> list[Task]:
+        """Every registered task, in registration order."""
+        return list(self._by_kind.values())
+
+    def unserved(self, served: Iterable[str]) -> list[Task]:
+        """Tasks whose queue is not among ``served``: their jobs would wait for another
+        process (or forever, when a queue name was mistyped)."""
+        names = set(served)
+        return [task for task in self._by_kind.values() if task.queue not in names]
 
     def __len__(self) -> int:
         return len(self._by_kind)

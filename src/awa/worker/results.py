@@ -7,7 +7,10 @@ backoff until ``max_attempts`` is used up.
 
 from __future__ import annotations
 
+import logging
+import os
 import random
+import socket
 import traceback
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -23,6 +26,10 @@ MAX_TRACEBACK_CHARS = 4_000
 # An error entry is kept on the job row (the last 20 of them, ADR 0020) and read back with
 # it: a 30 MB exception message once took a worker to 995 MiB.
 MAX_ERROR_CHARS = 4_000
+UNKNOWN_KIND_KEY = "unknown_kind"  # metadata key of a job handed back for want of a handler
+MAX_HAND_BACK_S = 300.0
+_warned_kinds: set[str] = set()  # kinds already logged by this process
+logger = logging.getLogger("awa")
 
 
 def backoff_seconds(attempt: int, rng: random.Random | None = None) -> float:
@@ -150,6 +157,36 @@ def failure(job: Job[Any], message: str, kind: str, *, terminal: bool) -> Finali
     if terminal:
         return Finalization(job, JobState.FAILED, error=error)
     return _retry_or_fail(job, backoff_seconds(job.attempt), error)
+
+
+def handed_back(job: Job[Any]) -> Finalization:
+    """A job whose kind this process has no handler for: back in line, attempt refunded.
+
+    The job is not this process's to fail: another process (or the next release of this
+    one) may run it. It goes back to ``scheduled`` with a backoff that doubles with each
+    hand-back (5 s … 5 min), so a fleet where nobody can run it does not spin. The count
+    and who handed it back go to ``metadata.unknown_kind``; ``errors`` gets one entry, on
+    the first hand-back only, so a job that waits through a long rollout stays small.
+    """
+    previous = job.metadata.get(UNKNOWN_KIND_KEY) if isinstance(job.metadata, dict) else None
+    count = (previous.get("count", 0) if isinstance(previous, dict) else 0) + 1
+    delay_s = min(5.0 * 2 ** min(count - 1, 16), MAX_HAND_BACK_S)
+    mark = {"count": count, "backoff_s": delay_s, "host": socket.gethostname(), "pid": os.getpid()}
+    error = None
+    if count == 1:
+        message = f"unknown job kind: {job.kind} (no handler in this process; handed back)"
+        error = _error_entry(job, message, "UnknownJobKind")
+    if job.kind not in _warned_kinds:
+        _warned_kinds.add(job.kind)
+        logger.warning(
+            "awa: no handler for job kind %r in this process; its jobs are handed back for "
+            "a process that has one (is the module defining it imported here?)", job.kind,
+            extra={"event": "unknown_kind", "kind": job.kind, "job_id": job.id},
+        )  # fmt: skip
+    patch = {UNKNOWN_KIND_KEY: mark}
+    return Finalization(
+        job, JobState.SCHEDULED, delay_s * 1000, refund=True, error=error, metadata=patch
+    )
 
 
 def _wait_for_callback(

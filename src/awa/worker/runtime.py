@@ -199,6 +199,9 @@ class Worker:
             job_id, lease = message.get("cancel"), message.get("run_lease")
             if isinstance(job_id, int) and isinstance(lease, int):
                 self.executor.cancel(job_id, "cancelled", lease)
+        resumed = message.get("resumed")  # a handler here may wait for this job's callback
+        if isinstance(resumed, int):
+            self.upkeep.attempt_services.waiters.wake(resumed)
         queue = message.get("queue_meta")
         if isinstance(queue, str) and queue in self.dispatchers:
             self.control_service.kick()

@@ -1,5 +1,6 @@
 """A worker's upkeep beside the claim → execute → complete path: periodic jobs, the dead
-letter queue, priority aging, progress flushing and external-callback timeouts.
+letter queue, priority aging, progress flushing, external-callback timeouts and stalled
+batch operations.
 
 :class:`Upkeep` keeps these out of the hot path and out of the runtime's core: the
 runtime asks it for its leader services (:meth:`maintenance`), runs :meth:`prepare` at
@@ -15,6 +16,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+from awa.client import batch
 from awa.config import WorkerConfig
 from awa.db import sql
 from awa.maintenance import aging, callbacks, pruner
@@ -25,6 +27,11 @@ from awa.service import Periodic
 from awa.worker import progress
 from awa.worker.attempt import AttemptServices
 from awa.worker.executor import Executor
+
+# Batch operations nobody runs (submitted with wait=False, or whose caller went away for
+# this long) are carried on by the leader, a bounded number of chunks per tick.
+BATCH_TICK_S = 1.0
+BATCH_STALE_MS = 5_000
 
 
 class Upkeep:
@@ -55,6 +62,7 @@ class Upkeep:
         self._executor = executor
         self._on_rescued = on_rescued
         executor.services = self.attempt_services
+        self.attempt_services.deadline_noticed = executor.deadlines.noticed
 
     def maintenance(self, epoch: Callable[[], int]) -> list[Periodic]:
         """Services the elected leader runs; ``epoch()`` is its lease's (ADR 0019)."""
@@ -64,6 +72,7 @@ class Upkeep:
         services = [
             Periodic("cron", c.cron_interval_ms / 1000, self._cron),
             Periodic("callback-timeout", c.callback_rescue_interval_ms / 1000, self._timeouts),
+            Periodic("batch-operations", BATCH_TICK_S, self._batches),
         ]
         if self.aging_intervals:
             services.append(
@@ -109,6 +118,9 @@ class Upkeep:
         rows = await callbacks.rescue_callback_timeouts(self.pool, self._epoch())
         if rows and self._on_rescued is not None:
             self._on_rescued("callback_timeout", rows)
+
+    async def _batches(self) -> None:
+        await batch.run_stalled(self.pool, stale_ms=BATCH_STALE_MS)
 
     async def _flush_progress(self) -> None:
         if self._executor is None:

@@ -1,4 +1,4 @@
-"""``awa dlq list|retry|purge``: the dead letter queue."""
+"""``awa dlq list|get|depth|retry|purge|move``: the dead letter queue."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import awa
 from awa.cli.args import positive_int, with_example
-from awa.cli.output import print_json, print_table
+from awa.cli.output import print_json, print_table, to_jsonable
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -23,19 +23,20 @@ def duration(text: str) -> float:
     return float(match.group(1)) * _UNITS[match.group(2) or "s"]
 
 
-def _filters(p: argparse.ArgumentParser, *, bulk: bool) -> None:
+def _filters(p: argparse.ArgumentParser, *, bulk: bool, age: bool = True) -> None:
     p.add_argument("--kind")
     p.add_argument("--queue")
-    p.add_argument("--older-than", type=duration, metavar="DURATION",
-                   help="moved to the DLQ longer ago than this (30s, 15m, 2h, 7d)")  # fmt: skip
+    if age:
+        p.add_argument("--older-than", type=duration, metavar="DURATION",
+                       help="moved to the DLQ longer ago than this (30s, 15m, 2h, 7d)")  # fmt: skip
     if bulk:
         p.add_argument("ids", nargs="*", type=positive_int, metavar="ID")
         p.add_argument("--all", action="store_true", dest="allow_all",
-                       help="act on every dead-lettered job when no filter is given")  # fmt: skip
+                       help="act on every matching job when no filter is given")  # fmt: skip
 
 
 def register(sub: Any) -> None:
-    dlq = sub.add_parser("dlq", help="inspect, retry and purge the dead letter queue")
+    dlq = sub.add_parser("dlq", help="inspect, count, retry, purge and fill the dead letter queue")
     actions = dlq.add_subparsers(dest="action", required=True, metavar="ACTION")
     p = actions.add_parser(
         "list",
@@ -44,6 +45,22 @@ def register(sub: Any) -> None:
     )
     _filters(p, bulk=False)
     p.add_argument("--limit", type=positive_int, default=50)
+    p.add_argument("--before", metavar="CURSOR",
+                   help="next page: the cursor of the previous page's last entry")  # fmt: skip
+    p.set_defaults(handler=run)
+    p = actions.add_parser(
+        "get",
+        help="one dead-lettered job",
+        **with_example("One dead-lettered job, with why and when it moved.", "awa dlq get 42"),
+    )
+    p.add_argument("id", type=positive_int, metavar="ID")
+    p.set_defaults(handler=run)
+    p = actions.add_parser(
+        "depth",
+        help="how many jobs are in the DLQ, in all and per queue",
+        **with_example("Count dead-lettered jobs per queue.", "awa dlq depth --queue email"),
+    )
+    p.add_argument("--queue")
     p.set_defaults(handler=run)
     p = actions.add_parser(
         "retry",
@@ -59,34 +76,77 @@ def register(sub: Any) -> None:
     )
     _filters(p, bulk=True)
     p.set_defaults(handler=run)
+    p = actions.add_parser(
+        "move",
+        help="move failed jobs (any queue) into the DLQ",
+        **with_example("Move failed jobs into the DLQ.", "awa dlq move --kind send_email"),
+    )
+    _filters(p, bulk=True, age=False)
+    p.add_argument("--reason", help="recorded as the reason (default: each job's last error)")
+    p.set_defaults(handler=run)
+
+
+def _entry(dead: awa.DeadLetter) -> dict[str, Any]:
+    return {**to_jsonable(dead), "cursor": dead.cursor}
+
+
+async def _list(client: awa.AsyncClient, args: argparse.Namespace) -> None:
+    dead = await client.list_dlq(kind=args.kind, queue=args.queue, older_than=args.older_than,
+                                 limit=args.limit, before=args.before)  # fmt: skip
+    if args.json:
+        print_json([_entry(d) for d in dead])
+        return
+    print_table(
+        ("id", "kind", "queue", "attempt", "moved at", "reason"),
+        ((d.job.id, d.job.kind, d.job.queue, f"{d.job.attempt}/{d.job.max_attempts}",
+          d.dlq_at, d.reason) for d in dead),
+    )  # fmt: skip
+    if len(dead) == args.limit:
+        print(f"next page: awa dlq list --before '{dead[-1].cursor}'")
+
+
+async def _depth(client: awa.AsyncClient, args: argparse.Namespace) -> None:
+    queues = await client.dlq_depth_by_queue()
+    if args.queue is not None:
+        queues = {args.queue: queues[args.queue]} if args.queue in queues else {}
+    total = sum(queues.values())
+    if args.json:
+        print_json({"total": total, "queues": queues})
+        return
+    print_table(("queue", "depth"), [*queues.items(), ("total", total)])
 
 
 async def run(args: argparse.Namespace, url: str | None) -> int:
     async with awa.AsyncClient(url) as client:
         if args.action == "list":
-            dead = await client.list_dlq(
-                kind=args.kind, queue=args.queue, older_than=args.older_than, limit=args.limit
-            )
-            if args.json:
-                print_json(dead)
-            else:
-                print_table(
-                    ("id", "kind", "queue", "attempt", "moved at", "reason"),
-                    ((d.job.id, d.job.kind, d.job.queue, f"{d.job.attempt}/{d.job.max_attempts}",
-                      d.dlq_at, d.reason) for d in dead),
-                )  # fmt: skip
+            await _list(client, args)
             return 0
-        options = {
-            "kind": args.kind,
-            "queue": args.queue,
-            "older_than": args.older_than,
-            "allow_all": args.allow_all,
-        }
+        if args.action == "depth":
+            await _depth(client, args)
+            return 0
+        if args.action == "get":
+            dead = await client.get_dlq_job(args.id)
+            print_json(_entry(dead)) if args.json else print_table(
+                ("field", "value"),
+                [("id", dead.job.id), ("kind", dead.job.kind), ("queue", dead.job.queue),
+                 ("attempt", f"{dead.job.attempt}/{dead.job.max_attempts}"),
+                 ("moved at", dead.dlq_at), ("reason", dead.reason), ("args", dead.job.args)],
+            )  # fmt: skip
+            return 0
         ids = args.ids or None
-        if args.action == "retry":
-            jobs = await client.retry_from_dlq(ids, **options)
+        common = {"kind": args.kind, "queue": args.queue, "allow_all": args.allow_all}
+        unfiltered = ids is None and args.kind is None and args.queue is None
+        if unfiltered and getattr(args, "older_than", None) is None and not args.allow_all:
+            raise awa.ValidationError(
+                "all", "no filter given: pass IDs, --kind, --queue or --older-than, or --all"
+            )
+        if args.action == "move":
+            count = await client.move_failed_to_dlq(ids, reason=args.reason, **common)
+            print(f"moved {count} job(s)")
+        elif args.action == "retry":
+            jobs = await client.retry_from_dlq(ids, older_than=args.older_than, **common)
             print(f"retried {len(jobs)} job(s)")
         else:
-            count = await client.purge_dlq(ids, **options)
+            count = await client.purge_dlq(ids, older_than=args.older_than, **common)
             print(f"purged {count} job(s)")
     return 0

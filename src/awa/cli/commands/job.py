@@ -1,5 +1,5 @@
-"""``awa job get|list|cancel|retry|dump`` (``explain`` and ``enqueue`` have modules of
-their own)."""
+"""``awa job get|list|cancel|retry|dump|retry-failed|discard`` (``explain`` and
+``enqueue`` have modules of their own)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,24 @@ def register(sub: Any) -> None:
     p.add_argument("--limit", type=positive_int, default=50)
     p.set_defaults(handler=run)
     job_explain.register(actions)
+    p = actions.add_parser(
+        "retry-failed",
+        help="make every failed job of a kind and/or queue available again",
+        **with_example(
+            "Retry the failed jobs of a kind and/or a queue (at least one of the two).",
+            "awa job retry-failed --kind send_email --queue email",
+        ),
+    )
+    p.add_argument("--kind")
+    p.add_argument("--queue")
+    p.set_defaults(handler=run)
+    p = actions.add_parser(
+        "discard",
+        help="delete the failed jobs of a kind",
+        **with_example("Delete the failed jobs of one kind.", "awa job discard --kind send_email"),
+    )
+    p.add_argument("--kind", required=True)
+    p.set_defaults(handler=run)
     job_enqueue.register(actions)
 
 
@@ -70,6 +88,20 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
                     ((j.id, j.kind, j.queue, j.state, f"{j.attempt}/{j.max_attempts}", j.run_at)
                      for j in jobs),
                 )  # fmt: skip
+            return 0
+        if args.action == "retry-failed":
+            retried = await client.retry_failed(kind=args.kind, queue=args.queue)
+            if args.json:
+                print_json(retried)
+            else:
+                print(f"retried {len(retried)} failed job(s)")
+            return 0
+        if args.action == "discard":
+            count = await client.discard_failed(args.kind)
+            if args.json:
+                print_json({"discarded": count})
+            else:
+                print(f"discarded {count} failed job(s)")
             return 0
         if args.action == "cancel":
             job = await client.cancel(args.id)

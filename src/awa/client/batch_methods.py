@@ -1,0 +1,95 @@
+"""The batch-operation methods of :class:`~awa.client.async_client.AsyncClient` (a mixin,
+like :mod:`awa.client.features`); each is a documented entry into :mod:`awa.client.batch`.
+The sync ``Client`` exposes each through one ``_blocking(...)`` line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+
+from psycopg_pool import AsyncConnectionPool
+
+from awa.client import batch
+from awa.client.batch import BatchOperation, BatchPreview, Progress
+from awa.types import JobState
+
+
+class BatchMethods:
+    """Preview, apply, run, cancel and list batch operations (mixed into AsyncClient)."""
+
+    _get_pool: Callable[[], Awaitable[AsyncConnectionPool]]  # provided by AsyncClient
+
+    async def preview_batch(
+        self,
+        op: batch.BatchOp,
+        *,
+        kind: str | None = None,
+        queue: str | None = None,
+        state: JobState | str | None = None,
+        ids: Sequence[int] | None = None,
+        sample: int = 20,
+    ) -> BatchPreview:
+        """How many waiting jobs ``op`` (``awa.MoveQueue(queue)``, ``awa.SetPriority(n)``)
+        would change now, and the first ``sample`` by id; nothing is written."""
+        async with (await self._get_pool()).connection() as conn:
+            return await batch.preview(
+                conn, op, kind=kind, queue=queue, state=state, ids=ids, sample=sample
+            )
+
+    async def apply_batch(
+        self,
+        op: batch.BatchOp,
+        *,
+        kind: str | None = None,
+        queue: str | None = None,
+        state: JobState | str | None = None,
+        ids: Sequence[int] | None = None,
+        chunk_size: int = 1_000,
+        submitted_by: str | None = None,
+        allow_all: bool = False,
+        wait: bool = True,
+        on_progress: Progress | None = None,
+    ) -> BatchOperation:
+        """Apply ``op`` to the waiting jobs matching the filter (``state`` one of
+        available, scheduled, retryable; filters combine), ``chunk_size`` jobs per
+        transaction. The jobs are fixed when it is submitted.
+
+        ``wait=True`` runs it to the end here, calling ``on_progress(operation)`` after
+        each chunk; ``wait=False`` returns the pending operation for a worker's maintenance
+        leader (or ``run_batch``) to carry out. Cancel it with ``cancel_batch``. With no
+        filter at all it refuses unless ``allow_all=True``.
+        """
+        pool = await self._get_pool()
+        async with pool.connection() as conn:
+            operation = await batch.submit(
+                conn, op, kind=kind, queue=queue, state=state, ids=ids,
+                chunk_size=chunk_size, submitted_by=submitted_by, allow_all=allow_all,
+            )  # fmt: skip
+        if not wait:
+            return operation
+        return await batch.run(pool, operation.id, on_progress=on_progress)
+
+    async def run_batch(
+        self, operation_id: int, *, on_progress: Progress | None = None
+    ) -> BatchOperation:
+        """Carry an open operation on to its end from here (after its caller went away);
+        returns it as it ended. An operation already ended is returned as it is."""
+        return await batch.run(await self._get_pool(), operation_id, on_progress=on_progress)
+
+    async def cancel_batch(self, operation_id: int) -> BatchOperation:
+        """Stop an operation after the chunk in flight (changed jobs stay changed)."""
+        async with (await self._get_pool()).connection() as conn:
+            return await batch.cancel(conn, operation_id)
+
+    async def get_batch(self, operation_id: int) -> BatchOperation:
+        """One operation and its progress (BatchNotFound when there is none)."""
+        async with (await self._get_pool()).connection() as conn:
+            return await batch.get(conn, operation_id)
+
+    async def list_batches(
+        self, *, state: str | None = None, limit: int = 50
+    ) -> list[BatchOperation]:
+        """Operations newest first, optionally of one state (pending, running,
+        completed, cancelled)."""
+        async with (await self._get_pool()).connection() as conn:
+            return await batch.list_operations(conn, state=state, limit=limit)

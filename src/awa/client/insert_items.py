@@ -1,0 +1,92 @@
+"""``insert_many`` with options per job: :class:`InsertItem` among plain args.
+
+A list of plain args shares one set of options, validated once (the fast path of
+:func:`awa.client.insert.build_specs`, untouched). An :class:`InsertItem` in the list
+carries its own ``queue``, ``priority``, ``run_at``, ``unique_opts`` (and the rest); what
+it leaves ``None`` comes from the call. Runs of plain args between items still take the
+fast path, so a list without items costs one type check per element.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any
+
+from awa.client import insert as insert_path
+from awa.client.insert import InsertSpec
+from awa.errors import ValidationError
+
+
+@dataclass(frozen=True, slots=True)
+class InsertItem:
+    """One job of ``insert_many`` with options of its own; ``None`` takes the call's value.
+
+    ``client.insert_many([InsertItem(SendEmail(...), queue="vip", priority=1),
+    InsertItem(Report(...), run_at=tomorrow, unique_opts={"by_args": True}), Ping()])``
+    """
+
+    args: Any
+    kind: str | None = None
+    queue: str | None = None
+    priority: int | None = None
+    max_attempts: int | None = None
+    tags: Sequence[str] | None = None
+    metadata: Mapping[str, Any] | None = None
+    run_at: datetime | None = None
+    unique_opts: Mapping[str, Any] | None = None
+
+
+_OPTIONS = tuple(f.name for f in fields(InsertItem) if f.name != "args")
+
+
+def _item_spec(
+    index: int,
+    item: InsertItem,
+    shared: Mapping[str, Any],
+    default_queue: Callable[[type[Any]], str],
+) -> InsertSpec:
+    options = dict(shared)
+    for name in _OPTIONS:
+        value = getattr(item, name)
+        if value is not None:
+            options[name] = value
+    if options.get("queue") is None:
+        options["queue"] = default_queue(type(item.args))
+    try:
+        return insert_path.build_spec(item.args, **options)
+    except ValidationError as exc:  # say which element of the list is wrong
+        raise ValidationError(f"args_list[{index}].{exc.field}", exc.reason) from None
+
+
+def build_specs(
+    args_list: Iterable[Any],
+    *,
+    default_queue: Callable[[type[Any]], str],
+    **shared: Any,
+) -> list[InsertSpec]:
+    """Specs for ``insert_many``: plain args share ``shared``; items override it."""
+    if isinstance(args_list, str | bytes | Mapping) or not isinstance(args_list, Iterable):
+        raise ValidationError(
+            "args_list", f"must be a list of job args, got {type(args_list).__name__}"
+        )
+    items = list(args_list)
+    if not any(isinstance(a, InsertItem) for a in items):
+        return insert_path.build_specs(items, default_queue=default_queue, **shared)
+    specs: list[InsertSpec] = []
+    run: list[Any] = []
+    for index, args in enumerate(items):
+        if not isinstance(args, InsertItem):
+            run.append(args)
+            continue
+        if run:
+            specs += insert_path.build_specs(run, default_queue=default_queue, **shared)
+            run = []
+        specs.append(_item_spec(index, args, shared, default_queue))
+    if run:
+        specs += insert_path.build_specs(run, default_queue=default_queue, **shared)
+    return specs
+
+
+__all__ = ["InsertItem", "build_specs"]

@@ -1,0 +1,26 @@
+-- job_resume_external: an external system answers a callback and the job goes on.
+-- * The job is running (its handler waits in job.wait_for_callback, or has not started
+--   waiting yet): it stays running under the same attempt; the waiting handler returns
+--   the payload. The worker is told on awa_control, so it does not wait for its poll.
+-- * The job was parked by returning WaitForCallback (waiting_external): no handler waits,
+--   so it becomes available (partition_key NULL: its queue's claim adopts it again) and
+--   runs again, the payload in metadata.callback_payload.
+-- The callback id is cleared either way (it resolves once); the payload replaces
+-- metadata.callback_payload (JSON null when none was given). Expects jobs_callback_idx.
+WITH resumed AS (
+    UPDATE awa.jobs
+    SET state = CASE WHEN state = 'running' THEN 'running' ELSE 'available' END::awa.job_state,
+        run_at = CASE WHEN state = 'running' THEN run_at ELSE now() END,
+        partition_key = CASE WHEN state = 'running' THEN partition_key END,
+        heartbeat_at = CASE WHEN state = 'running' THEN heartbeat_at END,
+        callback_id = NULL, callback_timeout_at = NULL,
+        metadata = metadata || jsonb_build_object(
+            'callback_payload', coalesce(%(payload)s::jsonb, 'null'::jsonb))
+    WHERE callback_id = %(callback_id)s::uuid AND state IN ('waiting_external', 'running')
+    RETURNING *
+)
+SELECT r.*,
+    CASE WHEN r.state = 'running'
+        THEN pg_notify('awa_control', json_build_object('resumed', r.id)::text)
+        ELSE pg_notify('awa_available', r.queue) END AS notified
+FROM resumed AS r

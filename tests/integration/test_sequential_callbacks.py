@@ -1,0 +1,337 @@
+"""Several external waits inside one handler: ``job.wait_for_callback`` and
+``resume_external`` on a real worker and PostgreSQL (issue 20, ADR 0029)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import psycopg
+import pytest
+
+import awa
+from tests.helpers import FAST_WORKER, wait_for
+
+
+async def _waiting(client: awa.AsyncClient, job_id: int) -> str:
+    """Wait until the handler of ``job_id`` waits for its callback; returns the id.
+
+    The row stays running; the wait shows as the callback id with the deadline paused.
+    """
+    pool = await client._get_pool()
+
+    async def waits() -> str | None:
+        async with pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT callback_id FROM awa.jobs WHERE id = %s AND state = 'running' "
+                "AND callback_id IS NOT NULL AND deadline_at IS NULL",
+                (job_id,),
+            )
+            row = await cur.fetchone()
+        return None if row is None else str(row[0])
+
+    token: str = await wait_for(waits)
+    return token
+
+
+async def _state(client: awa.AsyncClient, job_id: int, state: awa.JobState) -> awa.Job[Any]:
+    async def reached() -> awa.Job[Any] | None:
+        job = await client.get_job(job_id)
+        return job if job.state is state else None
+
+    job: awa.Job[Any] = await wait_for(reached)
+    return job
+
+
+class Steps:
+    """What a two-step handler saw, and the callback ids it handed out, in order."""
+
+    def __init__(self) -> None:
+        self.tokens: list[str] = []
+        self.payloads: list[Any] = []
+        self.ended: list[BaseException] = []
+        self.issued = asyncio.Event()
+
+    async def next_token(self, count: int) -> str:
+        await wait_for(lambda: _true(len(self.tokens) >= count))
+        return self.tokens[count - 1]
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+def _two_step(client: awa.AsyncClient, steps: Steps, timeout: float = 60) -> None:
+    @client.task(None, kind="order", queue="q")
+    async def order(job: awa.Job[Any]) -> None:
+        try:
+            for _ in range(2):
+                token = await job.register_callback(timeout_seconds=timeout)
+                steps.tokens.append(token)
+                steps.payloads.append(await job.wait_for_callback(token))
+        except (awa.CallbackEnded, awa.CallbackTimeout, asyncio.CancelledError) as exc:
+            # Ended by the poll that sees the row moved on, or by the heartbeat that finds
+            # the lease gone first: either way the handler stops.
+            steps.ended.append(exc)
+            raise
+
+
+async def test_two_waits_in_one_handler_complete_without_a_new_attempt(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    steps = Steps()
+    _two_step(client, steps)
+    job = await client.insert({}, kind="order", queue="q")
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+        first = await steps.next_token(1)
+        assert await _waiting(client, job.id) == first  # running, deadline paused
+        parked = await client.get_job(job.id)
+        resumed = await client.resume_external(first, payload={"paid": 10})
+        assert resumed.state is awa.JobState.RUNNING
+        assert resumed.run_lease == parked.run_lease  # the same attempt goes on
+
+        second = await steps.next_token(2)
+        assert second != first
+        assert await _waiting(client, job.id) == second
+        with pytest.raises(awa.CallbackNotFound):  # the first id is spent
+            await client.resume_external(first, payload={"paid": 99})
+        await client.resume_external(second, payload={"shipped": True})
+        done = await _state(client, job.id, awa.JobState.COMPLETED)
+    finally:
+        await client.shutdown()
+    assert steps.payloads == [{"paid": 10}, {"shipped": True}]
+    assert done.attempt == 1 and done.run_lease == parked.run_lease and done.errors == []
+    row = db.execute("SELECT deadline_at FROM awa.jobs WHERE id = %s", (job.id,)).fetchone()
+    assert row is not None and row[0] is not None  # the deadline ran again after the resume
+
+
+async def test_a_callback_that_arrives_before_the_wait_is_not_lost(
+    client: awa.AsyncClient,
+) -> None:
+    registered = asyncio.Event()
+    go_on = asyncio.Event()
+    seen: list[Any] = []
+
+    @client.task(None, kind="fast_partner", queue="q")
+    async def fast_partner(job: awa.Job[Any]) -> None:
+        token = await job.register_callback()
+        seen.append(token)
+        registered.set()
+        await go_on.wait()  # the partner answers before we start waiting
+        seen.append(await job.wait_for_callback(token))
+
+    job = await client.insert({}, kind="fast_partner", queue="q")
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+        await asyncio.wait_for(registered.wait(), 15)
+        early = await client.resume_external(seen[0], payload=[1, 2, 3])
+        assert early.state is awa.JobState.RUNNING
+        go_on.set()
+        await _state(client, job.id, awa.JobState.COMPLETED)
+    finally:
+        await client.shutdown()
+    assert seen[1] == [1, 2, 3]
+
+
+async def test_sync_handler_waits_too(client: awa.AsyncClient) -> None:
+    tokens: list[str] = []
+    payloads: list[Any] = []
+
+    @client.task(None, kind="sync_order", queue="q")
+    def sync_order(job: awa.Job[Any]) -> None:
+        for _ in range(2):
+            token = job.register_callback_sync(timeout_seconds=60)
+            tokens.append(token)
+            payloads.append(job.wait_for_callback_sync(token))
+        assert threading.current_thread().name.startswith("awa-job")
+
+    job = await client.insert({}, kind="sync_order", queue="q")
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+        for n in (1, 2):
+            await wait_for(lambda n=n: _true(len(tokens) >= n))
+            assert await _waiting(client, job.id) == tokens[n - 1]
+            await client.resume_external(tokens[n - 1], payload=n)
+        done = await _state(client, job.id, awa.JobState.COMPLETED)
+    finally:
+        await client.shutdown()
+    assert payloads == [1, 2] and done.attempt == 1
+
+
+async def test_completing_instead_of_resuming_ends_the_wait(client: awa.AsyncClient) -> None:
+    steps = Steps()
+    _two_step(client, steps)
+    job = await client.insert({}, kind="order", queue="q")
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+        token = await steps.next_token(1)
+        await _waiting(client, job.id)
+        done = await client.complete_external(token, payload={"skip": "rest"})
+        assert done.state is awa.JobState.COMPLETED
+        await wait_for(lambda: _true(bool(steps.ended)))
+    finally:
+        await client.shutdown()
+    (ended,) = steps.ended
+    if isinstance(ended, awa.CallbackEnded):
+        assert ended.state is awa.JobState.COMPLETED
+    final = await client.get_job(job.id)
+    assert final.state is awa.JobState.COMPLETED and final.errors == []  # late outcome fenced
+
+
+async def test_timeout_while_waiting_ends_the_attempt(client: awa.AsyncClient) -> None:
+    steps = Steps()
+    _two_step(client, steps, timeout=0.2)
+    job = await client.insert({}, kind="order", queue="q", max_attempts=1)
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+        await wait_for(lambda: _true(bool(steps.ended)))
+        failed = await _state(client, job.id, awa.JobState.FAILED)  # its last attempt
+    finally:
+        await client.shutdown()
+    assert isinstance(steps.ended[0], awa.CallbackTimeout)
+    (error,) = failed.errors  # the handler's own error, as for any exception it raises
+    assert error["type"] == "CallbackTimeout" and steps.tokens[0] in error["error"]
+    assert failed.attempt == 1 and len(steps.tokens) == 1
+
+
+async def test_cancel_while_waiting_stops_the_handler(client: awa.AsyncClient) -> None:
+    stopped = asyncio.Event()
+
+    @client.task(None, kind="patient", queue="q")
+    async def patient(job: awa.Job[Any]) -> None:
+        token = await job.register_callback()
+        try:
+            await job.wait_for_callback(token)
+        except asyncio.CancelledError:
+            stopped.set()
+            raise
+
+    job = await client.insert({}, kind="patient", queue="q")
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+        await _waiting(client, job.id)
+        cancelled = await client.cancel(job.id)
+        assert cancelled.state is awa.JobState.CANCELLED
+        await asyncio.wait_for(stopped.wait(), 15)
+    finally:
+        await client.shutdown()
+    assert (await client.get_job(job.id)).state is awa.JobState.CANCELLED
+
+
+async def test_shutdown_while_waiting_returns_the_job(client: awa.AsyncClient) -> None:
+    steps = Steps()
+    _two_step(client, steps)
+    job = await client.insert({}, kind="order", queue="q")
+    await client.start([("q", 1)], **FAST_WORKER)
+    token = await steps.next_token(1)
+    await _waiting(client, job.id)
+    await client.shutdown(timeout_ms=100)
+    back = await client.get_job(job.id)
+    # Fenced to retryable, due now (the leader may promote it before it stops).
+    assert back.state in (awa.JobState.RETRYABLE, awa.JobState.AVAILABLE)
+    assert "shut down" in back.errors[-1]["error"] and back.attempt == 1
+    with pytest.raises(awa.CallbackNotFound):  # nobody waits for it any more
+        await client.resume_external(token, payload=1)
+
+
+async def test_resume_of_a_job_parked_by_returning_runs_it_again(client: awa.AsyncClient) -> None:
+    runs: list[Any] = []
+
+    @client.task(None, kind="parked", queue="q")
+    async def parked(job: awa.Job[Any]) -> awa.WaitForCallback | None:
+        runs.append(job.metadata.get("callback_payload"))
+        if len(runs) > 1:
+            return None
+        return awa.WaitForCallback(await job.register_callback())
+
+    job = await client.insert({}, kind="parked", queue="q")
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+        waiting = await _state(client, job.id, awa.JobState.WAITING_EXTERNAL)
+        row = await client.get_job(job.id)
+        assert row.attempt == 1
+        token = await _token(client, waiting.id)
+        resumed = await client.resume_external(token, payload={"go": 1})
+        assert resumed.state is awa.JobState.AVAILABLE  # nobody waits in a handler: run again
+        await _state(client, job.id, awa.JobState.COMPLETED)
+    finally:
+        await client.shutdown()
+    assert runs == [None, {"go": 1}]
+
+
+async def _token(client: awa.AsyncClient, job_id: int) -> str:
+    pool = await client._get_pool()
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT callback_id FROM awa.jobs WHERE id = %s", (job_id,))
+        row = await cur.fetchone()
+    assert row is not None and row[0] is not None
+    return str(row[0])
+
+
+async def test_waiting_on_an_id_this_attempt_did_not_register_is_refused(
+    client: awa.AsyncClient,
+) -> None:
+    errors: list[str] = []
+
+    @client.task(None, kind="confused", queue="q")
+    async def confused(job: awa.Job[Any]) -> None:
+        first = await job.register_callback()
+        await job.register_callback()  # replaces the first
+        for bad in (first, "not-a-uuid"):
+            try:
+                await job.wait_for_callback(bad)
+            except awa.ValidationError as exc:
+                errors.append(exc.field)
+
+    job = await client.insert({}, kind="confused", queue="q")
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+        await _state(client, job.id, awa.JobState.COMPLETED)
+    finally:
+        await client.shutdown()
+    assert errors == ["callback_id", "callback_id"]
+
+
+def test_sync_client_resume_external(sync_client: awa.Client) -> None:
+    with pytest.raises(awa.CallbackNotFound):
+        sync_client.resume_external("00000000-0000-0000-0000-000000000001", payload=None)
+    with pytest.raises(awa.ValidationError, match="callback_id"):
+        sync_client.resume_external("nope")
+
+
+async def test_a_waiting_handler_still_counts_against_a_fleet_cap(
+    client: awa.AsyncClient,
+) -> None:
+    """Invariant 8: with concurrency=1, a job whose handler waits for a callback keeps the
+    queue's one slot; the next job starts only after it finished (recorded times)."""
+    spans: dict[str, list[float]] = {}
+    loop = asyncio.get_running_loop()
+
+    @client.task(None, kind="step", queue="capped")
+    async def step(job: awa.Job[Any]) -> None:
+        spans[job.args["name"]] = [loop.time()]
+        if job.args["name"] == "first":
+            token = await job.register_callback()
+            await job.wait_for_callback(token)
+        spans[job.args["name"]].append(loop.time())
+
+    await client.set_queue_limits("capped", concurrency=1)
+    first = await client.insert({"name": "first"}, kind="step", queue="capped")
+    second = await client.insert({"name": "second"}, kind="step", queue="capped")
+    await client.start([("capped", 2)], **FAST_WORKER)
+    try:
+        token = await _waiting(client, first.id)
+
+        async def held_back() -> bool:
+            reasons = (await client.explain(second.id)).reasons
+            return reasons[0].code is awa.ReasonCode.CONCURRENCY_LIMIT
+
+        await wait_for(held_back)
+        assert (await client.get_job(second.id)).state is awa.JobState.AVAILABLE
+        await client.resume_external(token, payload=None)
+        await _state(client, second.id, awa.JobState.COMPLETED)
+    finally:
+        await client.shutdown()
+    assert spans["first"][1] <= spans["second"][0]  # never both at once

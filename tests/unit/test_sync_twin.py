@@ -1,0 +1,26 @@
+"""The blocking Client is generated from AsyncClient: every public coroutine method of the
+async core has a blocking twin of the same name on Client (none written by hand)."""
+
+from __future__ import annotations
+
+import inspect
+
+import awa
+from awa.client.sync_client import _blocking
+
+
+def _public_coroutines(cls: type) -> set[str]:
+    return {
+        name
+        for name, member in inspect.getmembers(cls)
+        if not name.startswith("_") and inspect.iscoroutinefunction(member)
+    }
+
+
+def test_every_async_method_has_a_generated_blocking_twin() -> None:
+    missing = _public_coroutines(awa.AsyncClient) - set(dir(awa.Client))
+    assert not missing, f"add `name = _blocking(AsyncClient.name)` to Client for: {missing}"
+    for name in _public_coroutines(awa.AsyncClient) - {"close"}:
+        twin = inspect.getattr_static(awa.Client, name)
+        assert isinstance(twin, _blocking), f"Client.{name} is not the generated twin"
+        assert twin._method is getattr(awa.AsyncClient, name), name
