@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from typing import NoReturn
@@ -69,6 +70,21 @@ def rate(text: str) -> float:
         return validate.rate("rate", value)
     except ValidationError as exc:
         raise argparse.ArgumentTypeError(exc.reason) from None
+
+
+def process_count(text: str) -> int:
+    """``auto`` (one per core this process may use) or an integer >= 1."""
+    if text == "auto":
+        try:
+            return len(os.sched_getaffinity(0))
+        except AttributeError:  # not on Linux
+            return os.cpu_count() or 1
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"must be 'auto' or an integer >= 1, got {text!r}"
+        ) from None
 
 
 def queue_workers(text: str) -> tuple[str, int]:

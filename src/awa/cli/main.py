@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import logging
 import sys
 from collections.abc import Sequence
@@ -89,7 +90,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
     try:
         url = database_url(args.database_url) if needs_db else args.database_url
-        status: int = run_async(args.handler(args, url))
+        # A command returns a coroutine to run on the event loop, or (the supervisor,
+        # which picks its own loop) its exit status.
+        outcome = args.handler(args, url)
+        status: int = run_async(outcome) if inspect.iscoroutine(outcome) else outcome
     except awa.ValidationError as exc:
         flag = "--" + exc.field.replace("_", "-")
         if flag in _option_strings(parser):  # the API's field is one of our flags

@@ -10,7 +10,7 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -25,13 +25,21 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 
+class Renderer(Protocol):
+    """What the server renders: one client's :class:`Metrics`, or a supervisor's fleet."""
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition."""
+        ...
+
+
 class MetricsServer:
     """``GET /metrics`` on ``host:port`` from a daemon thread. ``port=0`` picks a free port.
 
     ``start``/``stop`` are idempotent; also a context manager.
     """
 
-    def __init__(self, metrics: Metrics, *, port: int, host: str = "127.0.0.1") -> None:
+    def __init__(self, metrics: Renderer, *, port: int, host: str = "127.0.0.1") -> None:
         self.metrics = metrics
         self._httpd = ThreadingHTTPServer((host, port), _handler(metrics))
         self._httpd.daemon_threads = True
@@ -82,7 +90,7 @@ class MetricsServer:
         self.stop()
 
 
-def _handler(metrics: Metrics) -> type[BaseHTTPRequestHandler]:
+def _handler(metrics: Renderer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]

@@ -1,4 +1,8 @@
-"""``awa worker MODULE:CLIENT`` — run the handlers registered on a client until SIGTERM/SIGINT."""
+"""``awa worker MODULE:CLIENT`` — run the handlers registered on a client until SIGTERM/SIGINT.
+
+With ``--processes N`` the command becomes a supervisor of N such workers
+(:mod:`awa.supervisor`), each started as this same command without ``--processes``.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +12,20 @@ import importlib
 import os
 import signal
 import sys
+from collections.abc import Coroutine
 from typing import Any
 
 import awa
-from awa.cli.args import non_negative_int, positive_int, queue_workers, with_example
+from awa.cli.args import (
+    non_negative_int,
+    positive_int,
+    process_count,
+    queue_workers,
+    with_example,
+)
+from awa.cli.output import fail
 from awa.extras import require
+from awa.supervisor import ChildLink, Supervisor
 
 
 def register(sub: Any) -> None:
@@ -21,8 +34,11 @@ def register(sub: Any) -> None:
         help="run a worker for the tasks registered on a client",
         **with_example(
             "Import MODULE, take its client CLIENT (an awa.AsyncClient or awa.Client with\n"
-            "tasks registered) and run its handlers. SIGTERM or SIGINT shuts down gracefully.",
-            "awa worker myapp.jobs:client --queue email=10 --queue reports=2",
+            "tasks registered) and run its handlers. SIGTERM or SIGINT shuts down gracefully.\n"
+            "--processes N runs N worker processes under a supervisor that restarts a\n"
+            "crashed one, forwards SIGTERM/SIGINT to all, and serves one --metrics-port.",
+            "awa worker myapp.jobs:client --queue email=10 --queue reports=2\n"
+            "  awa worker myapp.jobs:client --processes auto --metrics-port 9464",
         ),
     )
     p.add_argument("target", metavar="MODULE:CLIENT")
@@ -31,8 +47,13 @@ def register(sub: Any) -> None:
     p.add_argument("--global-max-workers", type=positive_int, metavar="N",
                    help="weighted mode: one shared pool of N workers")  # fmt: skip
     p.add_argument("--shutdown-timeout-ms", type=positive_int, default=5_000, metavar="MS")
+    p.add_argument("--processes", type=process_count, metavar="N|auto",
+                   help="run N worker processes under a supervisor (auto: 1 per core)")  # fmt: skip
+    p.add_argument("--max-connections", type=positive_int, metavar="N",
+                   help="most pooled connections per process (default: the client's)")  # fmt: skip
     p.add_argument("--metrics-port", type=non_negative_int, metavar="N",
-                   help="serve /metrics for Prometheus on port N (0 picks one)")  # fmt: skip
+                   help="serve /metrics for Prometheus on port N (0 picks one); "
+                   "with --processes, one endpoint for all of them")  # fmt: skip
     p.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
                    help="address for --metrics-port (default 127.0.0.1)")  # fmt: skip
     p.set_defaults(handler=run, needs_db=lambda a: False)
@@ -70,19 +91,66 @@ def load_client(target: str) -> awa.AsyncClient:
     raise ValueError(f"{target} is not an awa.AsyncClient or awa.Client")
 
 
-async def run(args: argparse.Namespace, url: str | None) -> int:
+def run(args: argparse.Namespace, url: str | None) -> int | Coroutine[Any, Any, int]:
     if args.metrics_port is not None:
         require("metrics", "--metrics-port")
     try:
-        client = load_client(args.target)
+        client = load_client(args.target)  # the supervisor checks it once, before any child
     except (ImportError, ValueError) as exc:
-        sys.stderr.write(f"awa: error: argument MODULE:CLIENT: {exc}\n")
-        return 2
+        return fail(f"argument MODULE:CLIENT: {exc}", 2)
+    if args.processes is None:
+        return run_worker(client, args)
+    return supervise(args)
+
+
+def child_command(args: argparse.Namespace) -> list[str]:
+    """The ``awa`` arguments of one supervised worker: this command without --processes,
+    serving its metrics (if asked) on a loopback port of its own for the supervisor."""
+    command = ["worker", args.target, "--shutdown-timeout-ms", str(args.shutdown_timeout_ms)]
+    for name, workers in args.queues:
+        command += ["--queue", f"{name}={workers}"]
+    if args.global_max_workers is not None:
+        command += ["--global-max-workers", str(args.global_max_workers)]
+    if args.max_connections is not None:
+        command += ["--max-connections", str(args.max_connections)]
+    if args.metrics_port is not None:
+        command += ["--metrics-port", "0", "--metrics-host", "127.0.0.1"]
+    return command
+
+
+def supervise(args: argparse.Namespace) -> int:
+    supervisor = Supervisor(
+        child_command(args), args.processes, shutdown_timeout_s=args.shutdown_timeout_ms / 1000
+    )
+    server = None
+    if args.metrics_port is not None:
+        from awa.metrics.http import MetricsServer
+        from awa.metrics.supervised import FleetMetrics
+
+        fleet = FleetMetrics(lambda: supervisor.children)
+        try:
+            server = MetricsServer(fleet, port=args.metrics_port, host=args.metrics_host).start()
+        except OSError as exc:
+            return fail(f"argument --metrics-port: cannot listen: {exc}", 2)
+        sys.stderr.write(f"awa: metrics of all worker processes on {server.url}\n")
+    try:
+        # The standard event loop: uvloop cannot start a child in a process group of its own.
+        return asyncio.run(supervisor.run())
+    finally:
+        if server is not None:
+            server.stop()
+
+
+async def run_worker(client: awa.AsyncClient, args: argparse.Namespace) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, _on_signal, sig, stop, args.shutdown_timeout_ms)
-    queues = args.queues or None
+    link = ChildLink.from_environ()  # set when a supervisor started this process
+    if link is not None:
+        await link.open(on_supervisor_gone=stop.set)
+    if args.max_connections is not None:
+        client.max_connections = args.max_connections
     metrics_server = None
     if args.metrics_port is not None:
         from awa import metrics
@@ -90,11 +158,16 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
         try:
             metrics_server = metrics.serve(client, port=args.metrics_port, host=args.metrics_host)
         except OSError as exc:
-            sys.stderr.write(f"awa: error: argument --metrics-port: cannot listen: {exc}\n")
-            return 2
-        sys.stderr.write(f"awa: metrics on {metrics_server.url}\n")
-    await client.start(queues, global_max_workers=args.global_max_workers)
+            return fail(f"argument --metrics-port: cannot listen: {exc}", 2)
+        if link is None:
+            sys.stderr.write(f"awa: metrics on {metrics_server.url}\n")
+    await client.start(args.queues or None, global_max_workers=args.global_max_workers)
     sys.stderr.write(f"awa: worker running ({', '.join(client.registry.queues())}); Ctrl-C stops\n")
+    if link is not None:
+        link.ready(
+            instance_id=client.runtime_snapshot().instance_id,
+            metrics_url=metrics_server.url if metrics_server is not None else None,
+        )
     try:
         await stop.wait()
     finally:
@@ -102,4 +175,6 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
         await client.close()
         if metrics_server is not None:
             metrics_server.stop()
+        if link is not None:
+            await link.close()
     return 0

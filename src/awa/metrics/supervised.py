@@ -1,0 +1,110 @@
+"""One ``/metrics`` for the worker processes of a supervisor (``awa worker --processes N``).
+
+Each child serves its own metrics on a loopback port it picked; a scrape of the
+supervisor fetches them all (in parallel, ``timeout_s`` each) and merges them:
+
+- what a process did or holds (counters, histograms, in-flight, capacity, …) gets a
+  ``process`` label, the child's place ``0 … N-1``. The place survives restarts, so a
+  restarted child's counters read as a counter reset of the same series, which
+  ``rate()`` handles;
+- the gauges of database-wide values (queue depth, lag, pause; the fleet limits, the
+  fleet's running count and the fleet pool) are the same in every child: they are taken
+  once, from the first child that answered, without the label;
+- ``awa_supervisor_process_up{process}`` (1 when the child runs and answered) and
+  ``awa_supervisor_restarts_total{process}`` describe the fleet itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import urllib.request
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
+from awa.metrics import spec
+from awa.supervisor.process import Child
+
+logger = logging.getLogger("awa")
+
+SHARED = frozenset(i.name for i in (*spec.STATS_GAUGES, *spec.FLEET_GAUGES))
+PROCESS_LABEL = "process"
+
+
+def _fetch(url: str, timeout_s: float) -> str | None:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            body: bytes = response.read()
+            return body.decode()
+    except OSError as exc:  # the child is restarting or stopping: its series are absent
+        logger.debug("metrics: scraping %s failed: %s", url, exc)
+        return None
+
+
+def merge(scrapes: Iterable[tuple[int, str]]) -> list[Metric]:
+    """The families of every child's exposition, labelled by process (see the module)."""
+    families: dict[str, Metric] = {}
+    for index, text in scrapes:
+        for family in text_string_to_metric_families(text):
+            merged = families.get(family.name)
+            shared = family.name in SHARED
+            if merged is None:
+                merged = families[family.name] = Metric(
+                    family.name, family.documentation, family.type, family.unit
+                )
+            elif shared:
+                continue  # already taken from an earlier child
+            for s in family.samples:
+                labels = s.labels if shared else {PROCESS_LABEL: str(index), **s.labels}
+                merged.samples.append(Sample(s.name, labels, s.value, s.timestamp, s.exemplar))
+    return list(families.values())
+
+
+def supervisor_families(children: Sequence[Child], answered: set[int]) -> list[Metric]:
+    """The supervisor's own metrics: which children are up, how often each restarted."""
+    up = GaugeMetricFamily(
+        "awa_supervisor_process_up",
+        "1 while the worker process runs and answered this scrape.",
+        labels=[PROCESS_LABEL],
+    )
+    restarts = CounterMetricFamily(
+        "awa_supervisor_restarts",
+        "Times the supervisor restarted the worker process after it died.",
+        labels=[PROCESS_LABEL],
+    )
+    for child in children:
+        up.add_metric([str(child.index)], 1.0 if child.index in answered else 0.0)
+        restarts.add_metric([str(child.index)], float(child.restarts))
+    return [up, restarts]
+
+
+class FleetMetrics:
+    """What a supervisor serves on ``--metrics-port``: its children's metrics, merged."""
+
+    def __init__(self, children: Callable[[], Sequence[Child]], *, timeout_s: float = 2.0):
+        self._children = children
+        self.timeout_s = timeout_s
+
+    def render(self) -> bytes:
+        """Scrape every running child now and return the merged exposition."""
+        children = list(self._children())
+        targets = [(c.index, c.metrics_url) for c in children if c.ready and c.metrics_url]
+        scrapes: list[tuple[int, str]] = []
+        if targets:
+            with ThreadPoolExecutor(max_workers=min(16, len(targets))) as pool:
+                texts = pool.map(lambda t: _fetch(t[1], self.timeout_s), targets)
+                scrapes = [(index, text) for (index, _), text in zip(targets, texts, strict=True)
+                           if text is not None]  # fmt: skip
+        families = merge(scrapes) + supervisor_families(children, {i for i, _ in scrapes})
+
+        class Collected:
+            def collect(self) -> list[Metric]:
+                return families
+
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(Collected())
+        return generate_latest(registry)

@@ -1,0 +1,88 @@
+"""The supervisor's pure parts: restart delays, exit descriptions, the child's command
+line, and the merge of the children's metrics."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from awa.cli.commands.worker import child_command
+from awa.cli.main import build_parser
+from awa.metrics.supervised import merge
+from awa.supervisor import describe_exit, restart_delay
+
+SUPERVISOR_ONLY = {"processes", "metrics_port", "metrics_host"}
+
+
+def test_restart_delay_doubles_per_quick_failure_up_to_30_s() -> None:
+    assert [restart_delay(n) for n in range(9)] == [0.5, 0.5, 1, 2, 4, 8, 16, 30, 30]
+
+
+def test_exits_are_described_by_status_or_signal() -> None:
+    assert describe_exit(1) == "exited with status 1"
+    assert describe_exit(-signal.SIGKILL) == "was killed by SIGKILL"
+    assert describe_exit(-99) == "was killed by signal 99"
+
+
+def _worker_args(*argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(["worker", "app:client", *argv])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["--queue", "a=2", "--queue", "b=5", "--global-max-workers", "9"],
+        ["--shutdown-timeout-ms", "700", "--max-connections", "3", "--metrics-port", "9464",
+         "--metrics-host", "0.0.0.0"],
+    ],
+)  # fmt: skip
+def test_a_child_runs_the_same_worker_without_the_supervisor_options(argv: list[str]) -> None:
+    given = _worker_args("--processes", "3", *argv)
+    child = build_parser().parse_args(child_command(given))
+    assert child.processes is None
+    for name, value in vars(given).items():
+        if name not in SUPERVISOR_ONLY and not callable(value):
+            assert getattr(child, name) == value, name  # every worker option is forwarded
+    if given.metrics_port is None:
+        assert child.metrics_port is None
+    else:  # a loopback port of its own, which the supervisor scrapes
+        assert (child.metrics_port, child.metrics_host) == (0, "127.0.0.1")
+
+
+def _exposition(completed: int, in_flight: int, depth: int) -> str:
+    return (
+        "# HELP awa_jobs_total Jobs.\n# TYPE awa_jobs_total counter\n"
+        f'awa_jobs_total{{queue="q",kind="k",outcome="completed"}} {completed}\n'
+        "# HELP awa_queue_in_flight Running here.\n# TYPE awa_queue_in_flight gauge\n"
+        f'awa_queue_in_flight{{queue="q"}} {in_flight}\n'
+        "# HELP awa_queue_depth Jobs per state.\n# TYPE awa_queue_depth gauge\n"
+        f'awa_queue_depth{{queue="q",state="available"}} {depth}\n'
+    )
+
+
+def test_merge_labels_each_process_and_keeps_database_gauges_once() -> None:
+    merged = merge([(0, _exposition(5, 2, 40)), (3, _exposition(7, 1, 41))])
+    samples = {family.name: family.samples for family in merged}
+    jobs = {s.labels["process"]: s.value for s in samples["awa_jobs"]}
+    assert jobs == {"0": 5.0, "3": 7.0}
+    assert {s.labels["process"]: s.value for s in samples["awa_queue_in_flight"]} == {
+        "0": 2.0,
+        "3": 1.0,
+    }
+    (depth,) = samples["awa_queue_depth"]
+    assert depth.value == 40.0 and "process" not in depth.labels
+    # The merged families render and parse back.
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    class Collected:
+        def collect(self) -> list[object]:
+            return list(merged)
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Collected())  # type: ignore[arg-type]
+    names = {f.name for f in text_string_to_metric_families(generate_latest(registry).decode())}
+    assert names == {"awa_jobs", "awa_queue_in_flight", "awa_queue_depth"}
