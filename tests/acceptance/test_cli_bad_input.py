@@ -55,6 +55,7 @@ BAD_VALUES = [
     (["worker", "x:y", "--processes", "0"], "--processes"),
     (["worker", "x:y", "--processes", "many"], "--processes"),
     (["worker", "x:y", "--max-connections", "0"], "--max-connections"),
+    (["worker", "x:y", "--listen-url", "http://example.com/db"], "--listen-url"),
     (["worker", "no_such_module_xyz:client", "--processes", "2"], "MODULE:CLIENT"),
     (["runtime", "list", "--fresh-ms", "abc"], "--fresh-ms"),
     (["demo", "--jobs", "0"], "--jobs"),

@@ -15,10 +15,19 @@ left running, and each job reached a final state exactly once, by its current at
 
 from __future__ import annotations
 
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import psycopg
+
+from tests.helpers import wait_until
 
 FINAL = frozenset({"completed", "failed", "cancelled"})
 
@@ -167,3 +176,61 @@ def check_history(conn: psycopg.Connection[Any], expected_ids: set[int]) -> dict
             # …and a completion comes from an execution holding exactly that attempt.
             assert (lease, attempted_at) in runs[job_id], (job_id, final, runs[job_id])
     return {"transitions": transitions, "executions": runs, "finals": finals}
+
+
+ROOT = Path(__file__).resolve().parents[2]
+SUPERVISED_APP = "tests.apps.supervised_app:client"
+
+
+class Supervised:
+    """One ``awa worker --processes`` subprocess and the lines it wrote on stderr."""
+
+    def __init__(self, url: str, *args: str, **env: str) -> None:
+        self.lines: list[str] = []
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "awa", "worker", SUPERVISED_APP, *args],
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "AWA_DATABASE_URL": url, "PYTHONPATH": str(ROOT), **env},
+        )  # fmt: skip
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_line(self, pattern: str, timeout: float = 60) -> re.Match[str]:
+        """The first line matching ``pattern`` (waiting for it)."""
+        regex = re.compile(pattern)
+
+        def found() -> re.Match[str] | None:
+            return next((m for line in list(self.lines) if (m := regex.search(line))), None)
+
+        match: re.Match[str] = wait_until(found, timeout=timeout)
+        return match
+
+    def child_pids(self, processes: int) -> dict[int, int]:
+        """Process index → pid of the first start of each child."""
+        return {
+            i: int(self.wait_line(rf"process {i} running \(pid (\d+)\)").group(1))
+            for i in range(processes)
+        }
+
+    def stop(self, timeout: float = 60) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        status = self.proc.wait(timeout)
+        self._close()
+        return status
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(30)
+        self._close()
+
+    def _close(self) -> None:
+        self._reader.join(10)
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()

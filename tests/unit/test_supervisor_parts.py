@@ -14,7 +14,9 @@ from awa.cli.main import build_parser
 from awa.metrics.supervised import merge
 from awa.supervisor import describe_exit, restart_delay
 
-SUPERVISOR_ONLY = {"processes", "metrics_port", "metrics_host"}
+# Not on a child's command line: the supervisor's own, and the listen URL (a password
+# stays out of the process list: it reaches the children as AWA_LISTEN_URL).
+SUPERVISOR_ONLY = {"processes", "metrics_port", "metrics_host", "listen_url"}
 
 
 def test_restart_delay_doubles_per_quick_failure_up_to_30_s() -> None:
@@ -37,13 +39,15 @@ def _worker_args(*argv: str) -> argparse.Namespace:
         [],
         ["--queue", "a=2", "--queue", "b=5", "--global-max-workers", "9"],
         ["--shutdown-timeout-ms", "700", "--max-connections", "3", "--metrics-port", "9464",
-         "--metrics-host", "0.0.0.0"],
+         "--metrics-host", "0.0.0.0", "--listen-url", "postgresql://u:pw@db/app"],
     ],
 )  # fmt: skip
 def test_a_child_runs_the_same_worker_without_the_supervisor_options(argv: list[str]) -> None:
     given = _worker_args("--processes", "3", *argv)
-    child = build_parser().parse_args(child_command(given))
+    command = child_command(given)
+    child = build_parser().parse_args(command)
     assert child.processes is None
+    assert not any("pw@" in part for part in command)
     for name, value in vars(given).items():
         if name not in SUPERVISOR_ONLY and not callable(value):
             assert getattr(child, name) == value, name  # every worker option is forwarded

@@ -8,6 +8,9 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
+import psycopg
+from psycopg import conninfo
+
 from awa import validate
 from awa.errors import ValidationError
 
@@ -85,6 +88,18 @@ def process_count(text: str) -> int:
         raise argparse.ArgumentTypeError(
             f"must be 'auto' or an integer >= 1, got {text!r}"
         ) from None
+
+
+def postgres_url(text: str) -> str:
+    """A libpq connection string (``postgresql://…`` or ``key=value …``), never echoed:
+    it may hold a password."""
+    try:
+        conninfo.conninfo_to_dict(text)
+    except psycopg.ProgrammingError:
+        raise argparse.ArgumentTypeError("not a PostgreSQL URL or key=value string") from None
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is blank")
+    return text
 
 
 def queue_workers(text: str) -> tuple[str, int]:

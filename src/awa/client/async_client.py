@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -59,9 +60,20 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
 
     Use as an async context manager (or call :meth:`close`). The connection pool opens
     on first use. ``database_url`` falls back to ``AWA_DATABASE_URL`` then ``DATABASE_URL``.
+
+    ``max_connections`` bounds the pool; a running worker holds at most two more, for
+    LISTEN and the maintenance leader, on ``listen_url`` (else ``AWA_LISTEN_URL``, else
+    ``database_url``). Give ``listen_url`` a direct connection when ``database_url`` goes
+    through PgBouncer in transaction mode (docs/scaling.md).
     """
 
-    def __init__(self, database_url: str | None = None, *, max_connections: int = 10) -> None:
+    def __init__(
+        self,
+        database_url: str | None = None,
+        *,
+        max_connections: int = 10,
+        listen_url: str | None = None,
+    ) -> None:
         url = resolve_database_url(database_url)
         if url is None:
             raise ValidationError(
@@ -69,6 +81,11 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
                 "no database URL: pass one, or set AWA_DATABASE_URL or DATABASE_URL",
             )
         self.database_url = connection.check_url(url)
+        if listen_url is None:
+            listen_url = os.environ.get("AWA_LISTEN_URL") or None
+        self.listen_url = (
+            None if listen_url is None else connection.check_url(listen_url, "listen_url")
+        )
         self.max_connections = validate.integer("max_connections", max_connections, low=1)
         self.registry = TaskRegistry()
         self._pool: AsyncConnectionPool | None = None
@@ -460,7 +477,15 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
         self._check_tasks([q.name for q in config.queues])
         pool = await self._get_pool()
         observers = [*self._observers, *tracing.automatic(self._observers)]
-        worker = Worker(pool, self.database_url, self.registry, config, observers, self._periodic)
+        worker = Worker(
+            pool,
+            self.database_url,
+            self.registry,
+            config,
+            observers,
+            self._periodic,
+            listen_url=self.listen_url,
+        )
         await worker.start()
         self._worker = worker
 

@@ -73,8 +73,16 @@ class SyncTransaction:
 class Client:
     """Blocking client: every method of :class:`AsyncClient`, called without ``await``."""
 
-    def __init__(self, database_url: str | None = None, *, max_connections: int = 10) -> None:
-        self._core = AsyncClient(database_url, max_connections=max_connections)
+    def __init__(
+        self,
+        database_url: str | None = None,
+        *,
+        max_connections: int = 10,
+        listen_url: str | None = None,
+    ) -> None:
+        self._core = AsyncClient(
+            database_url, max_connections=max_connections, listen_url=listen_url
+        )
         self._portal = Portal()
         self.registry = self._core.registry
         self.database_url = self._core.database_url

@@ -9,6 +9,7 @@ import psycopg
 from psycopg import AsyncConnection, conninfo
 from psycopg.types.json import set_json_loads
 
+from awa.db import sql
 from awa.errors import DatabaseError, ValidationError
 
 PROBE_CONNECT_TIMEOUT_S = 10
@@ -32,29 +33,46 @@ def load_json(data: bytes | bytearray | memoryview | str) -> Any:
     return _decode(raw.decode())
 
 
+async def behind_pooler(conn: AsyncConnection[Any]) -> bool:
+    """True when ``conn`` reaches PostgreSQL through a connection pooler (PgBouncer…).
+
+    A pooler answers the connection's startup itself, so the backend pid the client was
+    given is the pooler's invention, not the pid of the server process that runs the
+    statements. One round trip; ``conn`` must be in autocommit mode.
+    """
+    cur = await conn.execute(sql.SESSION_BACKEND_PID)
+    row = await cur.fetchone()
+    return row is not None and row[0] != conn.info.backend_pid
+
+
 async def configure(conn: AsyncConnection[Any]) -> None:
-    """Pool ``configure`` hook: install the JSON loader on a new connection."""
+    """Pool ``configure`` hook: install the JSON loader on a new connection, and turn
+    psycopg's prepared statements off behind a pooler — in transaction mode each statement
+    may run on another server connection, where the prepared one does not exist
+    (PgBouncer before 1.21 supports none at all)."""
     set_json_loads(load_json, conn)
+    if await behind_pooler(conn):
+        conn.prepare_threshold = None
 
 
-def _one_line(exc: BaseException) -> str:
+def _one_line(exc: BaseException | str) -> str:
     return " ".join(str(exc).split())
 
 
-def check_url(url: Any) -> str:
+def check_url(url: Any, field: str = "database_url") -> str:
     """``url`` if libpq can parse it (``postgresql://…`` or ``key=value …``), else a
-    ValidationError naming ``database_url`` — never echoing the URL, which may hold a
+    ValidationError naming ``field`` — never echoing the URL, which may hold a
     password."""
     if not isinstance(url, str):
-        raise ValidationError("database_url", f"must be a string, got {type(url).__name__}")
+        raise ValidationError(field, f"must be a string, got {type(url).__name__}")
     if not url.strip():
-        raise ValidationError("database_url", "is blank")
+        raise ValidationError(field, "is blank")
     try:
         conninfo.conninfo_to_dict(url)
     except psycopg.ProgrammingError as exc:
-        reason = _one_line(exc)
+        reason = _one_line(str(exc).replace(url, "…"))  # libpq quotes the URL, password too
         raise ValidationError(
-            "database_url", f"not a PostgreSQL URL or key=value string: {reason}"
+            field, f"not a PostgreSQL URL or key=value string: {reason}"
         ) from None
     return url
 

@@ -131,3 +131,6 @@ JOB_AGE_PRIORITY = load("job_age_priority")
 
 # awa.testing
 JOB_CLAIM_ONE = load("job_claim_one")
+
+# Connections: a direct one, or through a pooler (db/connection.py)
+SESSION_BACKEND_PID = load("session_backend_pid")

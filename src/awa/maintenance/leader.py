@@ -71,7 +71,10 @@ class Leader(LoopService):
     async def _run(self) -> None:
         while not self.stopping:
             try:
-                async with await AsyncConnection.connect(self._url, autocommit=True) as conn:
+                # Never prepared: through a pooler each statement may meet another session.
+                async with await AsyncConnection.connect(
+                    self._url, autocommit=True, prepare_threshold=None
+                ) as conn:
                     try:
                         await self._campaign(conn)
                     finally:

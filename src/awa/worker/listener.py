@@ -3,6 +3,13 @@
 ``awa_available`` carries a queue name: wake that queue's dispatcher. ``awa_control``
 carries JSON: a job to cancel, or a queue whose control row changed. After every
 (re)connect all dispatchers are woken, since notices sent while disconnected are lost.
+
+LISTEN needs a session of its own on the server. Through a pooler (PgBouncer in
+transaction mode) the session behind the connection changes under it and notices are
+lost, so there the listener closes its connection at once, says so once, and idles: the
+dispatchers poll every ``poll_interval_ms`` as they always do, cancels reach handlers at
+the next heartbeat, and overrides apply within ``override_refresh_ms``. ``listen_url=``
+names a direct connection for LISTEN instead.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
+from awa.db.connection import behind_pooler
 from awa.service import LoopService
 
 logger = logging.getLogger("awa")
@@ -39,11 +47,12 @@ class Listener(LoopService):
         self._on_control = on_control
         self._on_connect = on_connect
         self.connections = 0
+        self.polling_only = False  # LISTEN is impossible through the URL given (a pooler)
 
     @property
     def connected(self) -> bool:
         """True while the LISTEN connection is up (its last round worked)."""
-        return self.alive and self.healthy
+        return self.alive and self.healthy and not self.polling_only
 
     async def _after_stop(self) -> None:
         self.healthy = False
@@ -54,6 +63,8 @@ class Listener(LoopService):
         while not self.stopping:
             try:
                 async with await AsyncConnection.connect(self._url, autocommit=True) as conn:
+                    if await behind_pooler(conn):
+                        break
                     await conn.execute(f"LISTEN {AVAILABLE_CHANNEL}")
                     await conn.execute(f"LISTEN {CONTROL_CHANNEL}")
                     self.healthy = True
@@ -69,6 +80,20 @@ class Listener(LoopService):
             self.healthy = False
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 5.0)
+        if not self.stopping:
+            await self._poll_instead()
+
+    async def _poll_instead(self) -> None:
+        """Say once that this worker polls, then idle until stopped (nothing failed)."""
+        self.polling_only, self.healthy = True, True
+        logger.warning(
+            "listener: the database URL goes through a connection pooler (PgBouncer?), "
+            "where LISTEN loses notices; polling instead (wake-ups wait up to "
+            "poll_interval_ms). Give listen_url= (awa worker --listen-url) a direct "
+            "connection to PostgreSQL for instant wake-ups",
+            extra={"event": "listener_polling"},
+        )
+        await asyncio.Event().wait()  # until stop() cancels it
 
     def _dispatch(self, channel: str, payload: str) -> None:
         if channel == AVAILABLE_CHANNEL:

@@ -66,9 +66,14 @@ class Worker:
         config: WorkerConfig,
         observers: Sequence[Observer] = (),
         schedules: Sequence[PeriodicJob] = (),
+        *,
+        listen_url: str | None = None,
     ) -> None:
         self.pool = pool
         self.url = url
+        # LISTEN and the leader's connection need a session: a direct URL when the pool's
+        # goes through PgBouncer (docs/scaling.md).
+        session_url = listen_url or url
         self.config = config
         self.instance_id = str(uuid.uuid4())
         self.hostname = socket.gethostname()
@@ -126,13 +131,13 @@ class Worker:
             "control-refresh", config.override_refresh_ms / 1000, self.control.refresh
         )
         self.idle_prober = IdleProber(pool, self.dispatchers)
-        self.listener = Listener(url, self._on_available, self._on_control, self._wake_all)
+        self.listener = Listener(session_url, self._on_available, self._on_control, self._wake_all)
         self.heartbeat = Periodic("heartbeat", config.heartbeat_interval_ms / 1000, self._beat)
         self.publisher = Periodic(
             "runtime-snapshot", config.runtime_snapshot_interval_ms / 1000, self._publish
         )
         self.leader = Leader(
-            url,
+            session_url,
             self._maintenance_services(),
             config.leader_election_interval_ms / 1000,
             holder=self.instance_id,

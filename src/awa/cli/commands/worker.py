@@ -19,6 +19,7 @@ import awa
 from awa.cli.args import (
     non_negative_int,
     positive_int,
+    postgres_url,
     process_count,
     queue_workers,
     with_example,
@@ -51,6 +52,10 @@ def register(sub: Any) -> None:
                    help="run N worker processes under a supervisor (auto: 1 per core)")  # fmt: skip
     p.add_argument("--max-connections", type=positive_int, metavar="N",
                    help="most pooled connections per process (default: the client's)")  # fmt: skip
+    p.add_argument("--listen-url", type=postgres_url, metavar="URL",
+                   default=os.environ.get("AWA_LISTEN_URL") or None,
+                   help="a direct connection for LISTEN and the leader when the client's "
+                   "URL goes through PgBouncer (default: $AWA_LISTEN_URL)")  # fmt: skip
     p.add_argument("--metrics-port", type=non_negative_int, metavar="N",
                    help="serve /metrics for Prometheus on port N (0 picks one); "
                    "with --processes, one endpoint for all of them")  # fmt: skip
@@ -119,6 +124,8 @@ def child_command(args: argparse.Namespace) -> list[str]:
 
 
 def supervise(args: argparse.Namespace) -> int:
+    if args.listen_url:  # to the children through the environment: not in their argv
+        os.environ["AWA_LISTEN_URL"] = args.listen_url
     supervisor = Supervisor(
         child_command(args), args.processes, shutdown_timeout_s=args.shutdown_timeout_ms / 1000
     )
@@ -151,6 +158,8 @@ async def run_worker(client: awa.AsyncClient, args: argparse.Namespace) -> int:
         await link.open(on_supervisor_gone=stop.set)
     if args.max_connections is not None:
         client.max_connections = args.max_connections
+    if args.listen_url:
+        client.listen_url = args.listen_url
     metrics_server = None
     if args.metrics_port is not None:
         from awa import metrics
