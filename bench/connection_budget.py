@@ -1,0 +1,177 @@
+"""Connection budget: how many server connections a fleet of worker processes holds, and
+what bounding them costs in throughput — direct, and through PgBouncer (transaction mode).
+
+    python bench/connection_budget.py [--jobs 20000] [--handlers 32] [--reps 2]
+
+Each configuration starts ``awa worker --processes P --max-connections M`` (the
+supervisor) on an embedded server, inserts ``--jobs`` no-op jobs in one COPY, and
+measures the drain (commit of the insert → last completion) and the peak number of
+server backends of the database, sampled every 20 ms from a connection of its own (not
+counted). Prints a Markdown table (medians of ``--reps``) for docs/scaling.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.pgbouncer.bouncer import BouncerError, PgBouncer  # noqa: E402
+
+import awa  # noqa: E402
+from awa.embedded import EmbeddedPostgres  # noqa: E402
+
+APP = """
+import awa
+client = awa.AsyncClient()
+
+@client.task(None, kind="noop", queue="budget")
+async def noop(job):
+    return None
+"""
+
+COUNT_BACKENDS = (
+    "SELECT count(*) FROM pg_stat_activity "
+    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One configuration of the fleet."""
+
+    processes: int
+    max_connections: int
+    via: str  # "direct", "pgbouncer + listen_url", "pgbouncer, polling"
+
+    @property
+    def label(self) -> str:
+        return f"{self.processes} × max_connections={self.max_connections}, {self.via}"
+
+
+@dataclass
+class Sample:
+    jobs_per_s: float
+    peak_backends: int
+
+
+def _fleet(
+    setup: Setup, url: str, direct: str, handlers: int, app_dir: str
+) -> subprocess.Popen[str]:
+    command = [
+        sys.executable, "-m", "awa", "worker", "budget_app:client",
+        "--queue", f"budget={handlers}", "--processes", str(setup.processes),
+        "--max-connections", str(setup.max_connections),
+    ]  # fmt: skip
+    if setup.via == "pgbouncer + listen_url":
+        command += ["--listen-url", direct]
+    env = {**os.environ, "AWA_DATABASE_URL": url, "PYTHONPATH": f"{app_dir}:{ROOT}"}
+    env.pop("AWA_LISTEN_URL", None)
+    return subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, cwd=app_dir)
+
+
+def _wait_running(proc: subprocess.Popen[str], processes: int) -> None:
+    assert proc.stderr is not None
+    running: set[str] = set()
+    for line in proc.stderr:
+        found = re.search(r"process (\d+) running", line)
+        if found:
+            running.add(found.group(1))
+            if len(running) == processes:
+                break
+        if "error" in line:
+            raise RuntimeError(line.strip())
+    threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep the pipe drained
+
+
+def _run(setup: Setup, url: str, direct: str, jobs: int, handlers: int, app_dir: str) -> Sample:
+    with psycopg.connect(direct, autocommit=True) as conn:
+        conn.execute("TRUNCATE awa.jobs")
+    proc = _fleet(setup, url, direct, handlers, app_dir)
+    try:
+        _wait_running(proc, setup.processes)
+        with psycopg.connect(direct, autocommit=True) as watch:
+            peak = 0
+            with awa.Client(direct) as producer:
+                producer.insert_many([{}] * jobs, kind="noop", queue="budget")
+            started = time.perf_counter()
+            while True:
+                backends = watch.execute(COUNT_BACKENDS).fetchone()
+                done = watch.execute(
+                    "SELECT count(*) FROM awa.jobs WHERE state = 'completed'"
+                ).fetchone()
+                assert backends is not None and done is not None
+                peak = max(peak, int(backends[0]))
+                if done[0] >= jobs:
+                    break
+                time.sleep(0.02)  # the sampling period
+            elapsed = time.perf_counter() - started
+        return Sample(jobs / elapsed, peak)
+    finally:
+        proc.terminate()
+        proc.wait(60)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--handlers", type=int, default=32, help="per process")
+    parser.add_argument("--reps", type=int, default=2)
+    args = parser.parse_args()
+    root = tempfile.mkdtemp(prefix="awa-budget-")
+    app_dir = os.path.join(root, "app")
+    os.makedirs(app_dir)
+    Path(app_dir, "budget_app.py").write_text(APP)
+    server = EmbeddedPostgres(
+        os.path.join(root, "pgdata"),
+        settings={"max_connections": "400", "fsync": "off", "synchronous_commit": "off"},
+    )
+    admin = server.start()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("CREATE DATABASE budget")
+    direct = server.url("budget")
+    with awa.Client(direct) as client:
+        client.migrate()
+    bouncer: PgBouncer | None = PgBouncer(admin, pool_size=20)
+    try:
+        bouncer.start()
+    except BouncerError as exc:
+        print(f"(no PgBouncer rows: {exc})", file=sys.stderr)
+        bouncer = None
+    setups = [Setup(1, m, "direct") for m in (10, 4, 2, 1)]
+    setups += [Setup(4, m, "direct") for m in (10, 2)]
+    if bouncer is not None:
+        setups += [Setup(4, 10, "pgbouncer + listen_url"), Setup(4, 10, "pgbouncer, polling")]
+    print(f"{args.jobs} no-op jobs, {args.handlers} handlers per process, medians of {args.reps}")
+    print("\n| fleet | jobs/s | peak server connections |\n|---|--:|--:|")
+    try:
+        for setup in setups:
+            url = bouncer.url_for(direct) if bouncer and setup.via != "direct" else direct
+            samples = [
+                _run(setup, url, direct, args.jobs, args.handlers, app_dir)
+                for _ in range(args.reps)
+            ]
+            rate = statistics.median(s.jobs_per_s for s in samples)
+            peak = max(s.peak_backends for s in samples)
+            print(f"| {setup.label} | {rate:,.0f} | {peak} |", flush=True)
+    finally:
+        if bouncer is not None:
+            bouncer.stop()
+        server.destroy()
+
+
+if __name__ == "__main__":
+    main()
