@@ -1,20 +1,25 @@
 """Connection budget: how many server connections a fleet of worker processes holds, and
 what bounding them costs in throughput — direct, and through PgBouncer (transaction mode).
 
-    python bench/connection_budget.py [--jobs 20000] [--handlers 32] [--reps 2]
+    python bench/connection_budget.py [--jobs 20000] [--handlers 32] [--reps 2] [--cpu]
 
 Each configuration starts ``awa worker --processes P --max-connections M`` (the
 supervisor) on an embedded server, inserts ``--jobs`` no-op jobs in one COPY, and
 measures the drain (commit of the insert → last completion) and the peak number of
 server backends of the database, sampled every 20 ms from a connection of its own (not
 counted). Prints a Markdown table (medians of ``--reps``) for docs/scaling.md.
+
+``--cpu`` measures processes instead: 2 000 jobs of 2 ms of pure-Python work each, 1 and
+2 processes, 8 handlers per process — what ``--processes`` buys on a multi-core host.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -25,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
+from psycopg import conninfo
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -35,17 +41,26 @@ import awa  # noqa: E402
 from awa.embedded import EmbeddedPostgres  # noqa: E402
 
 APP = """
+import time
 import awa
 client = awa.AsyncClient()
 
 @client.task(None, kind="noop", queue="budget")
 async def noop(job):
     return None
+
+@client.task(None, kind="spin", queue="budget")
+async def spin(job):  # pure-Python work that holds the event loop, as CPU-bound code does
+    end = time.perf_counter() + job.args["ms"] / 1000
+    while time.perf_counter() < end:
+        pass
 """
 
+# The fleet's backends: not this one, not the producer's (which may still be exiting).
+PRODUCER = "awa-budget-producer"
 COUNT_BACKENDS = (
-    "SELECT count(*) FROM pg_stat_activity "
-    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+    f"AND pid <> pg_backend_pid() AND application_name IS DISTINCT FROM '{PRODUCER}'"
 )
 
 
@@ -97,7 +112,15 @@ def _wait_running(proc: subprocess.Popen[str], processes: int) -> None:
     threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep the pipe drained
 
 
-def _run(setup: Setup, url: str, direct: str, jobs: int, handlers: int, app_dir: str) -> Sample:
+def _run(
+    setup: Setup,
+    url: str,
+    direct: str,
+    jobs: int,
+    handlers: int,
+    app_dir: str,
+    cpu_ms: float = 0,
+) -> Sample:
     with psycopg.connect(direct, autocommit=True) as conn:
         conn.execute("TRUNCATE awa.jobs")
     proc = _fleet(setup, url, direct, handlers, app_dir)
@@ -105,16 +128,23 @@ def _run(setup: Setup, url: str, direct: str, jobs: int, handlers: int, app_dir:
         _wait_running(proc, setup.processes)
         with psycopg.connect(direct, autocommit=True) as watch:
             peak = 0
-            with awa.Client(direct) as producer:
-                producer.insert_many([{}] * jobs, kind="noop", queue="budget")
+            producer_url = conninfo.make_conninfo(direct, application_name=PRODUCER)
+            with awa.Client(producer_url) as producer:
+                if cpu_ms:
+                    producer.insert_many([{"ms": cpu_ms}] * jobs, kind="spin", queue="budget")
+                else:
+                    producer.insert_many([{}] * jobs, kind="noop", queue="budget")
             started = time.perf_counter()
             while True:
                 backends = watch.execute(COUNT_BACKENDS).fetchone()
                 done = watch.execute(
-                    "SELECT count(*) FROM awa.jobs WHERE state = 'completed'"
+                    "SELECT count(*) FILTER (WHERE state = 'completed'), count(*) FILTER "
+                    "(WHERE state IN ('failed', 'cancelled')) FROM awa.jobs"
                 ).fetchone()
                 assert backends is not None and done is not None
                 peak = max(peak, int(backends[0]))
+                if done[1]:
+                    raise RuntimeError(f"{done[1]} job(s) failed: see awa.jobs.errors")
                 if done[0] >= jobs:
                     break
                 time.sleep(0.02)  # the sampling period
@@ -130,6 +160,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--handlers", type=int, default=32, help="per process")
     parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--cpu", action="store_true", help="the CPU-bound table instead")
     args = parser.parse_args()
     root = tempfile.mkdtemp(prefix="awa-budget-")
     app_dir = os.path.join(root, "app")
@@ -140,11 +171,18 @@ def main() -> None:
         settings={"max_connections": "400", "fsync": "off", "synchronous_commit": "off"},
     )
     admin = server.start()
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute("CREATE DATABASE budget")
     direct = server.url("budget")
     with awa.Client(direct) as client:
         client.migrate()
+    if args.cpu:
+        try:
+            _cpu_table(direct, app_dir, args.reps)
+        finally:
+            server.destroy()
+        return
     bouncer: PgBouncer | None = PgBouncer(admin, pool_size=20)
     try:
         bouncer.start()
@@ -171,6 +209,19 @@ def main() -> None:
         if bouncer is not None:
             bouncer.stop()
         server.destroy()
+
+
+def _cpu_table(direct: str, app_dir: str, reps: int) -> None:
+    print(f"2000 jobs of 2 ms pure-Python work, 8 handlers per process, medians of {reps}")
+    print("\n| processes | jobs/s | × one process |\n|---|--:|--:|")
+    base = 0.0
+    for processes in (1, 2):
+        setup = Setup(processes, 10, "direct")
+        rate = statistics.median(
+            _run(setup, direct, direct, 2_000, 8, app_dir, cpu_ms=2).jobs_per_s for _ in range(reps)
+        )
+        base = base or rate
+        print(f"| {processes} | {rate:,.0f} | {rate / base:.2f} |", flush=True)
 
 
 if __name__ == "__main__":
