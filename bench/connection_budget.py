@@ -123,6 +123,12 @@ def _run(
 ) -> Sample:
     with psycopg.connect(direct, autocommit=True) as conn:
         conn.execute("TRUNCATE awa.jobs")
+        # The previous fleet's backends may still be exiting: they must not count here.
+        deadline = time.monotonic() + 60
+        while (row := conn.execute(COUNT_BACKENDS).fetchone()) and row[0]:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{row[0]} backend(s) of an earlier fleet never went away")
+            time.sleep(0.05)
     proc = _fleet(setup, url, direct, handlers, app_dir)
     try:
         _wait_running(proc, setup.processes)

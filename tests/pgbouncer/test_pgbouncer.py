@@ -147,6 +147,43 @@ async def test_cancel_pause_and_overrides_through_pgbouncer(
         await bounced.shutdown()
 
 
+async def test_a_fleet_concurrency_limit_holds_through_pgbouncer(bounced: awa.AsyncClient) -> None:
+    # The coordinated claim takes transaction-scoped locks only: two workers on one pool
+    # of PgBouncer sessions never run more than the fleet's cap, judged from the handlers'
+    # own recorded intervals.
+    intervals: list[tuple[float, float]] = []
+    loop = asyncio.get_running_loop()
+
+    async def capped(job: awa.Job[Any]) -> None:
+        start = loop.time()
+        await asyncio.sleep(0.1)
+        intervals.append((start, loop.time()))
+
+    other = awa.AsyncClient(bounced.database_url, listen_url=bounced.listen_url)
+    for client in (bounced, other):
+        client.task(None, kind="capped", queue="capped")(capped)
+    await bounced.set_queue_limits("capped", concurrency=2)
+    await bounced.insert_many([{}] * 16, kind="capped", queue="capped")
+    await bounced.start([("capped", 8)], **FAST_WORKER)
+    await other.start([("capped", 8)], **FAST_WORKER)
+    try:
+
+        async def all_ran() -> bool:
+            return len(intervals) == 16
+
+        await wait_for(all_ran, timeout=60)
+    finally:
+        await other.shutdown()
+        await other.close()
+        await bounced.shutdown()
+    events = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    running = peak = 0
+    for _, step in events:  # an end sorts before a start at the same instant
+        running += step
+        peak = max(peak, running)
+    assert peak == 2
+
+
 def test_a_supervised_fleet_through_pgbouncer(
     bouncer_url: str, database_url: str, db: psycopg.Connection[Any], mode: str
 ) -> None:
