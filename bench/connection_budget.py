@@ -20,6 +20,7 @@ import atexit
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -35,7 +36,7 @@ from psycopg import conninfo
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.pgbouncer.bouncer import BouncerError, PgBouncer  # noqa: E402
+from tests.pgbouncer.bouncer import PgBouncer, find_pgbouncer  # noqa: E402
 
 import awa  # noqa: E402
 from awa.embedded import EmbeddedPostgres  # noqa: E402
@@ -56,11 +57,13 @@ async def spin(job):  # pure-Python work that holds the event loop, as CPU-bound
         pass
 """
 
-# The fleet's backends: not this one, not the producer's (which may still be exiting).
+# The fleet's connections: client backends (not autovacuum, which shows the database
+# too), not this one, not the producer's (which may still be exiting).
 PRODUCER = "awa-budget-producer"
 COUNT_BACKENDS = (
     "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-    f"AND pid <> pg_backend_pid() AND application_name IS DISTINCT FROM '{PRODUCER}'"
+    "AND backend_type = 'client backend' AND pid <> pg_backend_pid() "
+    f"AND application_name IS DISTINCT FROM '{PRODUCER}'"
 )
 
 
@@ -167,7 +170,10 @@ def main() -> None:
     parser.add_argument("--handlers", type=int, default=32, help="per process")
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--cpu", action="store_true", help="the CPU-bound table instead")
+    parser.add_argument("--pgbouncer-only", action="store_true", help="only the PgBouncer rows")
     args = parser.parse_args()
+    # SIGTERM unwinds like Ctrl-C, so the server and PgBouncer below are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     root = tempfile.mkdtemp(prefix="awa-budget-")
     app_dir = os.path.join(root, "app")
     os.makedirs(app_dir)
@@ -189,32 +195,39 @@ def main() -> None:
         finally:
             server.destroy()
         return
-    bouncer: PgBouncer | None = PgBouncer(admin, pool_size=20)
-    try:
-        bouncer.start()
-    except BouncerError as exc:
-        print(f"(no PgBouncer rows: {exc})", file=sys.stderr)
-        bouncer = None
-    setups = [Setup(1, m, "direct") for m in (10, 4, 2, 1)]
-    setups += [Setup(4, m, "direct") for m in (10, 2)]
-    if bouncer is not None:
+    setups = [] if args.pgbouncer_only else [Setup(1, m, "direct") for m in (10, 4, 2, 1)]
+    setups += [] if args.pgbouncer_only else [Setup(4, m, "direct") for m in (10, 2)]
+    if find_pgbouncer() is not None:
         setups += [Setup(4, 10, "pgbouncer + listen_url"), Setup(4, 10, "pgbouncer, polling")]
+    else:
+        print("(no PgBouncer rows: pgbouncer is not installed)", file=sys.stderr)
     print(f"{args.jobs} no-op jobs, {args.handlers} handlers per process, medians of {args.reps}")
     print("\n| fleet | jobs/s | peak server connections |\n|---|--:|--:|")
     try:
         for setup in setups:
-            url = bouncer.url_for(direct) if bouncer and setup.via != "direct" else direct
             samples = [
-                _run(setup, url, direct, args.jobs, args.handlers, app_dir)
+                _sample(setup, admin, direct, args.jobs, args.handlers, app_dir)
                 for _ in range(args.reps)
             ]
             rate = statistics.median(s.jobs_per_s for s in samples)
             peak = max(s.peak_backends for s in samples)
             print(f"| {setup.label} | {rate:,.0f} | {peak} |", flush=True)
     finally:
-        if bouncer is not None:
-            bouncer.stop()
         server.destroy()
+
+
+def _sample(
+    setup: Setup, admin: str, direct: str, jobs: int, handlers: int, app_dir: str
+) -> Sample:
+    """One run; a PgBouncer of its own for the PgBouncer setups (it keeps its server
+    connections after a fleet is gone, which would count in the next run)."""
+    if setup.via == "direct":
+        return _run(setup, direct, direct, jobs, handlers, app_dir)
+    bouncer = PgBouncer(admin, pool_size=20).start()
+    try:
+        return _run(setup, bouncer.url_for(direct), direct, jobs, handlers, app_dir)
+    finally:
+        bouncer.stop()
 
 
 def _cpu_table(direct: str, app_dir: str, reps: int) -> None:

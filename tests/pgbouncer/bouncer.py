@@ -90,7 +90,7 @@ class PgBouncer:
     def _wait_ready(self, timeout_s: float) -> None:
         assert self._proc is not None and self._workdir is not None
         deadline = time.monotonic() + timeout_s
-        url = self.url_for(conninfo.make_conninfo(**self.server))  # type: ignore[arg-type]
+        url = self.url_for(conninfo.make_conninfo(**self.server))
         while True:
             try:
                 with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:

@@ -10,7 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from awa.cli.commands.worker import child_command
-from awa.cli.main import build_parser
+from awa.cli.main import build_parser, main
 from awa.metrics.supervised import merge
 from awa.supervisor import describe_exit, restart_delay
 
@@ -90,3 +90,30 @@ def test_merge_labels_each_process_and_keeps_database_gauges_once() -> None:
     registry.register(Collected())  # type: ignore[arg-type]
     names = {f.name for f in text_string_to_metric_families(generate_latest(registry).decode())}
     assert names == {"awa_jobs", "awa_queue_in_flight", "awa_queue_depth"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["--processes", "0"], "--processes"),
+        (["--processes", "many"], "--processes"),
+        (["--max-connections", "0"], "--max-connections"),
+        (["--listen-url", "http://u:s3cret@example.com/db"], "--listen-url"),
+    ],
+)
+def test_bad_worker_flags_exit_2_naming_the_flag(
+    argv: list[str], flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["worker", "app:client", *argv])
+    assert exited.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"awa: error: argument {flag}: ") and "s3cret" not in line
+
+
+def test_a_bad_target_stops_the_supervisor_before_any_child(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["worker", "no_such_module_xyz:client", "--processes", "2"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("awa: error: argument MODULE:CLIENT: ")

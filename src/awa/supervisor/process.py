@@ -141,7 +141,11 @@ class Supervisor:
         assert self._stop is not None
         while not self._stopping:
             started = time.monotonic()
-            status = await self._run_once(child)
+            try:
+                status = await self._run_once(child)
+            except OSError as exc:  # could not even start (fork refused, fds exhausted)
+                self._note(f"process {child.index} could not start: {exc}")
+                status = 1
             if self._stopping:
                 return
             if not any(c.ever_ready for c in self.children):
