@@ -69,6 +69,11 @@ class Completer(LoopService):
 
     # -- lifecycle -------------------------------------------------------------------
 
+    async def prepare(self) -> None:
+        """Before the first claim: the durability check learns the server's checkpoint."""
+        if self.durable is not None:
+            await self.durable.prime()
+
     def start(self) -> None:
         """Start flushing (and the durability check). Idempotent."""
         super().start()

@@ -15,7 +15,9 @@ when the server's WAL flush position has passed the batch's commit (ADR 0017):
   ends with a checkpoint: when the server's checkpoint has changed since a batch was
   handed over, the batch is looked up instead, and only outcomes stored in the table are
   reported — a lost one runs again and is reported then. (A routine checkpoint costs
-  the same lookup, nothing more);
+  the same lookup, nothing more.) The checkpoint is read once before the worker claims
+  anything (:meth:`DurableOutcomes.prime`), so even the first batches know the epoch
+  they were committed in: a crash before the first poll is told apart too;
 * on stop, one synchronous commit (``wal_flush_now``) makes everything durable so the
   last hooks fire.
 
@@ -69,6 +71,17 @@ class DurableOutcomes(LoopService):
         """Outcomes committed and not known durable yet."""
         return sum(len(w.batch) for w in self._waiting)
 
+    async def prime(self) -> None:
+        """Learn the server's checkpoint before any outcome is committed. Without it a
+        batch handed over before the first poll could only be assumed to belong to the
+        epoch that poll reads — wrong when the server crashed in between, which then
+        reported outcomes the crash had lost (and fired their hooks twice)."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(sql.WAL_POSITIONS)
+            row = await cur.fetchone()
+        assert row is not None
+        self._epoch = int(row[2])
+
     def committed(self, batch: Sequence[Finalization]) -> None:
         """``batch`` was committed (asynchronously): report it once durable."""
         self._waiting.append(_Waiting(batch, self._epoch))
@@ -121,8 +134,8 @@ class DurableOutcomes(LoopService):
         seen = list(self._waiting)
         for i, waiting in enumerate(seen):
             if waiting.epoch is None:
-                # Handed over before the first check: assumed to be of this epoch (a
-                # crash within the worker's first milliseconds is not told apart).
+                # Only when never primed (a completer used on its own): assumed to be of
+                # this epoch, as nothing earlier is known.
                 waiting.epoch = epoch
             if waiting.epoch != epoch:
                 unsure.append(waiting)  # committed before a checkpoint: maybe a crash

@@ -267,6 +267,7 @@ class Worker:
                 await migrations.check_schema(conn)
         await self.upkeep.prepare()
         await self.control.refresh()  # dispatchers start knowing pauses, overrides, limits
+        await self.completer.prepare()
         self.completer.start()
         self.executor.start()
         self.control_service.start()

@@ -1,0 +1,78 @@
+"""The durability check (ADR 0017) knows the server's epoch before the first outcome.
+
+A batch committed before the check's first poll used to be assumed to belong to the epoch
+that poll read. When the server crashed in between, the poll read the epoch *after* the
+crash, so outcomes the crash had lost were reported durable and their ``completed`` hooks
+fired — and fired again when the rescued jobs ran a second time. A checkpoint between the
+hand-over and the first poll stands in for the crash here (crash recovery ends with one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+
+import awa
+from awa.db import sql
+from awa.db.rows import job_rows
+from awa.types import Job, JobState
+from awa.worker.durability import DurableOutcomes
+from awa.worker.observe import Observer
+from awa.worker.results import Finalization
+
+
+class _Reported(Observer):
+    def __init__(self) -> None:
+        self.durable: list[int] = []
+
+    def needs_durable(self) -> bool:
+        return True
+
+    def outcomes_durable(self, durable: Sequence[Finalization]) -> None:
+        self.durable.extend(f.job_id for f in durable)
+
+
+async def _claim(client: awa.AsyncClient) -> Job[Any]:
+    await client.insert({}, kind="k", queue="q")
+    pool = await client._get_pool()
+    async with pool.connection() as conn:
+        cur = conn.cursor(row_factory=job_rows)
+        await cur.execute(
+            sql.JOB_CLAIM_AVAILABLE,
+            {"queue": "q", "limit": 1, "deadline_ms": 0, "synchronous_commit": "on"},
+        )
+        (job,) = await cur.fetchall()
+    return job
+
+
+async def test_an_outcome_lost_before_the_first_poll_is_not_reported(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    # The claim is stored; the completion "was lost": the row is still running.
+    job = await _claim(client)
+    observer = _Reported()
+    durable = DurableOutcomes(await client._get_pool(), observer)
+    await durable.prime()
+    durable.committed([Finalization(job, JobState.COMPLETED)])
+    db.execute("CHECKPOINT")  # the server's epoch moves on before the first poll
+    await durable._check()
+    assert observer.durable == [] and durable.waiting == 0  # looked up, found lost
+
+
+async def test_a_stored_outcome_is_reported_after_a_checkpoint(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    job = await _claim(client)
+    db.execute(
+        "UPDATE awa.jobs SET state = 'completed', finalized_at = now() WHERE id = %s",
+        [job.id],
+    )
+    observer = _Reported()
+    durable = DurableOutcomes(await client._get_pool(), observer)
+    await durable.prime()
+    durable.committed([Finalization(job, JobState.COMPLETED)])
+    db.execute("CHECKPOINT")
+    await durable._check()
+    assert observer.durable == [job.id]
