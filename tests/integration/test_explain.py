@@ -476,3 +476,27 @@ def test_sync_client_explains_too(sync_client: awa.Client) -> None:
     assert codes(found) == [C.NO_LIVE_WORKER]
     again = sync_client.explain_queue("q")
     assert again is not None and again.job.id == job.id
+
+
+async def test_a_job_this_fleet_cannot_run_is_handed_back_and_says_by_whom(
+    client: awa.AsyncClient,
+) -> None:
+    """ADR 0027: a process without a handler for the kind hands the job back (scheduled,
+    attempt refunded); explain names that process and the kind."""
+    register_quick(client)
+    await client.start([("q", 1)], **LIVE)
+    try:
+        job = await client.insert({}, kind="resize_image", queue="q")
+        found = await explained(client, job.id, first=C.SCHEDULED, contains="handed back")
+        message = found.reasons[0].message
+        assert "It was handed back 1 time, without spending an attempt: the last process " in (
+            message
+        )
+        assert f"({HERE}) has no handler for kind 'resize_image'." in message
+        assert found.job.attempt == 0
+        assert found.summary.startswith(
+            f"Job {job.id} (resize_image) was handed back 1 time (no handler for kind "
+            f"'resize_image' in {HERE}); it is tried again in "
+        )
+    finally:
+        await client.shutdown()
