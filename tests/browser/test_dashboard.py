@@ -38,8 +38,22 @@ def text_of(driver: Any, css: str) -> str:
     return str(wait(driver).until(lambda d: d.find_element(By.CSS_SELECTOR, css).text))
 
 
+# Finds the element and clicks it in one task of the page, so a live refresh cannot swap it
+# out in between (a WebDriver click is several round trips: on a loaded machine a section
+# refreshed every 300 ms was replaced before every attempt). The click runs in a later task
+# so that a confirm() it opens does not block this script.
+_CLICK = """
+const css = arguments[0];
+const el = document.querySelector(css);
+if (el === null || el.disabled || el.getClientRects().length === 0) return false;
+setTimeout(() => { const now = document.querySelector(css); if (now) now.click(); });
+return true;
+"""
+
+
 def click(driver: Any, css: str) -> None:
-    wait(driver).until(lambda d: d.find_element(By.CSS_SELECTOR, css).click() or True)
+    """Click the visible, enabled element ``css`` once it is there."""
+    wait(driver).until(lambda d: d.execute_script(_CLICK, css))
 
 
 def confirm(driver: Any) -> str:

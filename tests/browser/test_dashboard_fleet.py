@@ -144,8 +144,10 @@ def test_queue_page_shows_and_changes_fleet_limits(
             By.CSS_SELECTOR, ".fleet-seen").text
     )  # fmt: skip
     assert "applies the stored limits" in text_of(driver, ".fleet-seen")
-    heading = driver.find_element(By.XPATH, "//h2[text()='Fleet limits']")
-    driver.execute_script("arguments[0].scrollIntoView()", heading)
+    driver.execute_script(  # one step: a live refresh may replace the heading meanwhile
+        "[...document.querySelectorAll('h2')].find(h => h.textContent === 'Fleet limits')"
+        ".scrollIntoView()"
+    )
     screenshot(driver, "queue-limits")
 
     # A refused value: the API's message in the page, nothing written.
