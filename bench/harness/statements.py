@@ -56,7 +56,7 @@ def explain_hot_statements(url: str) -> str:
             ("job_insert (one job)", sql.JOB_INSERT, INSERT),
             ("job_claim_available (32 jobs)", sql.JOB_CLAIM_AVAILABLE, CLAIM),
         ]
-        finalize = {"outcomes": _outcomes(conn), "synchronous_commit": "off"}
+        finalize = {"outcomes": _outcomes(conn), "synchronous_commit": "off", "claims": None}
         plans.append(("job_finalize_many (32 outcomes)", sql.JOB_FINALIZE_MANY, finalize))
         for title, query, params in plans:
             parts += [f"`{title}`:", "", "```", _explain(conn, query, params), "```", ""]

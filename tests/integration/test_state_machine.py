@@ -219,7 +219,7 @@ class JobStateMachine(RuleBasedStateMachine):
                             "error": error})  # fmt: skip
         rows = self.run(
             sql.JOB_FINALIZE_MANY,
-            {"outcomes": json.dumps(records), "synchronous_commit": "off"},
+            {"outcomes": json.dumps(records), "synchronous_commit": "off", "claims": None},
         )
         applied = {row[0] for row in rows}
         expected = {job.id for job, key in pairs if job.holds(key)}

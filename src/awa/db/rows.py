@@ -106,6 +106,42 @@ def claim_rows(cursor: Cursor[Any] | AsyncCursor[Any]) -> RowMaker[Job[Any] | Fl
     return make
 
 
+@dataclass(frozen=True, slots=True)
+class WriteRow:
+    """One row of ``job_finalize_many``: an outcome that took effect (``applied``), or what
+    a riding claim for ``claim_queue`` got — a job, or the fleet's hold."""
+
+    applied: bool
+    job_id: int | None
+    claim_queue: str | None = None
+    job: Job[Any] | None = None
+    hold: FleetHold | None = None
+
+
+def write_rows(cursor: Cursor[Any] | AsyncCursor[Any]) -> RowMaker[WriteRow]:
+    """Row factory of ``job_finalize_many`` (awa.complete_and_claim)."""
+    claimed = claim_rows(cursor)
+    result = cursor.pgresult
+    names = [] if result is None else [
+        (result.fname(i) or b"").decode() for i in range(result.nfields)
+    ]  # fmt: skip
+    type_at, id_at, queue_at = (
+        names.index("row_type"),
+        names.index("id"),
+        names.index("claim_queue"),
+    )
+
+    def make(values: Sequence[Any]) -> WriteRow:
+        if values[type_at] == "applied":
+            return WriteRow(True, values[id_at])
+        row = claimed(values)
+        if isinstance(row, FleetHold):
+            return WriteRow(False, None, values[queue_at], hold=row)
+        return WriteRow(False, row.id, values[queue_at], job=row)
+
+    return make
+
+
 def queue_stat(row: dict[str, Any]) -> QueueStat:
     """A ``queue_stats.sql`` row as a :class:`QueueStat`."""
     return QueueStat(**row)

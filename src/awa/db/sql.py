@@ -54,7 +54,6 @@ FLEET_POOL_GET = load("fleet_pool_get")
 
 # Worker hot path
 JOB_CLAIM_AVAILABLE = load("job_claim_available")
-JOB_CLAIM_COORDINATED = load("job_claim_coordinated")
 QUEUE_CONTROL_LIST = load("queue_control_list")
 QUEUE_PROBE_AVAILABLE = load("queue_probe_available")
 JOB_FINALIZE_MANY = load("job_finalize_many")

@@ -14,13 +14,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from awa.db import sql
+from awa.db.rows import write_rows
 from awa.service import LoopService
+from awa.worker.args_budget import args_sizes
+from awa.worker.claiming import Rider
 from awa.worker.durability import DurableOutcomes
 from awa.worker.observe import Observer
 from awa.worker.results import AttemptKey, Finalization, attempt_key
@@ -63,6 +66,7 @@ class Completer(LoopService):
         self._observer = observer or Observer()
         # Asynchronous commits are reported durable once the WAL flush passes them.
         self.durable = None if synchronous_commit else DurableOutcomes(pool, self._observer)
+        self._riders: list[Rider] = []
         self.applied = 0
         self.stale = 0
         self.flushes = 0
@@ -183,7 +187,7 @@ class Completer(LoopService):
         once). A connection error propagates; the caller retries from where it stopped."""
         while left:
             try:
-                applied |= await self._flush(left[:1])
+                applied |= await self._flush(left[:1], ride=False)
             except psycopg.DataError as exc:
                 logger.error(
                     "completer: dropping the outcome of job %s, refused by the database (%s); "
@@ -192,15 +196,42 @@ class Completer(LoopService):
                 )  # fmt: skip
             del left[0]
 
-    async def _flush(self, batch: list[Finalization]) -> set[int]:
+    async def _flush(self, batch: list[Finalization], *, ride: bool = True) -> set[int]:
+        """Write ``batch``; with ``ride``, claim in the same statement for every rider that
+        reserves permits now (ADR 0012). Returns the ids of the outcomes that took effect."""
+        rides = [(r, res) for r in self._riders if (res := r.ride()) is not None] if ride else []
         params = {
             "outcomes": json.dumps([f.record() for f in batch]),
             "synchronous_commit": self._synchronous_commit,
+            "claims": json.dumps([res.request() for _, res in rides]) if rides else None,
         }
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(sql.JOB_FINALIZE_MANY, params)
-            rows = await cur.fetchall()
-        return {row[0] for row in rows}
+        try:
+            async with self._pool.connection() as conn:
+                cur = conn.cursor(row_factory=write_rows)
+                await cur.execute(sql.JOB_FINALIZE_MANY, params)
+                rows = await cur.fetchall()
+                sizes = args_sizes(cur) if rides else []
+        except BaseException:
+            for rider, reservation in rides:
+                rider.ride_failed(reservation)
+            raise
+        applied = {row.job_id for row in rows if row.applied and row.job_id is not None}
+        for rider, reservation in rides:
+            mine = [(r, n) for r, n in zip(rows, sizes, strict=True)
+                    if r.claim_queue == reservation.queue]  # fmt: skip
+            jobs = [r.job for r, _ in mine if r.job is not None]
+            job_sizes = [n for r, n in mine if r.job is not None]
+            hold = next((r.hold for r, _ in mine if r.hold is not None), None)
+            rider.rode(reservation, jobs, hold, job_sizes)
+        return applied
+
+    def ride_with(self, riders: Sequence[Rider]) -> None:
+        """Let ``riders`` (the dispatchers) claim on every write (ADR 0012)."""
+        self._riders = list(riders)
+
+    def write_pending(self) -> bool:
+        """True while outcomes wait to be written: a write (and its riding claims) follows."""
+        return bool(self._pending)
 
     def _account(self, batch: list[Finalization], applied_ids: set[int]) -> None:
         self.flushes += 1

@@ -35,10 +35,11 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from awa.db import sql
-from awa.db.rows import FleetHold, claim_rows, job_rows
+from awa.db.rows import FleetHold, claim_rows
 from awa.service import LoopService
 from awa.types import Job
 from awa.worker.args_budget import ArgsBudget, args_sizes
+from awa.worker.claiming import Reservation
 from awa.worker.control import QueueControl
 from awa.worker.executor import Executor
 from awa.worker.observe import Observer
@@ -86,6 +87,8 @@ class Dispatcher(LoopService):
         self.polls = 0
         self.rate_limited_polls = 0
         self.fleet_holds = 0
+        self.rides = 0  # claims made by riding on the completer's writes
+        self._write_pending: Callable[[], bool] = lambda: False
         self.blocked: str | None = None  # why the fleet held the last claim back
         self._not_before = 0.0  # monotonic time before which asking the fleet is pointless
         # Idle: the last claim found the queue empty, and the idle prober watches it. A
@@ -120,12 +123,19 @@ class Dispatcher(LoopService):
         else:
             self._wakeup.set()
 
+    def ride_on(self, write_pending: Callable[[], bool]) -> None:
+        """``write_pending()`` says the completer has outcomes to write: a permit freed
+        then is claimed by riding on that write (ADR 0012), not by a claim of its own."""
+        self._write_pending = write_pending
+
     def wake_permit(self) -> None:
-        """A permit came back. Ignored while the fleet holds this queue back on its cap or
-        pool share: the job that freed the permit still counts as running until its
-        outcome is written, and the ``freed`` notice sent then is the moment to ask."""
-        if self.blocked not in _WAITING_FOR_FREED:
-            self._wakeup.set()
+        """A permit came back — with its job's outcome on its way to the completer, whose
+        write claims for it (ADR 0012), so usually nothing to do here. Ignored too while
+        the fleet holds this queue back on its cap or pool share: the job still counts as
+        running until its outcome is written, and the ``freed`` notice comes then."""
+        if self.blocked in _WAITING_FOR_FREED or (not self.idle and self._write_pending()):
+            return
+        self._wakeup.set()
 
     def wake_available(self) -> None:
         """Jobs became available. Ignored while the fleet holds this queue back on a cap
@@ -197,16 +207,59 @@ class Dispatcher(LoopService):
     async def poll_once(self) -> bool:
         """One permit → token → claim → launch cycle; True when the claim came back full."""
         self.polls += 1
+        reservation = self._reserve()
+        if reservation is None:
+            return False
+        try:
+            jobs, hold, sizes = await self._claim(reservation)
+        except BaseException:
+            self._give_back(reservation)
+            raise
+        return self._settle(reservation, jobs, hold, sizes)
+
+    # -- claims riding on the completer's writes (ADR 0012) ---------------------------
+
+    def ride(self) -> Reservation | None:
+        """The completer is about to write outcomes: reserve for a claim riding on that
+        statement. Only a queue with work (not idle) rides; an idle one waits for a
+        notice or the idle prober, as its own claims would."""
+        if self.stopping or self.idle:
+            return None
+        return self._reserve()
+
+    def rode(
+        self,
+        reservation: Reservation,
+        jobs: list[Job[Any]],
+        hold: FleetHold | None,
+        sizes: list[int],
+    ) -> None:
+        """The riding claim came back: launch its jobs; a full claim means more wait, so
+        the dispatcher polls again at once."""
+        self.rides += 1
+        self._held_back(hold)
+        if self._settle(reservation, jobs, hold, sizes):
+            self._wakeup.set()
+
+    def ride_failed(self, reservation: Reservation) -> None:
+        """The write failed: give back what was reserved; the next poll tries again."""
+        self._give_back(reservation)
+        self._wakeup.set()
+
+    # -- the steps ----------------------------------------------------------------------
+
+    def _reserve(self) -> Reservation | None:
+        """Permits first, then rate tokens for at most that many jobs (design record 011)."""
         if self._not_before > time.monotonic():
-            return False  # the fleet said when to ask again (the next rate token)
+            return None  # the fleet said when to ask again (the next rate token)
         control = self.control
         if control.paused:  # as last refreshed; the claim itself re-checks in the database
             self._note_idle(ran_dry=True)
-            return False
+            return None
         wanted = self._args_budget.claimable(control.claim_batch_size)
         grant = self.permits.try_acquire(wanted)
         if grant.total == 0:
-            return False
+            return None
         allowed = grant.total
         bucket = control.bucket
         if bucket is not None:
@@ -216,18 +269,30 @@ class Dispatcher(LoopService):
                 self.permits.release(grant, wake_self=False)
                 self.permits.clear_demand()
                 self._observer.polled(self.queue, 0, True)
-                return False
-        claimed_at = time.monotonic()  # a claim's age is measured from here (executor)
-        try:
-            jobs, sizes = await self._claim(allowed, control)
-        except BaseException:
-            self.permits.release(grant, wake_self=False)
-            if bucket is not None:
-                bucket.refund(allowed)
-            raise
-        if bucket is not None:
-            bucket.refund(allowed - len(jobs))
-        self._note_idle(ran_dry=len(jobs) < allowed and self.blocked is None)
+                return None
+        return Reservation(
+            self.queue, grant, allowed, wanted, control.deadline_ms, claimed_at=time.monotonic()
+        )
+
+    def _give_back(self, reservation: Reservation) -> None:
+        self.permits.release(reservation.grant, wake_self=False)
+        if self.control.bucket is not None:
+            self.control.bucket.refund(reservation.limit)
+
+    def _settle(
+        self,
+        reservation: Reservation,
+        jobs: list[Job[Any]],
+        hold: FleetHold | None,
+        sizes: list[int],
+    ) -> bool:
+        """Refund what the claim did not use, launch each job with one permit (and its
+        args charged to the process's ArgsBudget, given back with the permit); True when
+        the claim came back full (more jobs are likely waiting)."""
+        grant, allowed = reservation.grant, reservation.limit
+        if self.control.bucket is not None:
+            self.control.bucket.refund(allowed - len(jobs))
+        self._note_idle(ran_dry=len(jobs) < allowed and hold is None)
         permits = self.permits.split(grant, len(jobs))
         self._observer.polled(self.queue, len(jobs), allowed < grant.total)
         if len(jobs) < grant.total:
@@ -239,39 +304,31 @@ class Dispatcher(LoopService):
         self._args_budget.observe(sizes)
         for job, permit, size in zip(jobs, permits, sizes, strict=True):
             permit.also_release(self._args_budget.hold(size))
-            self._executor.launch(job, permit, control.deadline_ms, claimed_at)
-        return len(jobs) == allowed and allowed == wanted
+            self._executor.launch(job, permit, reservation.deadline_ms, reservation.claimed_at)
+        return len(jobs) == allowed and allowed == reservation.wanted
 
-    async def _claim(self, limit: int, control: QueueControl) -> tuple[list[Job[Any]], list[int]]:
-        """The claimed jobs, and the byte size of each one's args (for the ArgsBudget)."""
-        params = {
-            "queue": self.queue,
-            "limit": limit,
-            "deadline_ms": control.deadline_ms,
-            "synchronous_commit": self._commit_mode,
-        }
-        if not control.coordinated:
-            self.blocked = None
-            async with self._pool.connection() as conn:
-                cur = conn.cursor(row_factory=job_rows)
-                await cur.execute(sql.JOB_CLAIM_AVAILABLE, params)
-                return await cur.fetchall(), args_sizes(cur)
+    async def _claim(
+        self, reservation: Reservation
+    ) -> tuple[list[Job[Any]], FleetHold | None, list[int]]:
+        """The claimed jobs, the fleet's hold (if any), and each job's args size in bytes
+        (for the ArgsBudget)."""
+        params = {**reservation.request(), "synchronous_commit": self._commit_mode}
         async with self._pool.connection() as conn:
-            coordinated = conn.cursor(row_factory=claim_rows)
-            await coordinated.execute(sql.JOB_CLAIM_COORDINATED, params)
-            rows = await coordinated.fetchall()
-            row_sizes = args_sizes(coordinated)
+            cur = conn.cursor(row_factory=claim_rows)
+            await cur.execute(sql.JOB_CLAIM_AVAILABLE, params)
+            rows = await cur.fetchall()
+            row_sizes = args_sizes(cur)
         jobs: list[Job[Any]] = []
         sizes: list[int] = []
-        held_back: FleetHold | None = None
+        hold: FleetHold | None = None
         for row, size in zip(rows, row_sizes, strict=True):
             if isinstance(row, FleetHold):
-                held_back = row
+                hold = row
             else:
                 jobs.append(row)
                 sizes.append(size)
-        self._held_back(held_back)
-        return jobs, sizes
+        self._held_back(hold)
+        return jobs, hold, sizes
 
     def _note_idle(self, *, ran_dry: bool) -> None:
         if ran_dry and not self.idle:

@@ -121,6 +121,10 @@ class Worker:
                 synchronous_commit=config.synchronous_commit,
                 args_budget=self.args_budget,
             )
+        # Claims ride on the completer's writes (ADR 0012).
+        self.completer.ride_with(list(self.dispatchers.values()))
+        for dispatcher in self.dispatchers.values():
+            dispatcher.ride_on(self.completer.write_pending)
         self.control = ControlRefresher(
             pool,
             {name: d.control for name, d in self.dispatchers.items()},
