@@ -33,7 +33,7 @@ async def test_a_fleet_cap_is_never_exceeded_by_three_processes_claiming_at_once
 ) -> None:
     await client.set_queue_limits("capped", concurrency=4)
     await client.insert_many([{"ms": 40}] * 60, kind="fleet_work", queue="capped")
-    fleet.start(3, "capped=8")  # 24 local permits against a fleet cap of 4
+    fleet.start(3, "capped=2")  # 6 local permits against a fleet cap of 4: two must share
     await _all_done(client, fleet, 60)
     fleet.stop()
     runs = fleet.runs()

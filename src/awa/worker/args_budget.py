@@ -42,6 +42,10 @@ class ArgsBudget:
         self.max_bytes = max_bytes
         self.estimate = max(1, estimate)
         self.in_flight = 0  # bytes charged and not yet given back
+        # Bytes set aside for claims under way (at the estimate): two claims of one process
+        # can be in flight at once (a dispatcher's own and one riding on the completer's
+        # write, ADR 0012), and neither may count on room the other is about to fill.
+        self.reserved = 0
         self.peak = 0
         self._wakers: list[Wake] = []
         self._refused = False  # a claim was refused since the last wake
@@ -56,13 +60,24 @@ class ArgsBudget:
         bigger than the whole budget still runs (alone)."""
         if wanted <= 0:
             return 0
-        fits = (self.max_bytes - self.in_flight) // self.estimate
-        if fits <= 0 and self.in_flight == 0:
+        fits = (self.max_bytes - self.in_flight - self.reserved) // self.estimate
+        if fits <= 0 and self.in_flight == 0 and self.reserved == 0:
             fits = 1
         if fits <= 0:
             self._refused = True
             return 0
         return min(wanted, fits)
+
+    def reserve(self, count: int) -> int:
+        """Set aside room for a claim of ``count`` jobs; returns the bytes to hand back to
+        :meth:`unreserve` once the claim has charged its jobs (or failed)."""
+        nbytes = count * self.estimate
+        self.reserved += nbytes
+        return nbytes
+
+    def unreserve(self, nbytes: int) -> None:
+        """Release what :meth:`reserve` set aside."""
+        self.reserved -= nbytes
 
     def observe(self, sizes: Sequence[int]) -> None:
         """Update the estimate from the args sizes of one claim's jobs."""

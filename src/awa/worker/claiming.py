@@ -27,6 +27,7 @@ class Reservation:
     limit: int  # jobs the claim may take: the permits, cut by the rate limiter
     wanted: int  # what the dispatcher asked for (its claim batch size)
     deadline_ms: int
+    args_bytes: int = 0  # room set aside in the process's ArgsBudget until the claim settles
     claimed_at: float = 0.0  # monotonic time the claim began (a claim's age is from here)
 
     def request(self) -> dict[str, Any]:

@@ -270,11 +270,13 @@ class Dispatcher(LoopService):
                 self.permits.clear_demand()
                 self._observer.polled(self.queue, 0, True)
                 return None
+        room = self._args_budget.reserve(allowed)
         return Reservation(
-            self.queue, grant, allowed, wanted, control.deadline_ms, claimed_at=time.monotonic()
+            self.queue, grant, allowed, wanted, control.deadline_ms, room, time.monotonic()
         )
 
     def _give_back(self, reservation: Reservation) -> None:
+        self._args_budget.unreserve(reservation.args_bytes)
         self.permits.release(reservation.grant, wake_self=False)
         if self.control.bucket is not None:
             self.control.bucket.refund(reservation.limit)
@@ -290,6 +292,7 @@ class Dispatcher(LoopService):
         args charged to the process's ArgsBudget, given back with the permit); True when
         the claim came back full (more jobs are likely waiting)."""
         grant, allowed = reservation.grant, reservation.limit
+        self._args_budget.unreserve(reservation.args_bytes)
         if self.control.bucket is not None:
             self.control.bucket.refund(allowed - len(jobs))
         self._note_idle(ran_dry=len(jobs) < allowed and hold is None)
