@@ -223,7 +223,7 @@ class Dispatcher(LoopService):
         """The completer is about to write outcomes: reserve for a claim riding on that
         statement. Only a queue with work (not idle) rides; an idle one waits for a
         notice or the idle prober, as its own claims would."""
-        if self.stopping or self.idle:
+        if not self.alive or self.idle:  # (``stopping`` speaks only for the loop's own task)
             return None
         return self._reserve()
 

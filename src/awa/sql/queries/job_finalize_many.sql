@@ -16,7 +16,7 @@
 --   metadata   absent, or the keys the attempt updated, merged into metadata
 -- %(claims)s: NULL, or [{queue, limit, deadline_ms}] — each claimed by awa.claim after the
 -- outcomes are written, so slots they free (a fleet cap, the fleet pool) count as free.
--- Rows (awa.complete_and_claim, migration 0006): ('applied', id) for each outcome that took
+-- Rows (awa.complete_and_claim, migration 0007): ('applied', id) for each outcome that took
 -- effect (the rest were stale); ('claimed', job columns) for each job claimed, or a hold
 -- (NULL id, blocked, retry_in_ms) when the fleet held a claim back. id comes first.
 SELECT c.id, c.row_type, c.claim_queue, c.kind, c.queue, c.args, c.state, c.priority,

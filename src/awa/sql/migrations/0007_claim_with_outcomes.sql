@@ -1,4 +1,4 @@
--- 0006: claims ride on completions (ADR 0012): the statement that records a batch of
+-- 0007: claims ride on completions (ADR 0012): the statement that records a batch of
 -- outcomes also claims the next jobs for the permits those outcomes freed, in the same
 -- transaction — one round trip per batch instead of two, and a fleet-capped slot is
 -- reused by the process that freed it without waiting for a notice.
