@@ -129,11 +129,14 @@ class Dispatcher(LoopService):
         self._write_pending = write_pending
 
     def wake_permit(self) -> None:
-        """A permit came back — with its job's outcome on its way to the completer, whose
-        write claims for it (ADR 0012), so usually nothing to do here. Ignored too while
-        the fleet holds this queue back on its cap or pool share: the job still counts as
-        running until its outcome is written, and the ``freed`` notice comes then."""
-        if self.blocked in _WAITING_FOR_FREED or (not self.idle and self._write_pending()):
+        """A permit came back. For a coordinated queue with work, the job's outcome is on
+        its way to the completer, whose write claims for it (ADR 0012): nothing to do
+        here. Ignored too while the fleet holds this queue back on its cap or pool share:
+        the job still counts as running until its outcome is written, and the ``freed``
+        notice comes then."""
+        if self.blocked in _WAITING_FOR_FREED or (
+            self.control.coordinated and not self.idle and self._write_pending()
+        ):
             return
         self._wakeup.set()
 
@@ -221,10 +224,11 @@ class Dispatcher(LoopService):
 
     def ride(self) -> Reservation | None:
         """The completer is about to write outcomes: reserve for a claim riding on that
-        statement. Only a queue with work (not idle) rides; an idle one waits for a
-        notice or the idle prober, as its own claims would."""
-        if not self.alive or self.idle:  # (``stopping`` speaks only for the loop's own task)
-            return None
+        statement. Only a queue under fleet limits or in the fleet pool rides (ADR 0012:
+        its freed slots count as running until that write), and only with work (not
+        idle); a plain queue's claim overlaps the write on its own connection."""
+        if not self.alive or self.idle or not self.control.coordinated:
+            return None  # (``stopping`` speaks only for the loop's own task)
         return self._reserve()
 
     def rode(
