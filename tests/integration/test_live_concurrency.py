@@ -67,6 +67,30 @@ async def test_max_workers_shrinks_without_interrupting_and_grows(
     assert all(end - start >= SLOW_MS / 1000 * 0.99 for start, end in runs)
 
 
+async def test_an_override_announced_while_nobody_listened_lands_when_listening_resumes(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    # The cadence is too long to help: only the reconnect's refresh can apply it (before,
+    # a notice sent between the worker's first refresh and its first LISTEN was lost).
+    runs: list[tuple[float, float]] = []
+    _slow_task(client, runs)
+    await client.insert_many([{"ms": SLOW_MS}] * 100, kind="slow", queue="q")
+    await client.start([("q", 6)], **{**FAST_WORKER, "override_refresh_ms": 600_000})
+    try:
+        await wait_for(lambda: _running_is(db, "q", 6))
+        await client._worker.listener.stop()
+        await client.set_runtime_overrides("q", max_workers=2)  # its notice is lost
+        client._worker.listener.start()
+        await wait_for(lambda: _running_is(db, "q", 2))
+        assert client.runtime_snapshot().queues["q"].effective["max_workers"] == 2
+    finally:
+        await client.shutdown()
+
+
+async def _running_is(db: psycopg.Connection[Any], queue: str, n: int) -> bool:
+    return _running(db, queue) == n
+
+
 async def test_a_weight_override_moves_the_shares_of_a_weighted_worker(
     client: awa.AsyncClient, db: psycopg.Connection[Any]
 ) -> None:

@@ -135,7 +135,7 @@ class Worker:
             "control-refresh", config.override_refresh_ms / 1000, self.control.refresh
         )
         self.idle_prober = IdleProber(pool, self.dispatchers)
-        self.listener = Listener(session_url, self._on_available, self._on_control, self._wake_all)
+        self.listener = Listener(session_url, self._on_available, self._on_control, self._listening)
         self.heartbeat = Periodic("heartbeat", config.heartbeat_interval_ms / 1000, self._beat)
         self.publisher = Periodic(
             "runtime-snapshot", config.runtime_snapshot_interval_ms / 1000, self._publish
@@ -234,9 +234,13 @@ class Worker:
         minimums = sum(d.control.min_workers for d in self.dispatchers.values())
         permits.pool.resize(self.config.global_max_workers - minimums)
 
-    def _wake_all(self) -> None:
+    def _listening(self) -> None:
+        # Notices sent while nothing listened (before the first LISTEN, or while the
+        # connection was down) are lost: look for the work and the control changes they
+        # would have announced.
         for dispatcher in self.dispatchers.values():
             dispatcher.recheck()
+        self.control_service.kick()
 
     # -- periodic work ---------------------------------------------------------------
 
