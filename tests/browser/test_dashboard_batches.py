@@ -41,6 +41,9 @@ def site(browser_db: str) -> Iterator[str]:
 
 @pytest.fixture
 def driver(browser: Any) -> Any:
+    # Leave the last page first: its live refresh, still in flight, would set a new CSRF
+    # cookie after the next page has rendered its token.
+    browser.get("about:blank")
     browser.delete_all_cookies()
     return browser
 

@@ -209,6 +209,19 @@ async def test_limits_need_the_csrf_token_and_a_writable_dashboard(
     reply = await site.post("/actions/queue/limits", form, csrf=False)
     assert reply.status == 403 and "CSRF" in reply.body
     assert (await site.post("/actions/pool", [("total", "4")], csrf=False)).status == 403
+    # The page's header token went stale (the cookie was renewed since); the form's field,
+    # rendered by a later live refresh, matches the cookie: accepted. A stale field alone
+    # is refused.
+    await site.get("/")
+    stale = {"HX-Request": "true", "X-CSRF-Token": site.csrf[::-1]}
+    reply = await site.request(
+        "POST", "/actions/pool", [("total", "4"), ("csrf_token", site.csrf)], stale
+    )
+    assert reply.status != 403
+    reply = await site.request(
+        "POST", "/actions/pool", [("total", "5"), ("csrf_token", "x")], stale
+    )
+    assert reply.status == 403
     read_only = Site(database_url, read_only=True)
     try:
         page = await read_only.get("/queues/email")

@@ -66,10 +66,12 @@ def guarded(action: Action) -> Callable[[Request], Awaitable[Response]]:
 
     async def endpoint(request: Request) -> Response:
         form = await request.form()
-        submitted = request.headers.get(CSRF_HEADER) or form.get(CSRF_FIELD)
-        if not isinstance(submitted, str) or not dashboard(request).guard.csrf_ok(
-            request, submitted
-        ):
+        # The page's header token is rendered once, a form's field with every live refresh:
+        # after the cookie was renewed (another tab, a refresh in flight) only the field
+        # may still match, so either one that matches will do.
+        guard = dashboard(request).guard
+        submitted = [request.headers.get(CSRF_HEADER), form.get(CSRF_FIELD)]
+        if not any(isinstance(s, str) and guard.csrf_ok(request, s) for s in submitted):
             return PlainTextResponse(
                 "missing or stale CSRF token: reload the page and try again", status_code=403
             )
