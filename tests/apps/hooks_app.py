@@ -10,6 +10,7 @@ earlier commit durable). SIGTERM shuts down.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import sys
@@ -18,6 +19,7 @@ from typing import Any
 import awa
 from tests.helpers import FAST_WORKER
 
+logging.basicConfig(level=logging.INFO)  # what the durability check did, shown on a failure
 client = awa.AsyncClient()
 HOOK_LOG = os.environ.get("AWA_TEST_HOOK_LOG", os.devnull)
 RUN_LOG = os.environ.get("AWA_TEST_RUN_LOG", os.devnull)
