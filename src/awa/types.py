@@ -78,6 +78,8 @@ class Job(Generic[T]):
     attempted_at: datetime | None
     deadline_at: datetime | None
     finalized_at: datetime | None
+    # Jobs sharing a key run one at a time in insertion order (ADR 0034); None: no key.
+    ordering_key: str | None = None
     # The attempt running this job in a worker (set at launch); None outside a handler.
     _attempt: RunningAttempt | None = field(default=None, repr=False, compare=False)
 
@@ -319,6 +321,7 @@ class ReasonCode(enum.StrEnum):
     CONCURRENCY_LIMIT = "concurrency_limit"
     PARTITION_LIMIT = "partition_limit"
     POOL_LIMIT = "pool_limit"
+    ORDERED_BEHIND = "ordered_behind"
     NO_LIVE_WORKER = "no_live_worker"
     WORKERS_BUSY = "workers_busy"
     QUEUED_BEHIND = "queued_behind"

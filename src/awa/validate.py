@@ -62,6 +62,14 @@ def text(field: str, value: Any, *, max_length: int = 200) -> str:
     return value
 
 
+MAX_ORDERING_KEY_LENGTH = 255
+
+
+def ordering_key(value: Any) -> str:
+    """An ordering key (ADR 0034): a non-empty string of at most 255 characters."""
+    return text("ordering_key", value, max_length=MAX_ORDERING_KEY_LENGTH)
+
+
 def _check_encodable(field: str, value: str) -> None:
     """PostgreSQL stores UTF-8: an unpaired surrogate (from a lone ``\\ud800`` escape, or
     an undecodable command-line byte under ``surrogateescape``) has no encoding."""

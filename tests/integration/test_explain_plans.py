@@ -41,6 +41,12 @@ INSERT INTO awa.jobs (kind, queue, state, args, partition_key, attempt, attempte
 SELECT 'k', 'p', 'running', jsonb_build_object('customer', 'c' || g), 'c' || g, 1, now(),
     now()
 FROM generate_series(1, 40) AS g;
+-- Ordered jobs (ADR 0034): 20 keys, each with a running head and a backlog behind it.
+INSERT INTO awa.jobs (kind, queue, state, ordering_key, attempt, attempted_at, heartbeat_at)
+SELECT 'k', 'o', 'running', 'key' || g, 1, now(), now() FROM generate_series(1, 20) AS g;
+INSERT INTO awa.jobs (kind, queue, state, ordering_key, run_at)
+SELECT 'k', 'o', 'available', 'key' || (g % 20 + 1), now() - g * interval '1 ms'
+FROM generate_series(1, 4000) AS g;
 ANALYZE awa.jobs;
 """
 
@@ -109,8 +115,11 @@ def test_job_oldest_available_probes_the_claim_index(seeded: psycopg.Connection[
     params = {"queue": "q3", "max_keys": MAX_PARTITIONS_SCANNED}
     access = _jobs_access(plan_of(seeded, sql.JOB_OLDEST_AVAILABLE, params))
     assert access, "the plan reads awa.jobs"
-    halves = {"jobs_claim_idx", "jobs_partition_idx"}  # available jobs sit in one of them
-    assert all(index in halves for _, index in access), access
+    # available jobs sit in one of these
+    halves = {"jobs_claim_idx", "jobs_partition_idx", "jobs_ordered_idx"}
+    # (a bitmap heap scan fetches the rows its bitmap index scan found)
+    assert all(index in halves for kind, index in access if kind != "Bitmap Heap Scan"), access
+    assert all(kind != "Seq Scan" for kind, _ in access), access
     assert "jobs_claim_idx" in {index for _, index in access}, access
 
 
@@ -134,3 +143,33 @@ def test_job_explain_of_a_partitioned_pooled_job_stays_on_indexes(
     access = _jobs_access(plan_of(seeded, sql.JOB_OLDEST_AVAILABLE, params))
     assert all(kind != "Seq Scan" for kind, _ in access), access
     assert "jobs_partition_idx" in {index for _, index in access}, access
+
+
+def test_job_explain_of_an_ordered_job_reads_its_key_on_indexes(
+    seeded: psycopg.Connection[Any],
+) -> None:
+    (job_id,) = seeded.execute(
+        "SELECT max(id) FROM awa.jobs WHERE queue = 'o' AND state = 'available'"
+    ).fetchone() or (None,)
+    params = {
+        "id": job_id,
+        "ahead_cap": AHEAD_CAP,
+        "rate_window_s": RATE_WINDOW_S,
+        "rate_sample": RATE_SAMPLE,
+    }
+    access = _jobs_access(plan_of(seeded, sql.JOB_EXPLAIN, params))
+    assert all(kind != "Seq Scan" for kind, _ in access), access
+    used = {index for _, index in access}
+    assert {"jobs_ordering_idx", "jobs_ordering_held_idx"} <= used, access
+    params = {"queue": "o", "max_keys": MAX_PARTITIONS_SCANNED}
+    access = _jobs_access(plan_of(seeded, sql.JOB_OLDEST_AVAILABLE, params))
+    assert all(kind != "Seq Scan" for kind, _ in access), access
+
+
+def test_the_idle_probe_finds_ordered_jobs_on_their_own_index(
+    seeded: psycopg.Connection[Any],
+) -> None:
+    access = _jobs_access(
+        plan_of(seeded, sql.QUEUE_PROBE_AVAILABLE, {"queues": ["q1", "o", "p", "none"]})
+    )
+    assert "jobs_ordered_idx" in {index for _, index in access}, access

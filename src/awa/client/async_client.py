@@ -186,6 +186,7 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
         metadata: Mapping[str, Any] | None = None,
         run_at: datetime | None = None,
         unique_opts: Mapping[str, Any] | UniqueOpts | None = None,
+        ordering_key: str | None = None,
     ) -> insert_path.InsertSpec:
         if queue is _UNSET or queue is None:
             queue = self.registry.queue_for(type(args)) or DEFAULT_QUEUE
@@ -199,6 +200,7 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
             metadata=metadata,
             run_at=run_at,
             unique_opts=unique_opts,
+            ordering_key=ordering_key,
         )
 
     def _default_queue(self, args_type: type[Any]) -> str:
@@ -219,9 +221,12 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
         metadata: Mapping[str, Any] | None = None,
         run_at: datetime | None = None,
         unique_opts: Mapping[str, Any] | None = None,
+        ordering_key: str | None = None,
     ) -> Job[Any]:
         """Insert one job. ``queue`` defaults to the queue its task was registered on, else
-        ``"default"``. Raises ValidationError, SerializationError or UniqueConflict."""
+        ``"default"``. Jobs sharing an ``ordering_key`` run one at a time in insertion
+        order, across queues and processes (ADR 0034). Raises ValidationError,
+        SerializationError or UniqueConflict."""
         spec = self._spec(
             args,
             kind=kind,
@@ -232,6 +237,7 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
             metadata=metadata,
             run_at=run_at,
             unique_opts=unique_opts,
+            ordering_key=ordering_key,
         )
         pool = await self._get_pool()
         with mapped():
@@ -253,11 +259,13 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
         metadata: Mapping[str, Any] | None = None,
         run_at: datetime | None = None,
         unique_opts: Mapping[str, Any] | None = None,
+        ordering_key: str | None = None,
     ) -> list[Job[Any]]:
         """Insert many jobs in one transaction through COPY; all or nothing.
 
         The options apply to every job; an ``awa.InsertItem(args, queue=..., priority=...,
-        run_at=..., unique_opts=..., ...)`` in the list overrides them for that job.
+        run_at=..., unique_opts=..., ordering_key=..., ...)`` in the list overrides them for
+        that job.
         A unique conflict of any job raises UniqueConflict and writes none."""
         specs = self._specs(
             args_list,
@@ -269,6 +277,7 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
             metadata=metadata,
             run_at=run_at,
             unique_opts=unique_opts,
+            ordering_key=ordering_key,
         )
         async with self._connection() as conn:
             jobs = await insert_path.insert_many(conn, specs)

@@ -27,6 +27,8 @@ from awa.explain.facts import (
     RATE_WINDOW_S,
     Facts,
     FleetFacts,
+    KeyJob,
+    OrderingFacts,
     QueueFacts,
 )
 from awa.types import Explanation
@@ -93,4 +95,24 @@ def _facts(row: dict[str, Any], live: tuple[Any, ...]) -> Facts:
             pool_room=row["pool_room"],
             pool_running=row["pool_running"] or 0,
         ),
+        ordering=_ordering(row),
+    )
+
+
+def _key_job(row: dict[str, Any], prefix: str) -> KeyJob | None:
+    job_id = row[f"{prefix}_id"]
+    if job_id is None:
+        return None
+    return KeyJob(job_id, str(row[f"{prefix}_state"]), row[f"{prefix}_queue"])
+
+
+def _ordering(row: dict[str, Any]) -> OrderingFacts | None:
+    key = row["ordering_key"]
+    if key is None:
+        return None
+    return OrderingFacts(
+        key=key,
+        ahead=row["key_ahead"] or 0,
+        first=_key_job(row, "key_first"),
+        started=_key_job(row, "key_held"),
     )

@@ -50,6 +50,7 @@ class InsertSpec:
     run_at: datetime | None
     unique_key: bytes | None
     unique_states: str | None
+    ordering_key: str | None
 
     def inserted(self, row: Sequence[Any] | None) -> Job[Any]:
         """The Job this spec became, from the row ``job_insert`` returns."""
@@ -70,6 +71,7 @@ class InsertSpec:
             "run_at": self.run_at,
             "unique_key": self.unique_key,
             "unique_states": self.unique_states,
+            "ordering_key": self.ordering_key,
         }
 
 
@@ -102,6 +104,7 @@ class _SharedOptions:
     metadata_json: str
     run_at: datetime | None
     unique: UniqueOpts | None
+    ordering_key: str | None = None
 
 
 def _shared_options(
@@ -111,9 +114,11 @@ def _shared_options(
     metadata: Mapping[str, Any] | None,
     run_at: datetime | None,
     unique_opts: Mapping[str, Any] | UniqueOpts | None,
+    ordering_key: str | None = None,
 ) -> _SharedOptions:
     if (
-        tags is None
+        ordering_key is None
+        and tags is None
         and metadata is None
         and run_at is None
         and unique_opts is None
@@ -136,6 +141,7 @@ def _shared_options(
         metadata_json=encode_bounded(meta, what="metadata") if meta else "{}",
         run_at=None if run_at is None else validate.aware_datetime("run_at", run_at),
         unique=None if unique_opts is None else UniqueOpts.parse(unique_opts),
+        ordering_key=None if ordering_key is None else validate.ordering_key(ordering_key),
     )
 
 
@@ -171,6 +177,7 @@ def _spec(args: Any, kind: str, queue: str, shared: _SharedOptions) -> InsertSpe
         run_at=shared.run_at,
         unique_key=unique_key,
         unique_states=unique_states,
+        ordering_key=shared.ordering_key,
     )
 
 
@@ -185,11 +192,14 @@ def build_spec(
     metadata: Mapping[str, Any] | None = None,
     run_at: datetime | None = None,
     unique_opts: Mapping[str, Any] | UniqueOpts | None = None,
+    ordering_key: str | None = None,
 ) -> InsertSpec:
     """Validate one job's arguments; every error names the field and its bound."""
     kind = validate.text("kind", _kind_of(args) if kind is None else kind)
     queue = validate.text("queue", queue)
-    shared = _shared_options(priority, max_attempts, tags, metadata, run_at, unique_opts)
+    shared = _shared_options(
+        priority, max_attempts, tags, metadata, run_at, unique_opts, ordering_key
+    )
     return _spec(args, kind, queue, shared)
 
 
@@ -205,6 +215,7 @@ def build_specs(
     metadata: Mapping[str, Any] | None = None,
     run_at: datetime | None = None,
     unique_opts: Mapping[str, Any] | UniqueOpts | None = None,
+    ordering_key: str | None = None,
 ) -> list[InsertSpec]:
     """Validate many jobs sharing one set of options: options are checked once, each
     job's args are encoded once. ``default_queue`` picks the queue when none is given."""
@@ -212,7 +223,9 @@ def build_specs(
         raise ValidationError(
             "args_list", f"must be a list of job args, got {type(args_list).__name__}"
         )
-    shared = _shared_options(priority, max_attempts, tags, metadata, run_at, unique_opts)
+    shared = _shared_options(
+        priority, max_attempts, tags, metadata, run_at, unique_opts, ordering_key
+    )
     fixed_kind = None if kind is None else validate.text("kind", kind)
     fixed_queue = None if queue is None else validate.text("queue", queue)
     per_type: dict[type[Any], tuple[str, str]] = {}
@@ -297,6 +310,7 @@ def _takes_defaults(spec: InsertSpec) -> bool:
         and spec.max_attempts == 25
         and not spec.tags
         and spec.metadata_json == "{}"
+        and spec.ordering_key is None
     )
 
 
@@ -329,12 +343,13 @@ class _LineFormatter:
         if tail is None:
             tail = self._tails[key] = self._tail(spec, state)
         if spec.unique_key is None:
-            unique = "\\N\t\\N\n"
+            unique = "\\N\t\\N\t"
         else:
             unique = (
-                f"{copy_rows.bytea(spec.unique_key)}\t{copy_rows.optional(spec.unique_states)}\n"
+                f"{copy_rows.bytea(spec.unique_key)}\t{copy_rows.optional(spec.unique_states)}\t"
             )
-        return f"{job_id}{head}{copy_rows.json_text(spec.args_json)}{tail}{unique}"
+        ordering = copy_rows.optional(spec.ordering_key)
+        return f"{job_id}{head}{copy_rows.json_text(spec.args_json)}{tail}{unique}{ordering}\n"
 
     def _tail(self, spec: InsertSpec, state: JobState) -> str:
         """The columns from state to run_at, between tabs."""
@@ -374,4 +389,5 @@ def _new_job(
         attempted_at=None,
         deadline_at=None,
         finalized_at=None,
+        ordering_key=spec.ordering_key,
     )

@@ -2,9 +2,9 @@
 
 A list of plain args shares one set of options, validated once (the fast path of
 :func:`awa.client.insert.build_specs`, untouched). An :class:`InsertItem` in the list
-carries its own ``queue``, ``priority``, ``run_at``, ``unique_opts`` (and the rest); what
-it leaves ``None`` comes from the call. Runs of plain args between items still take the
-fast path, so a list without items costs one type check per element.
+carries its own ``queue``, ``priority``, ``run_at``, ``unique_opts``, ``ordering_key`` (and
+the rest); what it leaves ``None`` comes from the call. Runs of plain args between items
+still take the fast path, so a list without items costs one type check per element.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ class InsertItem:
     metadata: Mapping[str, Any] | None = None
     run_at: datetime | None = None
     unique_opts: Mapping[str, Any] | None = None
+    ordering_key: str | None = None
 
 
 _OPTIONS = tuple(f.name for f in fields(InsertItem) if f.name != "args")

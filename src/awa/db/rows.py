@@ -53,6 +53,8 @@ def job_rows(cursor: Cursor[Any] | AsyncCursor[Any]) -> RowMaker[Job[Any]]:
         (result.fname(i) or b"").decode() for i in range(result.nfields)
     ]  # fmt: skip
     positions = [names.index(name) for name in _JOB_FIELDS]
+    # Optional: statements written before ordering keys existed leave it out.
+    key_at = names.index("ordering_key") if "ordering_key" in names else None
     state_at = names.index("state")
     metadata_at = _JOB_FIELDS.index("metadata")
     errors_at = _JOB_FIELDS.index("errors")
@@ -64,6 +66,8 @@ def job_rows(cursor: Cursor[Any] | AsyncCursor[Any]) -> RowMaker[Job[Any]]:
             picked[metadata_at] = {}
         if picked[errors_at] is None:
             picked[errors_at] = []
+        if key_at is not None:
+            picked.append(values[key_at])
         return Job(*picked)
 
     return make
@@ -73,6 +77,7 @@ def job_from_row(row: Mapping[str, Any]) -> Job[Any]:
     """A job from a dict row holding at least the job columns (extras are ignored)."""
     values = [row[name] for name in _JOB_FIELDS]
     values[4] = _STATES[values[4]]
+    values.append(row.get("ordering_key"))
     return Job(*values)
 
 

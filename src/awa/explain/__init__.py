@@ -10,7 +10,7 @@ the facts is in :mod:`awa.client.explain`.
 
 from __future__ import annotations
 
-from awa.explain import fleet, states, waiting
+from awa.explain import fleet, ordering, states, waiting
 from awa.explain.facts import Facts
 from awa.explain.finding import Finding, Probe
 from awa.types import Explanation, JobState
@@ -18,6 +18,7 @@ from awa.types import Explanation, JobState
 PROBES: dict[JobState, tuple[Probe, ...]] = {
     JobState.AVAILABLE: (
         waiting.queue_paused,
+        ordering.ordered_behind,
         waiting.no_live_worker,
         fleet.concurrency_limit,
         fleet.partition_limit,

@@ -87,6 +87,26 @@ class FleetFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class KeyJob:
+    """Another job of the same ordering key: its id, state and queue."""
+
+    id: int
+    state: str
+    queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class OrderingFacts:
+    """Where a job with an ordering key stands in its key's line (ADR 0034), as the claim
+    reads it: the unfinished jobs of the key before it, and a started one."""
+
+    key: str
+    ahead: int = 0  # unfinished jobs of the key with a lower id (up to AHEAD_CAP)
+    first: KeyJob | None = None  # the lowest of them: the key's turn
+    started: KeyJob | None = None  # a running or parked job of the key (holds it)
+
+
+@dataclass(frozen=True, slots=True)
 class Serving:
     """One live process that serves the job's queue, with its permits for that queue."""
 
@@ -125,6 +145,7 @@ class Facts:
     queue: QueueFacts
     live: tuple[RuntimeInstance, ...]
     fleet: FleetFacts = FleetFacts()
+    ordering: OrderingFacts | None = None  # None: the job has no ordering key
 
     def serving(self) -> list[Serving]:
         """The live processes whose snapshot lists the job's queue."""

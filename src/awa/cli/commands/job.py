@@ -68,6 +68,8 @@ def _show(job: awa.Job[Any], as_json: bool) -> None:
         ("attempted_at", job.attempted_at), ("finalized_at", job.finalized_at),
         ("errors", len(job.errors)),
     ]  # fmt: skip
+    if job.ordering_key is not None:
+        rows.insert(4, ("ordering_key", job.ordering_key))
     print_table(("field", "value"), rows)
     if job.errors:
         last = job.errors[-1]

@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import awa
+from awa import validate
 from awa.cli.args import positive_int, with_example
 from awa.cli.output import ProgressLine, fail, print_json
+from awa.errors import ValidationError
 
 
 def register(actions: Any) -> None:
@@ -29,8 +31,21 @@ def register(actions: Any) -> None:
     p.add_argument("--queue", default="default")
     p.add_argument("--priority", type=int, choices=range(1, 5), default=2, metavar="1-4")
     p.add_argument("--max-attempts", type=positive_int, default=25)
+    p.add_argument(
+        "--ordering-key",
+        type=_ordering_key,
+        metavar="KEY",
+        help="the jobs run one at a time, in file order, after earlier jobs of KEY",
+    )
     p.add_argument("--batch-size", type=positive_int, default=5_000)
     p.set_defaults(handler=run)
+
+
+def _ordering_key(text: str) -> str:
+    try:
+        return validate.ordering_key(text)
+    except ValidationError as exc:
+        raise argparse.ArgumentTypeError(exc.reason) from None
 
 
 def _read(source: str) -> list[dict[str, Any]] | str:
@@ -58,7 +73,8 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
     if isinstance(rows, str):
         return fail(f"argument --file: {rows}", 2)
     options = {"kind": args.kind, "queue": args.queue, "priority": args.priority,
-               "max_attempts": args.max_attempts}  # fmt: skip
+               "max_attempts": args.max_attempts,
+               "ordering_key": args.ordering_key}  # fmt: skip
     progress = ProgressLine("enqueue", len(rows), enabled=not args.json)
     async with awa.AsyncClient(url) as client:
         try:

@@ -15,12 +15,12 @@ INSERT INTO awa.dlq (
     id, kind, queue, args, state, priority, original_priority, attempt, max_attempts,
     run_lease, tags, metadata, progress, errors, created_at, run_at, attempted_at,
     heartbeat_at, deadline_at, finalized_at, unique_key, unique_states, callback_id,
-    callback_timeout_at, reason, dlq_at
+    callback_timeout_at, reason, dlq_at, ordering_key
 )
 SELECT id, kind, queue, args, state, priority, original_priority, attempt, max_attempts,
     run_lease, tags, metadata, progress, errors, created_at, run_at, attempted_at,
     heartbeat_at, deadline_at, finalized_at, unique_key, unique_states, NULL, NULL,
-    coalesce(%(reason)s::text, errors -> -1 ->> 'error', 'failed'), now()
+    coalesce(%(reason)s::text, errors -> -1 ->> 'error', 'failed'), now(), ordering_key
 FROM moved
 ORDER BY id
 RETURNING id

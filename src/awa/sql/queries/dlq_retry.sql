@@ -1,7 +1,8 @@
 -- dlq_retry: move dead-lettered jobs back to awa.jobs as available now, with a fresh
 -- attempt budget (attempt 0) and their original priority, in one statement: a job is in
 -- exactly one of the two tables at any time. The id, run_lease (leases only grow, so no
--- old attempt can match), errors (history) and progress (checkpoint) are kept. Each
+-- old attempt can match), errors (history), progress (checkpoint) and ordering key (its place in line: the same
+-- id) are kept. Each
 -- queue is woken (notices are de-duplicated per transaction). The caller refuses an empty filter unless allow_all.
 WITH moved AS (
     DELETE FROM awa.dlq
@@ -15,11 +16,11 @@ WITH moved AS (
 INSERT INTO awa.jobs (
     id, kind, queue, args, state, priority, original_priority, attempt, max_attempts,
     run_lease, tags, metadata, progress, errors, created_at, run_at, unique_key,
-    unique_states
+    unique_states, ordering_key
 )
 SELECT id, kind, queue, args, 'available', original_priority, original_priority, 0,
     max_attempts, run_lease, tags, metadata, progress, errors, created_at, now(), unique_key,
-    unique_states
+    unique_states, ordering_key
 FROM moved
 ORDER BY id
 RETURNING *

@@ -7,7 +7,8 @@
 -- aging always counts from the current wait. Claims keep using jobs_claim_idx
 -- (queue, priority, run_at, id): the update moves the row within that index, and the
 -- candidate scan walks the same index for priority > 1; jobs adopted by a partitioned
--- queue are aged the same way on jobs_partition_idx (ADR 0010).
+-- queue are aged the same way on jobs_partition_idx (ADR 0010), and ordered ones on
+-- jobs_ordered_idx (ADR 0034: priority orders the keys' turns, never a key's own jobs).
 -- Fenced: does nothing unless the given epoch is still the leader lease's (ADR 0019).
 WITH config AS (
     SELECT c.queue, c.interval_ms
@@ -19,7 +20,8 @@ WITH config AS (
             extract(epoch FROM now() - j.run_at) * 1000 / c.interval_ms))::smallint AS priority
     FROM config AS c
     JOIN awa.jobs AS j ON j.queue = c.queue
-    WHERE j.state = 'available' AND j.partition_key IS NULL AND j.priority > 1
+    WHERE j.state = 'available' AND j.partition_key IS NULL AND j.ordering_key IS NULL
+      AND j.priority > 1
       AND j.run_at <= now() - c.interval_ms * interval '1 millisecond'
       AND greatest(1, j.original_priority - floor(
             extract(epoch FROM now() - j.run_at) * 1000 / c.interval_ms)) < j.priority
@@ -37,8 +39,22 @@ WITH config AS (
             extract(epoch FROM now() - j.run_at) * 1000 / c.interval_ms)) < j.priority
     LIMIT %(limit)s
     FOR UPDATE OF j SKIP LOCKED
+), aged_ordered AS (
+    SELECT j.id,
+        greatest(1, j.original_priority - floor(
+            extract(epoch FROM now() - j.run_at) * 1000 / c.interval_ms))::smallint AS priority
+    FROM config AS c
+    JOIN awa.jobs AS j ON j.queue = c.queue
+    WHERE j.state = 'available' AND j.partition_key IS NULL AND j.ordering_key IS NOT NULL
+      AND j.priority > 1
+      AND j.run_at <= now() - c.interval_ms * interval '1 millisecond'
+      AND greatest(1, j.original_priority - floor(
+            extract(epoch FROM now() - j.run_at) * 1000 / c.interval_ms)) < j.priority
+    LIMIT %(limit)s
+    FOR UPDATE OF j SKIP LOCKED
 ), aged AS (
     SELECT * FROM aged_plain UNION ALL SELECT * FROM aged_keyed
+    UNION ALL SELECT * FROM aged_ordered
 )
 UPDATE awa.jobs AS j
 SET priority = aged.priority

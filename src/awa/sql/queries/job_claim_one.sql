@@ -1,6 +1,7 @@
 -- job_claim_one: claim one specific available job (awa.testing's inline mode runs the
 -- job just inserted, not whichever is first in the queue). Same attempt bookkeeping as
--- job_claim_available, without a deadline; never used by workers.
+-- job_claim_available, without a deadline; never used by workers. An ordered job is
+-- claimed only at its key's turn (ADR 0034): none comes back otherwise.
 UPDATE awa.jobs
 SET state = 'running',
     attempt = attempt + 1,
@@ -9,4 +10,5 @@ SET state = 'running',
     heartbeat_at = now(),
     deadline_at = NULL
 WHERE id = %(id)s AND state = 'available'
+  AND (ordering_key IS NULL OR awa.ordering_ready(ordering_key, id))
 RETURNING *

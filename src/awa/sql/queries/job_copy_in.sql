@@ -3,5 +3,5 @@
 -- transaction; COPY itself cannot notify.
 COPY awa.jobs (
     id, kind, queue, args, state, priority, original_priority, max_attempts,
-    tags, metadata, run_at, unique_key, unique_states
+    tags, metadata, run_at, unique_key, unique_states, ordering_key
 ) FROM STDIN

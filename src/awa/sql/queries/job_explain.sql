@@ -13,18 +13,22 @@
 --   completed_*     the queue's newest completions within %(rate_window_s)s, at most
 --                   %(rate_sample)s of them, read backwards on an index of finalized_at;
 --   fleet limits    its queue_limits row, its token bucket refilled to now (as the claim
---                   refills it), its fleet pool membership and awa.pool_room (ADR 0010).
+--                   refills it), its fleet pool membership and awa.pool_room (ADR 0010);
+--   ordering        for a job with an ordering key (ADR 0034): the key's unfinished jobs
+--                   before it (counted up to %(ahead_cap)s, the first one named) on
+--                   jobs_ordering_idx, and a started job of the key on
+--                   jobs_ordering_held_idx — what the claim's awa.ordering_ready reads.
 -- now() is returned so that every "in 5 s" / "2 min ago" is measured on one clock.
 WITH found AS (
     (SELECT id, kind, queue, args, state, priority, attempt, max_attempts, run_lease, tags,
         metadata, progress, errors, created_at, run_at, attempted_at, deadline_at,
-        finalized_at, heartbeat_at, callback_timeout_at, partition_key,
+        finalized_at, heartbeat_at, callback_timeout_at, partition_key, ordering_key,
         NULL::timestamptz AS dead_lettered_at
     FROM awa.jobs WHERE id = %(id)s)
     UNION ALL
     (SELECT id, kind, queue, args, state, priority, attempt, max_attempts, run_lease, tags,
         metadata, progress, errors, created_at, run_at, attempted_at, deadline_at,
-        finalized_at, heartbeat_at, callback_timeout_at, NULL::text, dlq_at
+        finalized_at, heartbeat_at, callback_timeout_at, NULL::text, ordering_key, dlq_at
     FROM awa.dlq WHERE id = %(id)s)
     LIMIT 1
 ), job AS (
@@ -47,14 +51,17 @@ SELECT j.*, now() AS db_now,
     pool.total AS pool_total, pm.min_workers AS pool_min_workers, pm.weight AS pool_weight,
     CASE WHEN pm.queue IS NOT NULL AND j.state = 'available'
         THEN awa.pool_room(j.queue, now()) END AS pool_room,
-    pool_running.n AS pool_running
+    pool_running.n AS pool_running,
+    key_ahead.n AS key_ahead, earlier.id AS key_first_id, earlier.state AS key_first_state,
+    earlier.queue AS key_first_queue, held.id AS key_held_id, held.state AS key_held_state,
+    held.queue AS key_held_queue
 FROM job AS j
 LEFT JOIN awa.queue_meta AS m ON m.queue = j.queue
 LEFT JOIN LATERAL (
     SELECT count(*) AS n FROM (
         SELECT 1 FROM awa.jobs AS a
         WHERE j.state = 'available' AND a.state = 'available' AND a.partition_key IS NULL
-          AND a.queue = j.queue
+          AND a.ordering_key IS NULL AND a.queue = j.queue
           AND (a.priority, a.run_at, a.id) < (j.priority, j.run_at, j.id)
           AND (j.part IS NULL
                OR left(coalesce(a.args ->> j.partition_by, ''), 200) = j.part)
@@ -97,3 +104,28 @@ LEFT JOIN LATERAL (
     JOIN awa.jobs AS r ON r.queue = o.queue AND r.state = 'running'
     WHERE j.state = 'available' AND pm.queue IS NOT NULL
 ) AS pool_running ON true
+LEFT JOIN LATERAL (
+    SELECT count(*) AS n FROM (
+        SELECT 1 FROM awa.jobs AS e
+        WHERE j.state = 'available' AND j.ordering_key IS NOT NULL
+          AND e.ordering_key = j.ordering_key AND e.id < j.id
+          AND e.state IN ('scheduled', 'available', 'running', 'retryable', 'waiting_external')
+        LIMIT %(ahead_cap)s
+    ) AS s
+) AS key_ahead ON true
+LEFT JOIN LATERAL (
+    SELECT e.id, e.state, e.queue FROM awa.jobs AS e
+    WHERE j.state = 'available' AND j.ordering_key IS NOT NULL
+      AND e.ordering_key = j.ordering_key AND e.id < j.id
+      AND e.state IN ('scheduled', 'available', 'running', 'retryable', 'waiting_external')
+    ORDER BY e.id
+    LIMIT 1
+) AS earlier ON true
+LEFT JOIN LATERAL (
+    SELECT h.id, h.state, h.queue FROM awa.jobs AS h
+    WHERE j.state = 'available' AND j.ordering_key IS NOT NULL
+      AND h.ordering_key = j.ordering_key AND h.id <> j.id
+      AND h.state IN ('running', 'waiting_external')
+    ORDER BY h.id
+    LIMIT 1
+) AS held ON true

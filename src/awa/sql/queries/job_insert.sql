@@ -6,7 +6,7 @@
 WITH inserted AS (
     INSERT INTO awa.jobs (
         kind, queue, args, state, priority, original_priority, max_attempts,
-        tags, metadata, run_at, unique_key, unique_states
+        tags, metadata, run_at, unique_key, unique_states, ordering_key
     )
     VALUES (
         %(kind)s, %(queue)s, %(args)s::jsonb,
@@ -14,7 +14,7 @@ WITH inserted AS (
             ELSE 'available' END::awa.job_state,
         %(priority)s, %(priority)s, %(max_attempts)s,
         %(tags)s::text[], %(metadata)s::jsonb, coalesce(%(run_at)s::timestamptz, now()),
-        %(unique_key)s::bytea, %(unique_states)s::bit(8)
+        %(unique_key)s::bytea, %(unique_states)s::bit(8), %(ordering_key)s::text
     )
     RETURNING id, state, created_at, run_at, queue
 )

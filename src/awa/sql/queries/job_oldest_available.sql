@@ -4,7 +4,9 @@
 -- priority, run_at, id) holds the unpartitioned and not yet adopted ones — one probe per
 -- priority finds each priority's oldest; jobs_partition_idx (queue, partition_key,
 -- priority, run_at, id) holds the adopted ones — a loose scan finds the distinct keys
--- (one probe each, the first %(max_keys)s keys), then one probe per key and priority.
+-- (one probe each, the first %(max_keys)s keys), then one probe per key and priority;
+-- jobs_ordered_idx (queue, ordering_key, id) holds those with an ordering key (ADR 0034),
+-- whose range for the queue is read whole (the dashboard's frequency, not the claim's).
 WITH RECURSIVE keys(k, n) AS (
     (SELECT a.partition_key, 1 FROM awa.jobs AS a
      WHERE a.queue = %(queue)s AND a.state = 'available' AND a.partition_key IS NOT NULL
@@ -20,8 +22,8 @@ WITH RECURSIVE keys(k, n) AS (
     FROM unnest('{1,2,3,4}'::smallint[]) AS p(priority)
     CROSS JOIN LATERAL (
         SELECT id, run_at FROM awa.jobs
-        WHERE state = 'available' AND partition_key IS NULL AND queue = %(queue)s
-          AND priority = p.priority
+        WHERE state = 'available' AND partition_key IS NULL AND ordering_key IS NULL
+          AND queue = %(queue)s AND priority = p.priority
         ORDER BY run_at, id
         LIMIT 1
     ) AS o
@@ -36,5 +38,11 @@ WITH RECURSIVE keys(k, n) AS (
         LIMIT 1
     ) AS o
     WHERE keys.k IS NOT NULL
+    UNION ALL
+    (SELECT id, run_at FROM awa.jobs
+     WHERE state = 'available' AND partition_key IS NULL AND ordering_key IS NOT NULL
+       AND queue = %(queue)s
+     ORDER BY run_at, id
+     LIMIT 1)
 )
 SELECT id FROM heads ORDER BY run_at, id LIMIT 1

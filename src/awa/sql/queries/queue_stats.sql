@@ -7,8 +7,12 @@ WITH waiting AS (
         count(*) AS available,
         extract(epoch FROM now() - min(run_at))::float8 AS lag_seconds
     FROM (
-        -- one branch per claim index: available jobs sit in exactly one (ADR 0010)
-        SELECT queue, run_at FROM awa.jobs WHERE state = 'available' AND partition_key IS NULL
+        -- one branch per claim index: available jobs sit in exactly one (ADR 0010, 0034)
+        SELECT queue, run_at FROM awa.jobs
+        WHERE state = 'available' AND partition_key IS NULL AND ordering_key IS NULL
+        UNION ALL
+        SELECT queue, run_at FROM awa.jobs
+        WHERE state = 'available' AND partition_key IS NULL AND ordering_key IS NOT NULL
         UNION ALL
         SELECT queue, run_at FROM awa.jobs
         WHERE state = 'available' AND partition_key IS NOT NULL
