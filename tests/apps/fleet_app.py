@@ -2,11 +2,11 @@
 
 Handles the ``fleet_work`` kind (async sleep of ``args["ms"]``) and appends one JSON line
 per execution to ``$AWA_FLEET_LOG`` (opened in append mode: lines from several processes
-never interleave): the job, its queue and ``tenant``, the wall-clock start and end of the
-handler, the attempt's ``attempted_at`` and this pid. Tests judge fleet limits from these
-lines — what actually ran — never from awa's own counters. ``AWA_FLEET_SETTINGS`` may hold
-JSON worker settings (merged over FAST_WORKER). Prints "ready" once the worker runs and
-shuts down gracefully on SIGTERM.
+never interleave): the job, its queue, ``tenant`` and ordering key, the wall-clock start
+and end of the handler, the attempt's ``attempted_at`` and this pid. Tests judge fleet
+limits from these lines — what actually ran — never from awa's own counters.
+``AWA_FLEET_SETTINGS`` may hold JSON worker settings (merged over FAST_WORKER). Prints
+"ready" once the worker runs and shuts down gracefully on SIGTERM.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ async def fleet_work(job: awa.Job[Any]) -> None:
         "id": job.id,
         "queue": job.queue,
         "tenant": job.args.get("tenant"),
+        "ordering_key": job.ordering_key,
         "start": start,
         "end": end,
         "attempted_at": job.attempted_at.timestamp(),

@@ -28,6 +28,7 @@ class Run:
     end: float
     attempted_at: float
     pid: int
+    ordering_key: str | None = None
 
 
 class Fleet:

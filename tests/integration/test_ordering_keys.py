@@ -8,6 +8,7 @@ step of a key's line can be checked on its own.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,7 +18,7 @@ import pytest
 import awa
 from awa.bridge import insert_job
 from awa.db import sql
-from tests.helpers import lead_maintenance
+from tests.helpers import FAST_WORKER, lead_maintenance, wait_for
 
 
 def _claim(db: psycopg.Connection[Any], queue: str = "q", limit: int = 10) -> list[int]:
@@ -258,3 +259,84 @@ def test_the_sync_client_and_the_bridge_take_a_key(
         bridged = insert_job(conn, {}, kind="work", queue="q", ordering_key="b")
     assert isinstance(bridged, awa.Job)
     assert sync_client.get_job(bridged.id).ordering_key == "b"
+
+
+async def test_a_worker_runs_each_key_in_order_one_at_a_time(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """Eight permits, three keys of five jobs and key-less jobs: judged from what ran."""
+    running: dict[str, int] = {}
+    overlaps: list[str] = []
+    started: list[tuple[str | None, int]] = []
+
+    @client.task(dict, kind="work", queue="q")
+    async def work(job: awa.Job[Any]) -> None:
+        key = job.ordering_key
+        started.append((key, job.id))
+        if key is not None:
+            running[key] = running.get(key, 0) + 1
+            if running[key] > 1:
+                overlaps.append(key)
+        await asyncio.sleep(0)  # let other handlers interleave
+        await asyncio.sleep(0.01)
+        if key is not None:
+            running[key] -= 1
+
+    inserted: dict[str | None, list[int]] = {}
+    for round_ in range(5):
+        for key in ("a", "b", "c", None):
+            job = await client.insert({"r": round_}, kind="work", queue="q", ordering_key=key)
+            inserted.setdefault(key, []).append(job.id)
+    await client.start([("q", 8)], **FAST_WORKER)
+    try:
+
+        async def all_done() -> bool:
+            row = db.execute("SELECT count(*) FROM awa.jobs WHERE state <> 'completed'").fetchone()
+            return row == (0,)
+
+        await wait_for(all_done)
+    finally:
+        await client.shutdown()
+    assert overlaps == []
+    for key in ("a", "b", "c"):
+        assert [i for k, i in started if k == key] == inserted[key]
+
+
+async def test_explain_names_the_job_a_key_waits_for(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    first, second, third = await _insert(client, "acct-7", 3)
+    assert _claim(db) == [first]
+    found = await client.explain(third)
+    top = found.reasons[0]
+    assert top.code == awa.ReasonCode.ORDERED_BEHIND
+    assert top.details["waiting_for"] == first
+    assert top.details["waiting_for_state"] == "running"
+    assert top.details["ahead"] == 2
+    assert f"job {first} (running" in top.message and "'acct-7'" in top.message
+    assert f"waits for job {first}" in found.summary
+    _set_state(db, first, "completed")
+    found = await client.explain(third)
+    assert found.reasons[0].details["waiting_for"] == second
+    assert found.reasons[0].details["waiting_for_state"] == "available"
+    assert all(
+        r.code != awa.ReasonCode.ORDERED_BEHIND for r in (await client.explain(second)).reasons
+    )
+
+
+async def test_explain_names_a_started_job_that_holds_the_key(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], database_url: str
+) -> None:
+    with psycopg.connect(database_url) as slow:
+        row = slow.execute(
+            "INSERT INTO awa.jobs (kind, queue, ordering_key) VALUES ('work', 'q', 'k') "
+            "RETURNING id"
+        ).fetchone()
+        assert row is not None
+        (fast,) = await _insert(client, "k")
+        assert _claim(db) == [fast]
+        slow.commit()
+    top = (await client.explain(row[0])).reasons[0]
+    assert top.code == awa.ReasonCode.ORDERED_BEHIND
+    assert (top.details["waiting_for"], top.details["ahead"]) == (fast, 0)
+    assert "has started" in top.message

@@ -21,8 +21,8 @@
 -- (NULL id, blocked, retry_in_ms) when the fleet held a claim back. id comes first.
 SELECT c.id, c.row_type, c.claim_queue, c.kind, c.queue, c.args, c.state, c.priority,
     c.attempt, c.max_attempts, c.run_lease, c.tags, c.metadata, c.progress, c.errors,
-    c.created_at, c.run_at, c.attempted_at, c.deadline_at, c.finalized_at, c.blocked,
-    c.retry_in_ms
+    c.created_at, c.run_at, c.attempted_at, c.deadline_at, c.finalized_at, c.ordering_key,
+    c.blocked, c.retry_in_ms
 FROM awa.complete_and_claim(
     %(outcomes)s::jsonb, %(synchronous_commit)s::text, %(claims)s::jsonb
 ) AS c
