@@ -32,3 +32,27 @@ def test_a_bad_file_writes_nothing(awa_cli: Awa, sync_client: awa.Client, tmp_pa
         assert result.returncode == 2 and len(lines) == 1, (path, result.stderr)
         assert "--file" in lines[0] and reason in lines[0]
     assert sync_client.list_jobs() == []
+
+
+def test_an_ordering_key_puts_the_file_in_one_line(
+    awa_cli: Awa, sync_client: awa.Client, tmp_path: Path
+) -> None:
+    source = tmp_path / "jobs.jsonl"
+    source.write_text('{"step": 1}\n{"step": 2}\n')
+    result = awa_cli("job", "enqueue", "--kind", "migrate", "--ordering-key", "tenant-4",
+                     "--file", str(source))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    jobs = sorted(sync_client.list_jobs(kind="migrate"), key=lambda job: job.id)
+    assert [(job.args["step"], job.ordering_key) for job in jobs] == [
+        (1, "tenant-4"),
+        (2, "tenant-4"),
+    ]
+    shown = awa_cli("job", "get", str(jobs[0].id))
+    assert "ordering_key" in shown.stdout and "tenant-4" in shown.stdout
+    for bad in ("", "x" * 256):
+        refused = awa_cli("job", "enqueue", "--kind", "k", "--ordering-key", bad,
+                          "--file", str(source))  # fmt: skip
+        lines = refused.stderr.strip().splitlines()
+        assert refused.returncode == 2 and len(lines) == 1, refused.stderr
+        assert "--ordering-key" in lines[0]
+    assert len(sync_client.list_jobs()) == 2

@@ -340,3 +340,31 @@ async def test_explain_names_a_started_job_that_holds_the_key(
     assert top.code == awa.ReasonCode.ORDERED_BEHIND
     assert (top.details["waiting_for"], top.details["ahead"]) == (fast, 0)
     assert "has started" in top.message
+
+
+async def test_a_job_failing_into_the_dead_letter_queue_releases_its_key(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    db.execute("INSERT INTO awa.queue_meta (queue, dlq) VALUES ('q', true)")
+    first, second = await _insert(client, "k", 2)
+    assert _claim(db) == [first]
+    with db.cursor() as cur:
+        cur.execute("LISTEN awa_available")
+        _set_state(db, first, "failed")  # the DLQ trigger moves it out of awa.jobs
+        notices = list(db.notifies(timeout=5, stop_after=1))
+    assert [n.payload for n in notices] == ["q"]  # the key's next job woke its queue
+    assert db.execute("SELECT count(*) FROM awa.jobs WHERE id = %s", (first,)).fetchone() == (0,)
+    assert _claim(db) == [second]
+
+
+async def test_a_long_blocked_backlog_does_not_hide_a_later_key(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """More blocked jobs of one key than the claim reads in dispatch order: the claim then
+    visits the waiting keys one by one and still finds the later key's turn."""
+    (head,) = await _insert(client, "deep")
+    assert _claim(db) == [head]
+    await client.insert_many([{"n": i} for i in range(250)], kind="work", queue="q",
+                             ordering_key="deep")  # fmt: skip
+    (late,) = await _insert(client, "late")
+    assert _claim(db) == [late]

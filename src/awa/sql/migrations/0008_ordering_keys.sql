@@ -40,10 +40,13 @@ DROP INDEX awa.jobs_claim_idx;
 CREATE INDEX jobs_claim_idx ON awa.jobs (queue, priority, run_at, id)
     WHERE state = 'available' AND partition_key IS NULL AND ordering_key IS NULL;
 
--- Ordered available jobs of a queue by key: a loose scan visits each waiting key once
--- (its lowest id in the queue is the only one that can be its turn), so a key with a
--- long backlog costs one probe per claim, not one per job.
+-- Ordered available jobs of a queue, not adopted: by key for a loose scan that visits
+-- each waiting key once (its lowest id in the queue is the only one that can be its
+-- turn), so a key with a long backlog costs one probe per claim, not one per job…
 CREATE INDEX jobs_ordered_idx ON awa.jobs (queue, ordering_key, id)
+    WHERE state = 'available' AND partition_key IS NULL AND ordering_key IS NOT NULL;
+-- The same jobs in dispatch order: with many keys, the first of them are mostly heads.
+CREATE INDEX jobs_ordered_claim_idx ON awa.jobs (queue, priority, run_at, id)
     WHERE state = 'available' AND partition_key IS NULL AND ordering_key IS NOT NULL;
 
 -- The unfinished jobs of a key in id order: the first one is the key's turn.
@@ -79,50 +82,94 @@ $$;
 -- that claims: in READ COMMITTED that statement's snapshot is taken after the lock, so it
 -- sees the previous claim of the key committed (ADR 0034 gives the argument).
 
--- The ordered jobs p_queue should claim now, of at most p_limit claims: the key heads
--- that are ready and, merged with the first plain jobs in dispatch order (priority,
+-- The ordered jobs p_queue should claim now, of at most p_limit claims: the keys' turns
+-- (ready heads) that, merged with the first plain jobs in dispatch order (priority,
 -- run_at, id), rank within the first p_limit; each one's key locked. Unlocked reads; the
 -- claim that follows locks and re-checks the rows.
+-- Heads are found in dispatch order on jobs_ordered_claim_idx, reading at most 200 rows:
+-- with many keys the first rows are mostly heads. When those rows hold fewer heads than
+-- wanted and there are more rows (a few keys with long backlogs behind started jobs), a
+-- loose scan of jobs_ordered_idx visits each waiting key once instead — one probe per
+-- key, however long its backlog.
 CREATE FUNCTION awa.ordering_pick(p_queue text, p_limit integer)
-RETURNS bigint[] LANGUAGE sql VOLATILE AS $$
-    WITH RECURSIVE keys(k) AS (
-        (SELECT a.ordering_key FROM awa.jobs AS a
-         WHERE a.queue = p_queue AND a.state = 'available' AND a.partition_key IS NULL
-           AND a.ordering_key IS NOT NULL
-         ORDER BY a.ordering_key LIMIT 1)
-        UNION ALL
-        SELECT (SELECT a.ordering_key FROM awa.jobs AS a
-                WHERE a.queue = p_queue AND a.state = 'available' AND a.partition_key IS NULL
-                  AND a.ordering_key IS NOT NULL AND a.ordering_key > keys.k
-                ORDER BY a.ordering_key LIMIT 1)
-        FROM keys WHERE keys.k IS NOT NULL
-    ), heads AS (
-        SELECT f.id, f.priority, f.run_at, keys.k
-        FROM keys CROSS JOIN LATERAL (
-            SELECT a.id, a.priority, a.run_at FROM awa.jobs AS a
+RETURNS bigint[] LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    v_seen  integer;
+    v_heads bigint[];
+BEGIN
+    -- Stops at the p_limit-th head: ordering_ready is asked in dispatch order only as far
+    -- as needed.
+    SELECT ARRAY(
+        SELECT f.id FROM (
+            SELECT a.id, a.ordering_key FROM awa.jobs AS a
             WHERE a.queue = p_queue AND a.state = 'available' AND a.partition_key IS NULL
-              AND a.ordering_key IS NOT NULL AND a.ordering_key = keys.k
-            ORDER BY a.id LIMIT 1
+              AND a.ordering_key IS NOT NULL
+            ORDER BY a.priority, a.run_at, a.id
+            LIMIT 200
         ) AS f
-        WHERE keys.k IS NOT NULL AND awa.ordering_ready(keys.k, f.id)
-    ), merged AS (
-        SELECT u.id, u.k FROM (
-            SELECT h.id, h.priority, h.run_at, h.k FROM heads AS h
-            UNION ALL
-            (SELECT a.id, a.priority, a.run_at, NULL::text FROM awa.jobs AS a
-             WHERE a.queue = p_queue AND a.state = 'available' AND a.partition_key IS NULL
-               AND a.ordering_key IS NULL
-             ORDER BY a.priority, a.run_at, a.id LIMIT p_limit)
-        ) AS u
-        ORDER BY u.priority, u.run_at, u.id
+        WHERE awa.ordering_ready(f.ordering_key, f.id)
         LIMIT p_limit
-    )
-    SELECT coalesce(array_agg(m.id ORDER BY m.id), '{}')
-    FROM merged AS m
-    WHERE m.k IS NOT NULL AND pg_try_advisory_xact_lock(1635213679, hashtext(m.k))
+    ) INTO v_heads;
+    IF cardinality(v_heads) < p_limit THEN
+        SELECT count(*) INTO v_seen FROM (
+            SELECT 1 FROM awa.jobs AS a
+            WHERE a.queue = p_queue AND a.state = 'available' AND a.partition_key IS NULL
+              AND a.ordering_key IS NOT NULL
+            LIMIT 200
+        ) AS f;
+    END IF;
+    IF cardinality(v_heads) < p_limit AND v_seen = 200 THEN
+        WITH RECURSIVE keys(k) AS (
+            (SELECT a.ordering_key FROM awa.jobs AS a
+             WHERE a.queue = p_queue AND a.state = 'available' AND a.partition_key IS NULL
+               AND a.ordering_key IS NOT NULL
+             ORDER BY a.ordering_key LIMIT 1)
+            UNION ALL
+            SELECT (SELECT a.ordering_key FROM awa.jobs AS a
+                    WHERE a.queue = p_queue AND a.state = 'available'
+                      AND a.partition_key IS NULL AND a.ordering_key IS NOT NULL
+                      AND a.ordering_key > keys.k
+                    ORDER BY a.ordering_key LIMIT 1)
+            FROM keys WHERE keys.k IS NOT NULL
+        )
+        SELECT ARRAY(
+            SELECT f.id
+            FROM keys CROSS JOIN LATERAL (
+                SELECT a.id, a.priority, a.run_at FROM awa.jobs AS a
+                WHERE a.queue = p_queue AND a.state = 'available' AND a.partition_key IS NULL
+                  AND a.ordering_key IS NOT NULL AND a.ordering_key = keys.k
+                ORDER BY a.id LIMIT 1
+            ) AS f
+            WHERE keys.k IS NOT NULL AND awa.ordering_ready(keys.k, f.id)
+            ORDER BY f.priority, f.run_at, f.id
+            LIMIT p_limit
+        ) INTO v_heads;
+    END IF;
+    IF cardinality(v_heads) = 0 THEN
+        RETURN v_heads;
+    END IF;
+    -- Merge with the plain jobs; lock the keys of the heads that rank within the limit.
+    RETURN ARRAY(
+        SELECT m.id FROM (
+            SELECT u.id, u.ordered FROM (
+                SELECT h.id, h.priority, h.run_at, true AS ordered
+                FROM awa.jobs AS h WHERE h.id = ANY (v_heads)
+                UNION ALL
+                (SELECT a.id, a.priority, a.run_at, false FROM awa.jobs AS a
+                 WHERE a.queue = p_queue AND a.state = 'available'
+                   AND a.partition_key IS NULL AND a.ordering_key IS NULL
+                 ORDER BY a.priority, a.run_at, a.id LIMIT p_limit)
+            ) AS u
+            ORDER BY u.priority, u.run_at, u.id
+            LIMIT p_limit
+        ) AS m
+        JOIN awa.jobs AS j ON j.id = m.id
+        WHERE m.ordered AND pg_try_advisory_xact_lock(1635213679, hashtext(j.ordering_key))
+    );
+END
 $$;
 
--- The plain claim (0007), now without ordered jobs on jobs_claim_idx. A queue with ordered
+-- The one claim (0007), now without ordered jobs on jobs_claim_idx. A queue with ordered
 -- jobs waiting takes the ordered path: awa.ordering_pick, then one statement that claims
 -- the picked heads (re-checked in its own snapshot) and plain jobs for the rest of the
 -- limit. Columns gain ordering_key, so the function is dropped and created again (with
@@ -142,25 +189,32 @@ CREATE FUNCTION awa.claim(
 ) LANGUAGE plpgsql VOLATILE AS $$
 #variable_conflict use_column
 DECLARE
-    v_heads bigint[];
+    v_coordinated boolean;
+    v_paused      boolean;
+    v_ordered     boolean;
+    v_heads       bigint[];
 BEGIN
-    IF EXISTS (SELECT 1 FROM awa.queue_limits AS l WHERE l.queue = p_queue)
-       OR EXISTS (SELECT 1 FROM awa.fleet_pool_members AS m WHERE m.queue = p_queue) THEN
+    -- One statement decides the path (and sets the commit mode, which 0007 did in one of
+    -- its own): fleet limits or pool membership, a pause, and ordered jobs waiting (a probe
+    -- of jobs_ordered_claim_idx, empty for most queues). As guards inside the claim below
+    -- they cost more: that statement was then planned afresh on every call.
+    SELECT EXISTS (SELECT 1 FROM awa.queue_limits AS l WHERE l.queue = p_queue)
+            OR EXISTS (SELECT 1 FROM awa.fleet_pool_members AS m WHERE m.queue = p_queue),
+        EXISTS (SELECT 1 FROM awa.queue_meta AS m WHERE m.queue = p_queue AND m.paused),
+        EXISTS (SELECT 1 FROM awa.jobs AS o
+                WHERE o.queue = p_queue AND o.state = 'available'
+                  AND o.partition_key IS NULL AND o.ordering_key IS NOT NULL)
+    INTO v_coordinated, v_paused, v_ordered
+    FROM set_config('synchronous_commit', p_synchronous_commit, true);
+    IF v_coordinated THEN
         RETURN QUERY SELECT * FROM awa.claim_coordinated(
             p_queue, p_limit, p_deadline_ms, p_synchronous_commit);
         RETURN;
     END IF;
-    PERFORM set_config('synchronous_commit', p_synchronous_commit, true);
-    IF p_limit < 1 OR EXISTS (
-        SELECT 1 FROM awa.queue_meta AS m WHERE m.queue = p_queue AND m.paused
-    ) THEN
+    IF p_limit < 1 OR v_paused THEN
         RETURN;
     END IF;
-    IF NOT EXISTS (
-        SELECT 1 FROM awa.jobs AS o
-        WHERE o.queue = p_queue AND o.state = 'available' AND o.partition_key IS NULL
-          AND o.ordering_key IS NOT NULL
-    ) THEN
+    IF NOT v_ordered THEN
         -- The plain claim (job_claim_available.sql says why it has this shape): the next
         -- jobs in dispatch order on jobs_claim_idx, rows other claimers hold skipped, each
         -- claim a new attempt (attempt and run_lease + 1) fenced by (run_lease,
@@ -186,6 +240,9 @@ BEGIN
             j.deadline_at, j.finalized_at, j.ordering_key, NULL::text, NULL::float8;
         RETURN;
     END IF;
+    -- Ordered jobs wait in this queue: the keys' turns that rank within the limit (their
+    -- keys locked), then, in a statement whose snapshot follows those locks, the heads
+    -- re-checked and plain jobs for the rest of the limit.
     v_heads := awa.ordering_pick(p_queue, p_limit);
     RETURN QUERY
     UPDATE awa.jobs AS j
