@@ -368,3 +368,28 @@ async def test_a_long_blocked_backlog_does_not_hide_a_later_key(
                              ordering_key="deep")  # fmt: skip
     (late,) = await _insert(client, "late")
     assert _claim(db) == [late]
+
+
+async def test_the_dashboards_job_page_shows_the_key_and_why_it_waits(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], database_url: str
+) -> None:
+    pytest.importorskip("fastapi")
+    from fastapi import FastAPI
+    from starlette.testclient import TestClient
+
+    from awa.contrib.starlette import mount_dashboard
+
+    first, second = await _insert(client, "acct <7>", 2)
+    assert _claim(db) == [first]
+    app = FastAPI()
+    mount_dashboard(app, "/awa", database_url=database_url, token=None)
+
+    def page() -> str:
+        with TestClient(app) as http:
+            response = http.get(f"/awa/jobs/{second}")
+            assert response.status_code == 200
+            return response.text
+
+    text = await asyncio.to_thread(page)
+    assert 'id="job-ordering-key">acct &lt;7&gt;</td>' in text  # escaped
+    assert 'data-code="ordered_behind"' in text
