@@ -31,11 +31,11 @@ BEGIN
 END
 $$;
 
--- An available job now sits in exactly one of three claim indexes: plain jobs in
--- jobs_claim_idx; ordered jobs not adopted by a partitioned queue in jobs_ordered_idx;
--- adopted ones (ordered or not) in jobs_partition_idx (0003). So the plain claim never
--- scans a backlog of ordered jobs that wait for their turn, and a query over available
--- jobs names the index it wants (partition_key and ordering_key IS NULL / IS NOT NULL).
+-- Available jobs now split three ways: plain jobs in jobs_claim_idx; ordered jobs not
+-- adopted by a partitioned queue in jobs_ordered_idx and jobs_ordered_claim_idx; adopted
+-- ones (ordered or not) in jobs_partition_idx (0003). So the plain claim never scans a
+-- backlog of ordered jobs that wait for their turn, and a query over available jobs
+-- names the index it wants (partition_key and ordering_key IS NULL / IS NOT NULL).
 DROP INDEX awa.jobs_claim_idx;
 CREATE INDEX jobs_claim_idx ON awa.jobs (queue, priority, run_at, id)
     WHERE state = 'available' AND partition_key IS NULL AND ordering_key IS NULL;
