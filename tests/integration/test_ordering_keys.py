@@ -9,6 +9,7 @@ step of a key's line can be checked on its own.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,6 +17,7 @@ import psycopg
 import pytest
 
 import awa
+import awa.testing
 from awa.bridge import insert_job
 from awa.db import sql
 from tests.helpers import FAST_WORKER, lead_maintenance, wait_for
@@ -393,3 +395,28 @@ async def test_the_dashboards_job_page_shows_the_key_and_why_it_waits(
     text = await asyncio.to_thread(page)
     assert 'id="job-ordering-key">acct &lt;7&gt;</td>' in text  # escaped
     assert 'data-code="ordered_behind"' in text
+
+
+@dataclasses.dataclass
+class Step:
+    n: int
+
+
+async def test_work_one_runs_only_a_keys_turn(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    done: list[int] = []
+
+    async def handle(job: awa.Job[Step]) -> None:
+        done.append(job.args.n)
+
+    first = await client.insert(Step(1), queue="q", ordering_key="k")
+    await client.insert(Step(2), queue="q", ordering_key="k")
+    assert _claim(db) == [first.id]  # the first runs elsewhere
+    result = await awa.testing.work_one(client, Step, handler=handle, queue="q")
+    assert result.outcome == "no_job" and done == []
+    _set_state(db, first.id, "completed")
+    result = await awa.testing.work_one(client, Step, handler=handle, queue="q")
+    assert result.outcome == "completed" and done == [2]
+    by_queue = await awa.testing.work_one(client, "q")  # the queue form: nothing left
+    assert by_queue is None
