@@ -40,8 +40,8 @@ async def _insert(client: awa.AsyncClient, queues: tuple[str, ...]) -> dict[str,
     for n in range(8):
         for i, key in enumerate(KEYS):
             queue = queues[(n + i) % len(queues)]
-            items.append(InsertItem({"ms": 30}, queue=queue, ordering_key=key))
-            items.append(InsertItem({"ms": 30}, queue=queue))
+            items.append(InsertItem({"ms": 40}, queue=queue, ordering_key=key))
+            items.append(InsertItem({"ms": 40}, queue=queue))
     jobs = await client.insert_many(items, kind="fleet_work")
     inserted: dict[str, list[int]] = {}
     for job in jobs:
@@ -53,22 +53,21 @@ async def _insert(client: awa.AsyncClient, queues: tuple[str, ...]) -> dict[str,
 async def test_three_processes_run_each_key_one_at_a_time_in_order(
     client: awa.AsyncClient, fleet: Fleet
 ) -> None:
+    fleet.start(3, "left=4", "right=4")  # all three listen before the first job exists
     inserted = await _insert(client, ("left", "right"))  # a key spans both queues
-    fleet.start(3, "left=4", "right=4")
     runs = await _all_done(client, fleet, 64)
     _check_lines(runs, inserted)
-    assert len({r.pid for r in runs if r.ordering_key}) > 1  # the keys moved between processes
-    assert (
-        max_overlap([(r.start, r.end) for r in runs if r.ordering_key]) > 1
-    )  # keys ran side by side
+    keyed = [r for r in runs if r.ordering_key]
+    assert len({r.pid for r in keyed}) > 1, keyed  # the keys moved between processes
+    assert max_overlap([(r.start, r.end) for r in keyed]) > 1  # keys ran side by side
 
 
 async def test_ordered_jobs_keep_their_line_under_a_fleet_cap(
     client: awa.AsyncClient, fleet: Fleet
 ) -> None:
     await client.set_queue_limits("capped", concurrency=3)
-    inserted = await _insert(client, ("capped",))
     fleet.start(3, "capped=4")
+    inserted = await _insert(client, ("capped",))
     runs = await _all_done(client, fleet, 64)
     _check_lines(runs, inserted)
     assert max_overlap([(r.start, r.end) for r in runs]) <= 3
