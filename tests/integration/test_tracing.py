@@ -142,6 +142,31 @@ async def test_each_attempt_is_a_consumer_span_in_the_producers_trace(
     assert "ValueError" in event.attributes["exception.stacktrace"]
 
 
+async def test_spans_a_sync_handler_opens_are_children_of_its_attempt(
+    client: awa.AsyncClient, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    awa.tracing.instrument(client, tracer_provider=provider)
+    inner = provider.get_tracer("handler")
+
+    @client.task(None, kind="plain", queue="traced")
+    def plain(job: awa.Job[Any]) -> None:  # runs in a handler thread
+        with inner.start_as_current_span("inside the thread"):
+            pass
+
+    jobs = await client.insert_many([{}, {}], kind="plain", queue="traced")
+    await client.start([("traced", 2)], **FAST_WORKER)
+    try:
+        for job in jobs:
+            await wait_for(lambda j=job: _state_is(client, j.id, awa.JobState.COMPLETED))
+    finally:
+        await client.shutdown()
+
+    attempts = {_consumer_spans(exporter, job.id)[0].context.span_id for job in jobs}
+    children = [s for s in exporter.get_finished_spans() if s.name == "inside the thread"]
+    assert len(children) == 2
+    assert {c.parent.span_id for c in children if c.parent} == attempts
+
+
 async def test_a_cancelled_attempt_and_one_abandoned_at_shutdown_end_their_spans(
     client: awa.AsyncClient, provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:

@@ -10,6 +10,7 @@ lease) that is still running ``ABANDON_AFTER_S`` later is abandoned (:mod:`.aban
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import math
 import time
@@ -230,7 +231,10 @@ class Executor:
         # A thread cannot be interrupted: at the deadline the attempt is only flagged, and
         # the handler is expected to notice (job.is_cancelled()); its permit stays taken
         # until the thread is free.
-        attempt.thread = self._threads.submit(task.handler, attempt.job)
+        # In a copy of the attempt task's context, as asyncio.to_thread does: whatever the
+        # attempt made current (its trace span, a request id) is current in the handler too.
+        context = contextvars.copy_context()
+        attempt.thread = self._threads.submit(context.run, task.handler, attempt.job)
         value = await asyncio.wrap_future(attempt.thread)
         if attempt.cancel_reason == "deadline":
             raise _DeadlineExceeded()
