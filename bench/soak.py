@@ -1,9 +1,10 @@
 """Soak: minutes of mixed load on an embedded server, a worker killed with SIGKILL every
 minute and restarted, then a report — jobs lost and jobs finalised twice must be 0.
 
-    python bench/soak.py [--minutes 10] [--quick] [--rate 200] [--kill-every 60] [--json F]
+    python bench/soak.py [--minutes 10] [--quick] [--rate 200] [--kill-every 60]
+                         [--freeze-every 90] [--json F]
     make soak                          # the 10-minute run
-    make soak SOAK_ARGS=--quick        # 1 minute, a kill every 20 s
+    make soak SOAK_ARGS=--quick        # 1 minute, a kill every 20 s, a freeze at 30 s
 
 Load: ``--rate`` jobs/s inserted with ``insert_many`` every 100 ms; handlers of 5–50 ms
 (5 % of them 0.5–2 s, so that kills catch jobs in flight); 5 % fail their first attempt
@@ -13,7 +14,12 @@ jobs go to a second queue (``soak_hang``, 1 s deadline) whose plain ``def`` hand
 for 8 s on its first attempt — the worker abandons it past the deadline (ADR 0016) and
 the retry completes. Two worker processes: the
 *survivor* runs throughout (its RSS is sampled), the *victim* is SIGKILLed every
-``--kill-every`` s and restarted at once.
+``--kill-every`` s and restarted at once. Frozen leader: every ``--freeze-every`` s the
+worker holding the maintenance lease is stopped (SIGSTOP) for longer than its lease
+(5 s here) and then resumed — the other worker must take the lease over (counted) and
+the woken one must step down without acting on its stale epoch (ADR 0019); its jobs'
+heartbeats go stale meanwhile, so they are rescued and run elsewhere, and the late
+outcomes of the resumed worker must be fenced.
 
 Evidence is in the database. A row trigger logs every state change of ``awa.jobs`` with
 the row's ``(run_lease, attempted_at)`` in ``soak_transitions`` (in the transaction that
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -62,7 +69,9 @@ WORKER_SETTINGS = {
     "heartbeat_rescue_interval_ms": 1_000,
     "deadline_rescue_interval_ms": 5_000,
     "leader_election_interval_ms": 1_000,
+    "leader_lease_ms": 5_000,
 }
+FREEZE_S = 10.0  # past the lease: the other worker takes it over meanwhile
 AUDIT_DDL = """
 CREATE TABLE soak_exec (
     job_id       bigint NOT NULL,
@@ -158,9 +167,12 @@ class Run:
     minutes: float
     rate: int
     kill_every: float
+    freeze_every: float
     inserted: list[int] = field(default_factory=list)
     cancel_requests: int = 0
     kills: int = 0
+    freezes: int = 0
+    takeovers: int = 0  # freezes during which the other worker took the lease
     rss_kib: list[tuple[float, int]] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
 
@@ -234,6 +246,40 @@ async def kill_loop(run: Run, victim: list[subprocess.Popen[str]], until: float)
               flush=True)  # fmt: skip
 
 
+def lease(url: str) -> tuple[int, int | None]:
+    """The lease's epoch and the OS pid of the worker holding it (None: unknown yet)."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT l.epoch, r.pid FROM awa.leader_lease AS l "
+            "LEFT JOIN awa.runtime_instances AS r ON r.instance_id::text = l.holder "
+            "WHERE l.expires_at > clock_timestamp()"
+        ).fetchone()
+    return (int(row[0]), row[1]) if row else (0, None)
+
+
+async def freeze_loop(run: Run, until: float) -> None:
+    """Every ``freeze_every`` seconds stop the leading worker past its lease, then resume it."""
+    while time.monotonic() + run.freeze_every < until:
+        await asyncio.sleep(run.freeze_every)
+        epoch, pid = await asyncio.to_thread(lease, run.url)
+        if pid is None:
+            print("  no leader to freeze (not published yet)", flush=True)
+            continue
+        try:
+            os.kill(pid, signal.SIGSTOP)
+        except ProcessLookupError:  # killed by the kill loop meanwhile
+            continue
+        await asyncio.sleep(FREEZE_S)
+        later, holder = await asyncio.to_thread(lease, run.url)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+        run.freezes += 1
+        run.takeovers += later > epoch and holder not in (None, pid)
+        print(f"  t={time.monotonic() - run.started:5.0f}s  froze the leader (pid {pid}) for "
+              f"{FREEZE_S:g} s; lease {'taken over' if later > epoch else 'NOT taken over'}",
+              flush=True)  # fmt: skip
+
+
 async def sample_rss(run: Run, pid: int, until: float) -> None:
     while time.monotonic() < until:
         run.rss_kib.append((time.monotonic() - run.started, rss_kib(pid)))
@@ -257,6 +303,7 @@ async def soak(run: Run) -> dict[str, Any]:
             await asyncio.gather(
                 produce(run, client, until),
                 kill_loop(run, victim, until),
+                freeze_loop(run, until),
                 sample_rss(run, survivor.pid, until),
             )
         print(f"  load stopped after {run.minutes:g} min; draining", flush=True)
@@ -317,6 +364,8 @@ def report(run: Run) -> dict[str, Any]:
         "minutes": run.minutes,
         "rate": run.rate,
         "kills": run.kills,
+        "freezes": run.freezes,
+        "leader_takeovers": run.takeovers,
         "inserted": len(run.inserted),
         "states": states,
         "cancel_requests": run.cancel_requests,
@@ -372,6 +421,7 @@ def print_report(r: dict[str, Any]) -> None:
     p = r["pickup_ms"]
     print(f"""
 awa soak: {r["minutes"]:g} min at {r["rate"]} jobs/s, a worker SIGKILLed and restarted {r["kills"]} times
+  leader frozen past its lease  {r["freezes"]:>9,}   (lease taken over {r["leader_takeovers"]} times)
   jobs inserted                 {r["inserted"]:>9,}
     completed                   {s.get("completed", 0):>9,}
     failed (TerminalError)      {s.get("failed", 0):>9,}
@@ -396,10 +446,11 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="1 minute, a kill every 20 s")
     parser.add_argument("--rate", type=int, default=200, help="jobs inserted per second")
     parser.add_argument("--kill-every", type=float, default=60.0, metavar="SECONDS")
+    parser.add_argument("--freeze-every", type=float, default=90.0, metavar="SECONDS")
     parser.add_argument("--json", type=Path, help="also write the report as JSON here")
     args = parser.parse_args()
     if args.quick:
-        args.minutes, args.kill_every = 1.0, 20.0
+        args.minutes, args.kill_every, args.freeze_every = 1.0, 20.0, 30.0
     root = tempfile.mkdtemp(prefix="awa-soak-")
     server = EmbeddedPostgres(os.path.join(root, "pgdata"), settings={"max_connections": "200"})
     try:
@@ -410,8 +461,9 @@ def main() -> int:
         asyncio.run(migrate(url))
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(AUDIT_DDL)
-        print(f"soak: {args.minutes:g} min, {args.rate} jobs/s, kill every {args.kill_every:g} s")
-        run = Run(url, args.minutes, args.rate, args.kill_every)
+        print(f"soak: {args.minutes:g} min, {args.rate} jobs/s, kill every {args.kill_every:g} s, "
+              f"freeze the leader every {args.freeze_every:g} s")  # fmt: skip
+        run = Run(url, args.minutes, args.rate, args.kill_every, args.freeze_every)
         result = asyncio.run(soak(run))
     finally:
         server.destroy()
@@ -419,6 +471,7 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     ok = result["lost"] == result["double_finalised"] == result["completed_by_fenced_attempt"] == 0
+    ok = ok and result["leader_takeovers"] == result["freezes"]
     return 0 if ok else 1
 
 
