@@ -80,10 +80,13 @@ async def test_a_worker_shows_the_fleet_in_its_snapshot_and_metrics(
             (instance,) = await client.list_runtime_instances()
             assert instance.snapshot is not None
             fleet = instance.snapshot.queues["capped"].fleet
-            return fleet if fleet is not None and fleet.blocked == "concurrency" else None
+            # A snapshot published between the claim that hit the cap and the next control
+            # refresh shows the hold with the running count read before the job started.
+            held = fleet is not None and fleet.blocked == "concurrency" and fleet.running == 1
+            return fleet if held else None
 
         seen = await wait_for(published)
-        assert seen.limits == stored and seen.running == 1
+        assert seen.limits == stored
 
         series = parse(metrics.render())
         assert _fleet_series(series, "capped") == {
