@@ -21,6 +21,7 @@ from awa.types import Job, JobState
 from awa.worker.durability import DurableOutcomes
 from awa.worker.observe import Observer
 from awa.worker.results import Finalization
+from tests.helpers import wait_for
 
 
 class _Reported(Observer):
@@ -74,5 +75,11 @@ async def test_a_stored_outcome_is_reported_after_a_checkpoint(
     await durable.prime()
     durable.committed([Finalization(job, JobState.COMPLETED)])
     db.execute("CHECKPOINT")
-    await durable._check()
-    assert observer.durable == [job.id]
+    await durable._check()  # looked up, found stored: reported once the WAL is flushed
+
+    async def reported() -> bool:
+        await durable._check()
+        return observer.durable == [job.id]
+
+    await wait_for(reported)
+    assert durable.waiting == 0

@@ -13,11 +13,13 @@ when the server's WAL flush position has passed the batch's commit (ADR 0017):
 * a crash can discard WAL inserted but not yet written, and new WAL then reuses those
   positions, so markers read before a crash mean nothing after it. Crash recovery always
   ends with a checkpoint: when the server's checkpoint has changed since a batch was
-  handed over, the batch is looked up instead, and only outcomes stored in the table are
-  reported — a lost one runs again and is reported then. (A routine checkpoint costs
-  the same lookup, nothing more.) The checkpoint is read once before the worker claims
-  anything (:meth:`DurableOutcomes.prime`), so even the first batches know the epoch
-  they were committed in: a crash before the first poll is told apart too;
+  handed over, the batch is looked up instead: a lost outcome runs again and is reported
+  then; a stored one waits for the flush like a batch of the new epoch, with the insert
+  position of that poll as its marker (after a routine checkpoint it may have been
+  committed after the checkpoint's record, so it is not known durable yet). The
+  checkpoint is read once before the worker claims anything
+  (:meth:`DurableOutcomes.prime`), so even the first batches know the epoch they were
+  committed in: a crash before the first poll is told apart too;
 * on stop, one synchronous commit (``wal_flush_now``) makes everything durable so the
   last hooks fire.
 
@@ -147,7 +149,14 @@ class DurableOutcomes(LoopService):
             else:
                 keep.append(waiting)
         if unsure:
-            durable.extend(await self._stored([f for w in unsure for f in w.batch]))
+            # What the table holds may still be only in WAL buffers (committed after a
+            # routine checkpoint's record, before this poll learnt of it): it waits for the
+            # flush like a batch of this epoch, marked with the position read above.
+            stored = await self._stored([f for w in unsure for f in w.batch])
+            if stored:
+                keep.append(_Waiting(stored, epoch, inserted))
+                if inserted <= flushed:
+                    durable.extend(keep.pop().batch)
         self._waiting = keep + self._waiting[len(seen) :]  # plus those handed over meanwhile
         if durable:
             self._observer.outcomes_durable(durable)
