@@ -35,8 +35,9 @@ class _Reported(Observer):
         self.durable.extend(f.job_id for f in durable)
 
 
-async def _claim(client: awa.AsyncClient) -> Job[Any]:
-    await client.insert({}, kind="k", queue="q")
+async def _claim(client: awa.AsyncClient, *, insert: bool = True) -> Job[Any]:
+    if insert:
+        await client.insert({}, kind="k", queue="q")
     pool = await client._get_pool()
     async with pool.connection() as conn:
         cur = conn.cursor(row_factory=job_rows)
@@ -83,3 +84,35 @@ async def test_a_stored_outcome_is_reported_after_a_checkpoint(
 
     await wait_for(reported)
     assert durable.waiting == 0
+
+
+async def test_of_two_attempts_of_one_job_only_the_stored_one_is_reported(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    # The first attempt's claim and completion were lost in a crash (the row went back to
+    # available); the job was claimed again and completed. Both outcomes wait for the same
+    # lookup: before, every outcome of a job found stored was reported (hooks fired twice).
+    lost = await _claim(client)
+    db.execute(
+        "UPDATE awa.jobs SET state = 'available', run_lease = 0, attempt = 0 WHERE id = %s",
+        [lost.id],
+    )
+    rerun = await _claim(client, insert=False)
+    assert (rerun.id, rerun.run_lease) == (lost.id, lost.run_lease)
+    db.execute(
+        "UPDATE awa.jobs SET state = 'completed', finalized_at = now() WHERE id = %s",
+        [rerun.id],
+    )
+    observer = _Reported()
+    durable = DurableOutcomes(await client._get_pool(), observer)
+    await durable.prime()
+    durable.committed([Finalization(lost, JobState.COMPLETED)])
+    durable.committed([Finalization(rerun, JobState.COMPLETED)])
+    db.execute("CHECKPOINT")
+
+    async def settled() -> bool:
+        await durable._check()
+        return durable.waiting == 0
+
+    await wait_for(settled)
+    assert observer.durable == [rerun.id]

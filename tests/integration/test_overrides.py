@@ -309,6 +309,12 @@ async def test_the_poll_interval_override_paces_how_an_idle_queue_finds_unannoun
 
     await client.start([("q", 2)], **FAST_WORKER)  # polls every 50 ms
     try:
+        # Listening first: the listener's connect looks for work once (notices sent before
+        # it were lost), which would find the job below without any poll.
+        async def listening() -> bool:
+            return client._worker.listener.connected
+
+        await wait_for(listening)
         await client.set_runtime_overrides("q", poll_interval_ms=60_000)
         await wait_for(lambda: _effective_is(client, "q", "poll_interval_ms", 60_000))
         dispatcher = client._worker.dispatchers["q"]

@@ -172,11 +172,12 @@ class DurableOutcomes(LoopService):
         }
         async with self._pool.connection() as conn:
             cur = await conn.execute(sql.JOB_OUTCOMES_STORED, params)
-            stored = {row[0] for row in await cur.fetchall()}
-        lost = len(outcomes) - len([f for f in outcomes if f.job_id in stored])
+            positions = {int(row[0]) for row in await cur.fetchall()}  # 1-based
+        stored = [f for n, f in enumerate(outcomes, start=1) if n in positions]
+        lost = len(outcomes) - len(stored)
         if lost:
             logger.info(
                 "durable outcomes: %d outcome(s) were lost in a server crash; their jobs run "
                 "again and report then", lost, extra={"event": "outcomes_lost"},
             )  # fmt: skip
-        return [f for f in outcomes if f.job_id in stored]
+        return stored
