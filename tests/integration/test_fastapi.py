@@ -43,7 +43,8 @@ def _instances(database_url: str) -> int:
 def test_the_example_enqueues_and_runs_jobs_in_process(database_url: str) -> None:
     app = _example().create_app(database_url)
     with TestClient(app) as http:
-        assert _instances(database_url) == 1  # the lifespan started a worker
+        # The lifespan started a worker: it registers itself on its first publish.
+        wait_until(lambda: _instances(database_url) == 1)
         created = http.post("/signups", params={"email": "ada@example.com"})
         assert created.status_code == 201
         job_id = created.json()["job"]
