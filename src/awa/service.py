@@ -18,6 +18,7 @@ alive but not healthy).
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
@@ -51,7 +52,7 @@ async def cancel_and_wait(task: asyncio.Task[None]) -> None:
         await asyncio.wait([task], timeout=0.1)
 
 
-class LoopService:
+class LoopService(abc.ABC):
     """A service whose work is one task running :meth:`_run` until stopped.
 
     Subclasses implement ``_run`` as a loop that checks :attr:`stopping` (so it also ends
@@ -92,14 +93,15 @@ class LoopService:
         """True inside the loop once ``stop()`` was called for it: time to end."""
         return self._task is None or self._task is not asyncio.current_task()
 
-    def _on_stop(self) -> None:
+    def _on_stop(self) -> None:  # noqa: B027 - an optional hook, not abstract
         """Wake the loop so it notices :attr:`stopping` (default: nothing to wake)."""
 
-    async def _after_stop(self) -> None:
+    async def _after_stop(self) -> None:  # noqa: B027 - an optional hook, not abstract
         """Clean-up once the loop has ended (default: none)."""
 
+    @abc.abstractmethod
     async def _run(self) -> None:
-        raise NotImplementedError
+        """The loop itself; it ends once :attr:`stopping` is true."""
 
 
 class Periodic(LoopService):

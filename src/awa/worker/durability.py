@@ -153,10 +153,10 @@ class DurableOutcomes(LoopService):
             # routine checkpoint's record, before this poll learnt of it): it waits for the
             # flush like a batch of this epoch, marked with the position read above.
             stored = await self._stored([f for w in unsure for f in w.batch])
-            if stored:
+            if stored and inserted <= flushed:
+                durable.extend(stored)
+            elif stored:
                 keep.append(_Waiting(stored, epoch, inserted))
-                if inserted <= flushed:
-                    durable.extend(keep.pop().batch)
         self._waiting = keep + self._waiting[len(seen) :]  # plus those handed over meanwhile
         if durable:
             self._observer.outcomes_durable(durable)
