@@ -88,6 +88,7 @@ class Dispatcher(LoopService):
         self.rate_limited_polls = 0
         self.fleet_holds = 0
         self.rides = 0  # claims made by riding on the completer's writes
+        self._draining = False  # inside a poll: a claim may be on its way
         self._write_pending: Callable[[], bool] = lambda: False
         self.blocked: str | None = None  # why the fleet held the last claim back
         self._not_before = 0.0  # monotonic time before which asking the fleet is pointless
@@ -202,10 +203,20 @@ class Dispatcher(LoopService):
         self._wakeup.clear()
 
     async def _drain(self) -> None:
-        while not self.stopping:
-            full = await self.poll_once()
-            if not full:
-                return
+        self._draining = True
+        try:
+            while not self.stopping:
+                full = await self.poll_once()
+                if not full:
+                    return
+        finally:
+            self._draining = False
+
+    @property
+    def at_rest(self) -> bool:
+        """Idle, with no poll under way or pending: only the idle prober or a notice can
+        make it claim now."""
+        return self.idle and not self._draining and not self._wakeup.is_set()
 
     async def poll_once(self) -> bool:
         """One permit → token → claim → launch cycle; True when the claim came back full."""
