@@ -68,7 +68,10 @@ class Fleet:
         """Every execution recorded so far."""
         if not self.log.exists():
             return []
-        return [Run(**json.loads(line)) for line in self.log.read_text().splitlines() if line]
+        # The processes append while we read: a last line without its newline is still
+        # being written, and is read next time.
+        complete = self.log.read_text().rpartition("\n")[0]
+        return [Run(**json.loads(line)) for line in complete.splitlines() if line]
 
     def stop(self) -> None:
         """SIGTERM every process and wait for a graceful exit."""

@@ -1,0 +1,212 @@
+-- 0009: a completion announces freed fleet slots only when somebody can use them.
+-- Forward-only: never edit a shipped migration; add the next number instead.
+--
+-- Until now every completion of a fleet-pool member sent a ``freed`` notice for every
+-- member, and every dispatcher of those queues in every process woke and claimed through
+-- the pool's lock — most often to find the slots already re-filled by the claim that rode
+-- on that very completion (ADR 0012). Measured with two processes sharing a pool of 24
+-- (bench/fleet_fairness.py): 2 652 stand-alone claims against 741 completions, each
+-- waiting in line for the lock while the riders' completions waited behind them.
+--
+-- Now the notice is sent after the riding claims, and left out when the statement itself
+-- claimed for the pool (so it holds the pool's lock until commit) and the pool is full
+-- again: nobody could claim. The count is exact but for completions not yet committed,
+-- and each of those makes this same check later, under the lock, or notifies anyway. Likewise for a queue under a fleet concurrency cap
+-- that this statement claimed for and that is at its cap again. In every other case the
+-- notice goes out as before.
+
+CREATE OR REPLACE FUNCTION awa.complete_and_claim(
+    p_outcomes jsonb, p_synchronous_commit text, p_claims jsonb
+) RETURNS TABLE (
+    row_type text, claim_queue text,
+    id bigint, kind text, queue text, args jsonb, state awa.job_state, priority smallint,
+    attempt integer, max_attempts integer, run_lease bigint, tags text[], metadata jsonb,
+    progress jsonb, errors jsonb, created_at timestamptz, run_at timestamptz,
+    attempted_at timestamptz, deadline_at timestamptz, finalized_at timestamptz,
+    ordering_key text, blocked text, retry_in_ms double precision
+) LANGUAGE plpgsql VOLATILE AS $$
+#variable_conflict use_column
+DECLARE
+    c             record;
+    v_done        bigint[];
+    v_freed       text[];   -- queues whose jobs left 'running' here
+    v_claimed     text[] := '{}';  -- queues whose claim here returned rows
+    v_rows        integer;
+    v_pool        text[];
+    v_pool_locked boolean;
+BEGIN
+    PERFORM set_config('synchronous_commit', p_synchronous_commit, true);
+    WITH done AS (
+        UPDATE awa.jobs AS j
+        SET state = o.state,
+            run_at = CASE WHEN o.delay_ms IS NULL THEN j.run_at
+                ELSE now() + o.delay_ms * interval '1 millisecond' END,
+            finalized_at = CASE WHEN o.state IN ('completed', 'failed', 'cancelled')
+                THEN now() END,
+            attempt = CASE WHEN o.refund THEN j.attempt - 1 ELSE j.attempt END,
+            errors = CASE WHEN o.error IS NULL THEN j.errors
+                ELSE awa.errors_append(j.errors,
+                    jsonb_build_array(o.error || jsonb_build_object('at', now())))
+                END,
+            progress = CASE WHEN o.state = 'completed' THEN NULL
+                ELSE coalesce(o.progress, j.progress) END,
+            metadata = CASE WHEN o.metadata IS NULL THEN j.metadata
+                ELSE j.metadata || o.metadata END,
+            heartbeat_at = NULL
+        FROM jsonb_to_recordset(p_outcomes) AS o(
+            id bigint, run_lease bigint, attempted_at timestamptz, state awa.job_state,
+            delay_ms float8, refund boolean, error jsonb, progress jsonb, metadata jsonb
+        )
+        WHERE j.id = o.id AND j.run_lease = o.run_lease AND j.attempted_at = o.attempted_at
+          AND j.state = 'running'
+        RETURNING j.id, j.queue
+    )
+    SELECT coalesce(array_agg(d.id), '{}'), coalesce(array_agg(DISTINCT d.queue), '{}')
+    INTO v_done, v_freed
+    FROM done AS d;
+
+    RETURN QUERY
+    SELECT 'applied'::text, NULL::text, d.id, NULL::text, NULL::text, NULL::jsonb,
+        NULL::awa.job_state, NULL::smallint, NULL::integer, NULL::integer, NULL::bigint,
+        NULL::text[], NULL::jsonb, NULL::jsonb, NULL::jsonb, NULL::timestamptz,
+        NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz,
+        NULL::text, NULL::text, NULL::float8
+    FROM unnest(v_done) AS d(id);
+
+    v_pool := ARRAY(SELECT m.queue FROM awa.fleet_pool_members AS m);
+    FOR c IN
+        SELECT r.queue, r."limit", r.deadline_ms
+        FROM jsonb_to_recordset(p_claims) AS r(queue text, "limit" integer, deadline_ms bigint)
+    LOOP
+        RETURN QUERY
+        SELECT 'claimed'::text, c.queue, k.*
+        FROM awa.claim(c.queue, c."limit", c.deadline_ms, p_synchronous_commit) AS k;
+        -- A coordinated claim returns rows (jobs, or the row saying why it held back)
+        -- only after taking its locks; a paused queue's returns none and takes none.
+        GET DIAGNOSTICS v_rows = ROW_COUNT;
+        IF v_rows > 0 THEN
+            v_claimed := v_claimed || c.queue;
+        END IF;
+    END LOOP;
+
+    IF cardinality(v_freed) = 0 THEN
+        RETURN;
+    END IF;
+    -- Who may wait for the slots freed here: capped queues among them, and every member
+    -- of the pool when one of them is a member.
+    v_pool_locked := v_pool && v_claimed;  -- a member's claim took the pool's lock
+    PERFORM pg_notify('awa_control', json_build_object('freed', w.queue)::text)
+    FROM (
+        SELECT l.queue FROM awa.queue_limits AS l
+        WHERE l.concurrency IS NOT NULL AND l.queue = ANY (v_freed)
+          AND NOT (l.queue = ANY (v_claimed) AND l.concurrency <= (
+              SELECT count(*) FROM awa.jobs AS r
+              WHERE r.queue = l.queue AND r.state = 'running'))
+        UNION
+        SELECT p.queue FROM unnest(v_pool) AS p(queue)
+        WHERE v_pool && v_freed
+          AND NOT (v_pool_locked AND (SELECT f.total FROM awa.fleet_pool AS f) <= (
+              SELECT count(*) FROM awa.jobs AS r
+              WHERE r.queue = ANY (v_pool) AND r.state = 'running'))
+    ) AS w;
+END
+$$;
+
+-- pool_room (0008) in PL/pgSQL. As a SQL function it was planned afresh on every call
+-- from claim_coordinated, and the planner, trusting a guess of 530 members for a table
+-- never analysed, turned each "has available jobs" test into a hashed scan of every
+-- available job of the queue: 1.5 ms per claim under the pool's lock, measured mid-drain.
+-- Here each statement's plan is cached and probes its index per member.
+--
+-- One change of answer: the overflow is split by largest remainder. 0008 rounded every
+-- member's weighted part up, so the parts summed to more than the pool and whoever
+-- claimed first kept the extra slot (weights 3:1:2 over 20 slots: the weight-1 member
+-- held 4 of its 3.33 and the weight-2 member 10 of its 10.67). Now the parts are rounded
+-- down and the slots left over go to the largest remainders (ties by queue name), so
+-- they sum to the overflow exactly and each is within one slot of its ideal.
+CREATE OR REPLACE FUNCTION awa.pool_room(p_queue text, p_now timestamptz)
+RETURNS integer LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    m                 record;
+    v_total           integer;
+    v_running         integer;
+    v_sum_min         bigint := 0;
+    v_others_reserved bigint := 0;
+    v_settled         bigint := 0;
+    v_asking_weight   bigint := 0;
+    v_me_min          integer;
+    v_me_running      integer;
+    v_overflow        bigint;
+    v_queues          text[] := '{}';  -- the asking members
+    v_weights         bigint[] := '{}';
+    v_me_part         integer;
+    v_me_rest         numeric;
+    v_left            bigint;
+    v_ahead           integer := 0;  -- asking members whose remainder ranks before mine
+    i                 integer;
+    v_exact           numeric;
+BEGIN
+    SELECT f.total INTO v_total FROM awa.fleet_pool AS f;
+    IF v_total IS NULL THEN
+        RETURN NULL;
+    END IF;
+    FOR m IN
+        SELECT p.queue, p.min_workers, p.weight, p.asked_at FROM awa.fleet_pool_members AS p
+    LOOP
+        SELECT count(*) INTO v_running
+        FROM awa.jobs AS r WHERE r.queue = m.queue AND r.state = 'running';
+        v_sum_min := v_sum_min + m.min_workers;
+        -- A member asks while it has available jobs on any of the three claim indexes.
+        IF m.queue = p_queue OR (m.asked_at > p_now - interval '5 seconds' AND (
+            EXISTS (SELECT 1 FROM awa.jobs AS a WHERE a.queue = m.queue
+                    AND a.state = 'available' AND a.partition_key IS NULL
+                    AND a.ordering_key IS NULL)
+            OR EXISTS (SELECT 1 FROM awa.jobs AS a WHERE a.queue = m.queue
+                    AND a.state = 'available' AND a.partition_key IS NOT NULL)
+            OR EXISTS (SELECT 1 FROM awa.jobs AS a WHERE a.queue = m.queue
+                    AND a.state = 'available' AND a.partition_key IS NULL
+                    AND a.ordering_key IS NOT NULL)))
+        THEN
+            v_asking_weight := v_asking_weight + m.weight;
+            v_queues := v_queues || m.queue;
+            v_weights := v_weights || m.weight::bigint;
+        ELSE
+            v_settled := v_settled + greatest(0, v_running - m.min_workers);
+        END IF;
+        IF m.queue = p_queue THEN
+            v_me_min := m.min_workers;
+            v_me_running := v_running;
+        ELSE
+            v_others_reserved := v_others_reserved + greatest(v_running, m.min_workers);
+        END IF;
+    END LOOP;
+    IF v_me_min IS NULL THEN  -- not a member
+        RETURN NULL;
+    END IF;
+    v_overflow := greatest(v_total - v_sum_min - v_settled, 0);
+    -- Each asking member's exact part, rounded down; the slots left over go one each to
+    -- the largest remainders.
+    v_left := v_overflow;
+    FOR i IN 1 .. cardinality(v_queues) LOOP
+        v_exact := v_overflow::numeric * v_weights[i] / v_asking_weight;
+        v_left := v_left - floor(v_exact);
+        IF v_queues[i] = p_queue THEN
+            v_me_part := floor(v_exact);
+            v_me_rest := v_exact - floor(v_exact);
+        END IF;
+    END LOOP;
+    FOR i IN 1 .. cardinality(v_queues) LOOP
+        v_exact := v_overflow::numeric * v_weights[i] / v_asking_weight;
+        IF v_exact - floor(v_exact) > v_me_rest
+           OR (v_exact - floor(v_exact) = v_me_rest AND v_queues[i] < p_queue) THEN
+            v_ahead := v_ahead + 1;
+        END IF;
+    END LOOP;
+    IF v_ahead < v_left THEN
+        v_me_part := v_me_part + 1;
+    END IF;
+    RETURN least(
+        v_total - v_others_reserved - v_me_running,
+        v_me_min + v_me_part - v_me_running);
+END
+$$;
