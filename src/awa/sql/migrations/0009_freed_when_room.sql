@@ -1,4 +1,5 @@
--- 0009: a completion announces freed fleet slots only when somebody can use them.
+-- 0009: a completion announces freed fleet slots only when somebody can use them, and
+-- finds its jobs by primary key (see the statement).
 -- Forward-only: never edit a shipped migration; add the next number instead.
 --
 -- Until now every completion of a fleet-pool member sent a ``freed`` notice for every
@@ -57,8 +58,16 @@ BEGIN
             id bigint, run_lease bigint, attempted_at timestamptz, state awa.job_state,
             delay_ms float8, refund boolean, error jsonb, progress jsonb, metadata jsonb
         )
-        WHERE j.id = o.id AND j.run_lease = o.run_lease AND j.attempted_at = o.attempted_at
-          AND j.state = 'running'
+        -- Found by primary key, never through jobs_running_idx: that index holds an entry
+        -- for every job run since the last vacuum, and a bitmap scan of it (the plan the
+        -- 0008 form got) visits all of them on every call, so each call cost more as a
+        -- drain went on (0.97 → 2.3 ms for 8 outcomes over 20 000 jobs). ``state::text``
+        -- keeps the planner off that partial index; the ids come as an array so the
+        -- lookup is by key whatever the statistics (as in the claim).
+        WHERE j.id = ANY (ARRAY(
+                SELECT (e ->> 'id')::bigint FROM jsonb_array_elements(p_outcomes) AS e))
+          AND j.id = o.id AND j.run_lease = o.run_lease AND j.attempted_at = o.attempted_at
+          AND j.state::text = 'running'
         RETURNING j.id, j.queue
     )
     SELECT coalesce(array_agg(d.id), '{}'), coalesce(array_agg(DISTINCT d.queue), '{}')
