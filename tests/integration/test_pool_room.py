@@ -1,16 +1,15 @@
-"""The fleet pool's arithmetic and its ``freed`` notices, at the SQL level (ADR 0035).
+"""The fleet pool's arithmetic and its lock, at the SQL level (ADR 0035).
 
-``awa.pool_room`` answers how many more jobs a member may start now; the completion
-statement (``awa.complete_and_claim``) tells the fleet about freed slots only when
-somebody could use them.
+``awa.pool_room`` answers how many more jobs a member may start now; a member's claim
+with no room is answered without queueing for the pool's lock.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import psycopg
+import pytest
 
 import awa
 
@@ -46,34 +45,6 @@ async def test_the_overflow_is_split_by_largest_remainder_and_sums_to_the_pool(
     assert _room(db, "nobody") is None
 
 
-def _finish_and_ride(
-    db: psycopg.Connection[Any], job_ids: list[int], ride: str | None
-) -> list[str]:
-    """Complete ``job_ids`` in one statement (with a claim riding for ``ride``) and return
-    the ``freed`` notices it sent."""
-    outcomes = []
-    for job_id in job_ids:
-        row = db.execute(
-            "SELECT run_lease, attempted_at FROM awa.jobs WHERE id = %s", (job_id,)
-        ).fetchone()
-        assert row is not None
-        outcomes.append({"id": job_id, "run_lease": row[0], "attempted_at": row[1].isoformat(),
-                         "state": "completed"})  # fmt: skip
-    claims = None if ride is None else [{"queue": ride, "limit": 10, "deadline_ms": 0}]
-    db.execute("LISTEN awa_control")
-    db.execute(
-        "SELECT count(*) FROM awa.complete_and_claim(%s::jsonb, 'on', %s::jsonb)",
-        (json.dumps(outcomes), None if claims is None else json.dumps(claims)),
-    )
-    freed = [
-        json.loads(n.payload)["freed"]
-        for n in db.notifies(timeout=0.1)  # own notices arrive with the result
-        if "freed" in json.loads(n.payload)
-    ]
-    db.execute("UNLISTEN awa_control")
-    return sorted(freed)
-
-
 def _claim(db: psycopg.Connection[Any], queue: str, limit: int) -> list[int]:
     rows = db.execute(
         "SELECT id FROM awa.claim(%s, %s, 0, 'on') WHERE id IS NOT NULL", (queue, limit)
@@ -81,24 +52,34 @@ def _claim(db: psycopg.Connection[Any], queue: str, limit: int) -> list[int]:
     return [row[0] for row in rows]
 
 
-async def test_freed_is_announced_only_when_the_slots_can_be_used(
-    client: awa.AsyncClient, db: psycopg.Connection[Any]
+def _hold(db: psycopg.Connection[Any], queue: str) -> str | None:
+    row = db.execute(
+        "SELECT blocked FROM awa.claim(%s, 4, 0, 'on') WHERE id IS NULL", (queue,)
+    ).fetchone()
+    return None if row is None else row[0]
+
+
+async def test_a_member_without_room_is_answered_without_waiting_for_the_pools_lock(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], database_url: str
 ) -> None:
     await client.set_fleet_pool(4, {"a": awa.PoolMember(), "b": awa.PoolMember()})
     await client.insert_many([{}] * 10, kind="k", queue="a")
-    running = _claim(db, "a", 4)
-    assert len(running) == 4  # b has no jobs: a alone fills the pool
-    # The riding claim re-fills the pool under its lock: nobody else could claim.
-    assert _finish_and_ride(db, running[:2], ride="a") == []
-    # No riding claim: the slots are free for whoever wants them.
-    assert _finish_and_ride(db, running[2:], ride=None) == ["a", "b"]
-    # b gets jobs and asks while a fills the pool: a's rider now takes only its share of
-    # the slots it freed, and the rest is announced.
-    assert len(_claim(db, "a", 4)) == 2
+    assert len(_claim(db, "a", 4)) == 4  # b has no jobs: a alone fills the pool
     await client.insert_many([{}] * 10, kind="k", queue="b")
-    assert _claim(db, "b", 4) == []  # held back: the pool is full (b's ask is recorded)
-    running = [row[0] for row in db.execute(
-        "SELECT id FROM awa.jobs WHERE queue = 'a' AND state = 'running'"
-    ).fetchall()]  # fmt: skip
-    assert _finish_and_ride(db, running, ride="a") == ["a", "b"]
-    assert len(_claim(db, "b", 4)) == 2  # its share of 4 at weights 1:1
+    with psycopg.connect(database_url, autocommit=True) as holder:
+        with holder.transaction():
+            holder.execute("SELECT pg_advisory_xact_lock(1635213680, 0)")  # the pool's lock
+            db.execute("SET lock_timeout = '2s'")
+            # No room for b (a runs the whole pool): told so at once, and its ask recorded.
+            assert _hold(db, "b") == "pool"
+            asked = db.execute(
+                "SELECT asked_at IS NOT NULL FROM awa.fleet_pool_members WHERE queue = 'b'"
+            ).fetchone()
+            assert asked == (True,)
+            # Room (a job of a finished): a claim must wait for the lock to take it.
+            db.execute("UPDATE awa.jobs SET state = 'completed', finalized_at = now() "
+                       "WHERE id = (SELECT min(id) FROM awa.jobs WHERE state = 'running')")  # fmt: skip
+            with pytest.raises(psycopg.errors.LockNotAvailable):
+                _claim(db, "b", 4)
+        db.execute("RESET lock_timeout")
+    assert len(_claim(db, "b", 4)) == 1  # the lock released: b takes the freed slot

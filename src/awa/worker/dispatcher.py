@@ -51,7 +51,6 @@ _MAX_ERROR_BACKOFF_S = 5.0
 _PARTITION_RECHECK_S = 0.02
 _DEAF_TO_NEW_JOBS = frozenset({"concurrency", "pool", "rate"})
 _WAITING_FOR_FREED = frozenset({"concurrency", "pool"})
-_HELD_FOR_ROOM = _WAITING_FOR_FREED | {"partition"}
 
 
 class Dispatcher(LoopService):
@@ -149,13 +148,9 @@ class Dispatcher(LoopService):
             self._wakeup.set()
 
     def wake_freed(self) -> None:
-        """A job of this queue (or of a fleet-pool member) left ``running`` somewhere: a
-        claim the fleet held back on a cap, the pool or a key's limit may now succeed.
-        Otherwise the dispatcher is claiming anyway, idle (new jobs wake it), or waiting
-        for its own permits, and a claim now would only queue for the fleet's locks."""
-        if self.blocked not in _HELD_FOR_ROOM:
-            return
-        self._not_before = 0.0
+        """A job of this queue (or of a fleet-pool member) left ``running`` somewhere."""
+        if self.blocked != "rate":
+            self._not_before = 0.0
         self._wakeup.set()
 
     # -- loop ------------------------------------------------------------------------

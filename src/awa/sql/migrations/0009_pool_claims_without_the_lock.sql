@@ -1,21 +1,20 @@
--- 0009: a completion announces freed fleet slots only when somebody can use them, and
--- finds its jobs by primary key (see the statement).
+-- 0009: a pool member's claim with no room returns without queueing for the pool's lock;
+-- the completion statement finds its jobs by primary key; pool_room in PL/pgSQL, its
+-- overflow split by largest remainder (ADR 0035).
 -- Forward-only: never edit a shipped migration; add the next number instead.
 --
--- Until now every completion of a fleet-pool member sent a ``freed`` notice for every
--- member, and every dispatcher of those queues in every process woke and claimed through
--- the pool's lock — most often to find the slots already re-filled by the claim that rode
--- on that very completion (ADR 0012). Measured with two processes sharing a pool of 24
--- (bench/fleet_fairness.py): 2 652 stand-alone claims against 741 completions, each
--- waiting in line for the lock while the riders' completions waited behind them.
---
--- Now the notice is sent after the riding claims, and left out when the statement itself
--- claimed for the pool (so it holds the pool's lock until commit) and the pool is full
--- again: nobody could claim. The count is exact but for completions not yet committed,
--- and each of those makes this same check later, under the lock, or notifies anyway. Likewise for a queue under a fleet concurrency cap
--- that this statement claimed for and that is at its cap again. In every other case the
--- notice goes out as before.
+-- Every completion of a fleet-pool member sends a ``freed`` notice for every member, and
+-- the dispatchers held back by the pool wake and claim. Most find the slots already
+-- re-filled by the claim that rode on that very completion (ADR 0012), yet each waited in
+-- line for the pool's lock to learn it, and the riding completions waited behind them:
+-- measured with two processes sharing a pool of 24 (bench/fleet_fairness.py), 2 652
+-- stand-alone claims against 741 completions, jobs ``running`` for ~22 ms per 10 ms
+-- handler. Now such a claim first reads the room without the lock and, with none, says
+-- so at once; only a claim that may start something takes the lock (and reads again).
+-- The unlocked read can only err towards "no room" by counting a completion not yet
+-- committed, whose own notice wakes the claimer again once it is.
 
+-- complete_and_claim (0008) but for how it finds the jobs of the outcomes.
 CREATE OR REPLACE FUNCTION awa.complete_and_claim(
     p_outcomes jsonb, p_synchronous_commit text, p_claims jsonb
 ) RETURNS TABLE (
@@ -28,15 +27,10 @@ CREATE OR REPLACE FUNCTION awa.complete_and_claim(
 ) LANGUAGE plpgsql VOLATILE AS $$
 #variable_conflict use_column
 DECLARE
-    c             record;
-    v_done        bigint[];
-    v_freed       text[];   -- queues whose jobs left 'running' here
-    v_claimed     text[] := '{}';  -- queues whose claim here returned rows
-    v_rows        integer;
-    v_pool        text[];
-    v_pool_locked boolean;
+    c record;
 BEGIN
     PERFORM set_config('synchronous_commit', p_synchronous_commit, true);
+    RETURN QUERY
     WITH done AS (
         UPDATE awa.jobs AS j
         SET state = o.state,
@@ -69,20 +63,25 @@ BEGIN
           AND j.id = o.id AND j.run_lease = o.run_lease AND j.attempted_at = o.attempted_at
           AND j.state::text = 'running'
         RETURNING j.id, j.queue
+    ), freed AS (
+        SELECT pg_notify('awa_control', json_build_object('freed', w.queue)::text)
+        FROM (
+            SELECT l.queue FROM awa.queue_limits AS l
+            WHERE l.concurrency IS NOT NULL AND l.queue IN (SELECT d.queue FROM done AS d)
+            UNION
+            SELECT p.queue FROM awa.fleet_pool_members AS p
+            WHERE EXISTS (SELECT 1 FROM done AS d JOIN awa.fleet_pool_members AS m
+                          ON m.queue = d.queue)
+        ) AS w
     )
-    SELECT coalesce(array_agg(d.id), '{}'), coalesce(array_agg(DISTINCT d.queue), '{}')
-    INTO v_done, v_freed
-    FROM done AS d;
-
-    RETURN QUERY
     SELECT 'applied'::text, NULL::text, d.id, NULL::text, NULL::text, NULL::jsonb,
         NULL::awa.job_state, NULL::smallint, NULL::integer, NULL::integer, NULL::bigint,
         NULL::text[], NULL::jsonb, NULL::jsonb, NULL::jsonb, NULL::timestamptz,
         NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz,
         NULL::text, NULL::text, NULL::float8
-    FROM unnest(v_done) AS d(id);
+    FROM done AS d
+    WHERE (SELECT count(*) FROM freed) >= 0;
 
-    v_pool := ARRAY(SELECT m.queue FROM awa.fleet_pool_members AS m);
     FOR c IN
         SELECT r.queue, r."limit", r.deadline_ms
         FROM jsonb_to_recordset(p_claims) AS r(queue text, "limit" integer, deadline_ms bigint)
@@ -90,36 +89,47 @@ BEGIN
         RETURN QUERY
         SELECT 'claimed'::text, c.queue, k.*
         FROM awa.claim(c.queue, c."limit", c.deadline_ms, p_synchronous_commit) AS k;
-        -- A coordinated claim returns rows (jobs, or the row saying why it held back)
-        -- only after taking its locks; a paused queue's returns none and takes none.
-        GET DIAGNOSTICS v_rows = ROW_COUNT;
-        IF v_rows > 0 THEN
-            v_claimed := v_claimed || c.queue;
-        END IF;
     END LOOP;
-
-    IF cardinality(v_freed) = 0 THEN
-        RETURN;
-    END IF;
-    -- Who may wait for the slots freed here: capped queues among them, and every member
-    -- of the pool when one of them is a member.
-    v_pool_locked := v_pool && v_claimed;  -- a member's claim took the pool's lock
-    PERFORM pg_notify('awa_control', json_build_object('freed', w.queue)::text)
-    FROM (
-        SELECT l.queue FROM awa.queue_limits AS l
-        WHERE l.concurrency IS NOT NULL AND l.queue = ANY (v_freed)
-          AND NOT (l.queue = ANY (v_claimed) AND l.concurrency <= (
-              SELECT count(*) FROM awa.jobs AS r
-              WHERE r.queue = l.queue AND r.state = 'running'))
-        UNION
-        SELECT p.queue FROM unnest(v_pool) AS p(queue)
-        WHERE v_pool && v_freed
-          AND NOT (v_pool_locked AND (SELECT f.total FROM awa.fleet_pool AS f) <= (
-              SELECT count(*) FROM awa.jobs AS r
-              WHERE r.queue = ANY (v_pool) AND r.state = 'running'))
-    ) AS w;
 END
 $$;
+
+-- claim_coordinated (0008) keeps its body under a new name; in its place, a wrapper that
+-- answers a pool member with no room without taking the pool's lock. awa.claim calls
+-- claim_coordinated by name, so every claim (stand-alone or riding) goes through it.
+ALTER FUNCTION awa.claim_coordinated(text, integer, bigint, text)
+    RENAME TO claim_coordinated_locked;
+
+CREATE FUNCTION awa.claim_coordinated(
+    p_queue text, p_limit integer, p_deadline_ms bigint, p_synchronous_commit text
+) RETURNS TABLE (
+    id bigint, kind text, queue text, args jsonb, state awa.job_state, priority smallint,
+    attempt integer, max_attempts integer, run_lease bigint, tags text[], metadata jsonb,
+    progress jsonb, errors jsonb, created_at timestamptz, run_at timestamptz,
+    attempted_at timestamptz, deadline_at timestamptz, finalized_at timestamptz,
+    ordering_key text, blocked text, retry_in_ms double precision
+) LANGUAGE plpgsql VOLATILE AS $$
+#variable_conflict use_column
+DECLARE
+    v_now timestamptz := clock_timestamp();
+BEGIN
+    IF p_limit >= 1
+       AND EXISTS (SELECT 1 FROM awa.fleet_pool_members AS m WHERE m.queue = p_queue)
+       AND NOT EXISTS (SELECT 1 FROM awa.queue_meta AS m WHERE m.queue = p_queue AND m.paused)
+       AND awa.pool_room(p_queue, v_now) <= 0
+    THEN
+        -- The demand signal, as the locked claim writes it: others' shares shrink for it.
+        UPDATE awa.fleet_pool_members AS m SET asked_at = v_now
+        WHERE m.queue = p_queue
+          AND (m.asked_at IS NULL OR m.asked_at < v_now - interval '1 second');
+        blocked := 'pool';
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT * FROM awa.claim_coordinated_locked(
+        p_queue, p_limit, p_deadline_ms, p_synchronous_commit);
+END
+$$;
+
 
 -- pool_room (0008) in PL/pgSQL. As a SQL function it was planned afresh on every call
 -- from claim_coordinated, and the planner, trusting a guess of 530 members for a table
