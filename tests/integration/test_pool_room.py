@@ -77,8 +77,10 @@ async def test_a_member_without_room_is_answered_without_waiting_for_the_pools_l
             ).fetchone()
             assert asked == (True,)
             # Room (a job of a finished): a claim must wait for the lock to take it.
-            db.execute("UPDATE awa.jobs SET state = 'completed', finalized_at = now() "
-                       "WHERE id = (SELECT min(id) FROM awa.jobs WHERE state = 'running')")  # fmt: skip
+            db.execute(
+                "UPDATE awa.jobs SET state = 'completed', finalized_at = now() "
+                "WHERE id = (SELECT min(id) FROM awa.jobs WHERE state = 'running')"
+            )
             with pytest.raises(psycopg.errors.LockNotAvailable):
                 _claim(db, "b", 4)
         db.execute("RESET lock_timeout")
