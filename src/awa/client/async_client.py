@@ -51,7 +51,7 @@ from awa.worker.registry import TaskRegistry
 logger = logging.getLogger("awa")
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
-READ_ATTEMPTS = 2
+READ_ATTEMPTS = 2  # beyond one per pooled connection
 _UNSET: Any = object()
 
 
@@ -128,12 +128,16 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
 
     async def _read(self, op: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
         """Run the read-only ``op``; if its connection dies under it (a restart, a
-        failover), run it once more on another connection: reading twice changes nothing.
+        failover), run it again on another connection: reading twice changes nothing.
         Writes are not retried — whether a statement ran before its connection died is
-        unknowable (connections already dead are never lent: see awa.db.pool)."""
+        unknowable (connections already dead are never lent: see awa.db.pool).
+
+        A server shutting down ends its connections one by one, so the next pooled one
+        may die under the read too: each failure discards one, and with every pooled
+        connection tried the pool connects afresh (waiting for the server to be back)."""
         pool = await self._get_pool()
         with mapped():
-            for _ in range(READ_ATTEMPTS - 1):
+            for _ in range(self.max_connections + READ_ATTEMPTS - 1):
                 async with pool.connection() as conn:
                     try:
                         return await op(conn)
