@@ -51,7 +51,6 @@ from awa.worker.registry import TaskRegistry
 logger = logging.getLogger("awa")
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
-READ_ATTEMPTS = 2  # beyond one per pooled connection
 _UNSET: Any = object()
 
 
@@ -137,7 +136,7 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
         connection tried the pool connects afresh (waiting for the server to be back)."""
         pool = await self._get_pool()
         with mapped():
-            for _ in range(self.max_connections + READ_ATTEMPTS - 1):
+            for _ in range(self.max_connections):  # then once more, on a fresh connection
                 async with pool.connection() as conn:
                     try:
                         return await op(conn)

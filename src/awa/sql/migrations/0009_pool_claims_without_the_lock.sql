@@ -159,11 +159,6 @@ DECLARE
     v_queues          text[] := '{}';  -- the asking members
     v_weights         bigint[] := '{}';
     v_me_part         integer;
-    v_me_rest         numeric;
-    v_left            bigint;
-    v_ahead           integer := 0;  -- asking members whose remainder ranks before mine
-    i                 integer;
-    v_exact           numeric;
 BEGIN
     SELECT f.total INTO v_total FROM awa.fleet_pool AS f;
     IF v_total IS NULL THEN
@@ -204,26 +199,18 @@ BEGIN
     END IF;
     v_overflow := greatest(v_total - v_sum_min - v_settled, 0);
     -- Each asking member's exact part, rounded down; the slots left over go one each to
-    -- the largest remainders.
-    v_left := v_overflow;
-    FOR i IN 1 .. cardinality(v_queues) LOOP
-        v_exact := v_overflow::numeric * v_weights[i] / v_asking_weight;
-        v_left := v_left - floor(v_exact);
-        IF v_queues[i] = p_queue THEN
-            v_me_part := floor(v_exact);
-            v_me_rest := v_exact - floor(v_exact);
-        END IF;
-    END LOOP;
-    FOR i IN 1 .. cardinality(v_queues) LOOP
-        v_exact := v_overflow::numeric * v_weights[i] / v_asking_weight;
-        IF v_exact - floor(v_exact) > v_me_rest
-           OR (v_exact - floor(v_exact) = v_me_rest AND v_queues[i] < p_queue) THEN
-            v_ahead := v_ahead + 1;
-        END IF;
-    END LOOP;
-    IF v_ahead < v_left THEN
-        v_me_part := v_me_part + 1;
-    END IF;
+    -- the largest remainders (ties by queue name).
+    WITH parts AS (
+        SELECT a.q, floor(a.exact) AS part, a.exact - floor(a.exact) AS rest
+        FROM unnest(v_queues, v_weights) AS w(q, weight),
+            LATERAL (SELECT w.q, v_overflow::numeric * w.weight / v_asking_weight AS exact) AS a
+    ), ranked AS (
+        SELECT p.q, p.part, row_number() OVER (ORDER BY p.rest DESC, p.q) AS place
+        FROM parts AS p
+    )
+    SELECT r.part + (r.place <= v_overflow - (SELECT sum(p.part) FROM parts AS p))::integer
+    INTO v_me_part
+    FROM ranked AS r WHERE r.q = p_queue;
     RETURN least(
         v_total - v_others_reserved - v_me_running,
         v_me_min + v_me_part - v_me_running);
