@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 import awa
@@ -108,3 +109,35 @@ async def test_cancel_that_misses_the_notice_is_caught_by_the_heartbeat(
     finally:
         await client.shutdown()
     assert (await client.get_job(job.id)).state is awa.JobState.CANCELLED
+
+
+async def test_a_cancel_the_heartbeat_learns_of_first_still_stops_the_handler_as_cancelled(
+    client: awa.AsyncClient, database_url: str
+) -> None:
+    """No notice at all (the row cancelled by hand): only the heartbeat finds out, and the
+    handler is stopped as cancelled, its hook fired, as when the cancel's notice wins."""
+    events: list[int] = []
+    client.on_event("cancelled", lambda e: events.append(e.job.id))
+    started = asyncio.Event()
+
+    @client.task(None, kind="long", queue="q")
+    async def long(job: awa.Job[Any]) -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    job = await client.insert({}, kind="long", queue="q")
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+        await asyncio.wait_for(started.wait(), 15)
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as db:
+            await db.execute(
+                "UPDATE awa.jobs SET state = 'cancelled', finalized_at = now() WHERE id = %s",
+                [job.id],
+            )
+
+        async def hook_fired() -> bool:
+            return job.id in events
+
+        await wait_for(hook_fired)
+    finally:
+        await client.shutdown()

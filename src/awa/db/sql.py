@@ -58,6 +58,7 @@ QUEUE_CONTROL_LIST = load("queue_control_list")
 QUEUE_PROBE_AVAILABLE = load("queue_probe_available")
 JOB_FINALIZE_MANY = load("job_finalize_many")
 JOB_HEARTBEAT_MANY = load("job_heartbeat_many")
+JOB_CANCELLED_AMONG = load("job_cancelled_among")
 JOB_FENCE_ATTEMPTS = load("job_fence_attempts")
 
 # Durable outcomes (lifecycle hooks fire once an outcome survives a server crash)

@@ -7,6 +7,7 @@ lease: its handler is told to stop, and its outcome will be fenced anyway.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
@@ -18,18 +19,29 @@ from awa.worker.results import AttemptKey
 logger = logging.getLogger("awa")
 
 
+def _key_arrays(keys: list[AttemptKey]) -> dict[str, list[Any]]:
+    return {
+        "ids": [key[0] for key in keys],
+        "run_leases": [key[1] for key in keys],
+        "attempted_ats": [key[2] for key in keys],
+    }
+
+
 async def still_running(
     pool: AsyncConnectionPool, keys: list[AttemptKey], synchronous_commit: bool = False
 ) -> set[int]:
     """Heartbeat the attempts of ``keys``; returns the ids still running under them."""
-    params = {
-        "ids": [key[0] for key in keys],
-        "run_leases": [key[1] for key in keys],
-        "attempted_ats": [key[2] for key in keys],
-        "synchronous_commit": "on" if synchronous_commit else "off",
-    }
+    params = {**_key_arrays(keys), "synchronous_commit": "on" if synchronous_commit else "off"}
     async with pool.connection() as conn:
         cur = await conn.execute(sql.JOB_HEARTBEAT_MANY, params)
+        return {row[0] for row in await cur.fetchall()}
+
+
+async def _cancelled(pool: AsyncConnectionPool, keys: list[AttemptKey]) -> set[int]:
+    """The ids among ``keys`` whose row an operator cancelled under the attempt's key: a
+    cancel the heartbeat learns of before its notice still stops the handler as one."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(sql.JOB_CANCELLED_AMONG, _key_arrays(keys))
         return {row[0] for row in await cur.fetchall()}
 
 
@@ -48,9 +60,12 @@ async def beat(
     if not keys:
         return 0
     alive = await still_running(pool, keys, synchronous_commit)
+    gone = [key for key in running if key[0] not in alive]
+    cancelled = await _cancelled(pool, gone) if gone else set()
     lost = 0
-    for job_id, lease, _ in running:
-        if job_id not in alive and executor.cancel(job_id, "lease lost", lease):
+    for job_id, lease, _ in gone:
+        reason = "cancelled" if job_id in cancelled else "lease lost"
+        if executor.cancel(job_id, reason, lease):
             lost += 1
             logger.info(
                 "job %s lost its lease (rescued or cancelled); stopping its handler", job_id,
