@@ -65,7 +65,9 @@ async def test_two_processes_share_a_pool_of_twelve_three_to_one(
     # The pool was kept busy (mean jobs running in the window; the throughput ratio
     # against per-process pools is measured by bench/fairness.py, not asserted here).
     assert (a + b) / (window_end - window_start) >= 6
-    assert {r.pid for r in runs if r.queue == "a"} == {r.pid for r in runs}  # both served a
+    # Both processes got the pool's slots. Which process runs a member is not balanced:
+    # a process re-fills the slots it frees as it records their outcomes (ADR 0035).
+    assert len({r.pid for r in runs}) == 2
 
 
 async def test_a_member_reaches_its_minimum_at_once_and_its_share_within_a_job(
