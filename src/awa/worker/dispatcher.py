@@ -48,6 +48,10 @@ from awa.worker.permits import QueuePermits
 logger = logging.getLogger("awa")
 
 _MAX_ERROR_BACKOFF_S = 5.0
+# A plain queue whose claims can never exceed this many jobs claims by riding on the
+# completer's writes (ADR 0036): for a claim this small, a statement of its own costs the
+# server more than running it beside the write saves.
+RIDE_AT_MOST = 16
 _PARTITION_RECHECK_S = 0.02
 _DEAF_TO_NEW_JOBS = frozenset({"concurrency", "pool", "rate"})
 _WAITING_FOR_FREED = frozenset({"concurrency", "pool"})
@@ -130,13 +134,13 @@ class Dispatcher(LoopService):
         self._write_pending = write_pending
 
     def wake_permit(self) -> None:
-        """A permit came back. For a coordinated queue with work, the job's outcome is on
-        its way to the completer, whose write claims for it (ADR 0012): nothing to do
-        here. Ignored too while the fleet holds this queue back on its cap or pool share:
-        the job still counts as running until its outcome is written, and the ``freed``
-        notice comes then."""
+        """A permit came back. For a queue with work that rides on writes, the job's
+        outcome is on its way to the completer, whose write claims for it (ADR 0012):
+        nothing to do here. Ignored too while the fleet holds this queue back on its cap
+        or pool share: the job still counts as running until its outcome is written, and
+        the ``freed`` notice comes then."""
         if self.blocked in _WAITING_FOR_FREED or (
-            self.control.coordinated and not self.idle and self._write_pending()
+            self.rides_on_writes and not self.idle and self._write_pending()
         ):
             return
         self._wakeup.set()
@@ -235,12 +239,18 @@ class Dispatcher(LoopService):
 
     def ride(self) -> Reservation | None:
         """The completer is about to write outcomes: reserve for a claim riding on that
-        statement. Only a queue under fleet limits or in the fleet pool rides (ADR 0012:
-        its freed slots count as running until that write), and only with work (not
-        idle); a plain queue's claim overlaps the write on its own connection."""
-        if not self.alive or self.idle or not self.control.coordinated:
+        statement. Only a queue that ``rides_on_writes`` rides, and only with work (not
+        idle); a larger plain queue's claim overlaps the write on its own connection."""
+        if not self.alive or self.idle or not self.rides_on_writes:
             return None  # (``stopping`` speaks only for the loop's own task)
         return self._reserve()
+
+    @property
+    def rides_on_writes(self) -> bool:
+        """True when this queue's claims ride on the completer's writes: under fleet
+        limits or in the fleet pool (ADR 0012), or too small to be worth a statement of
+        their own (ADR 0036)."""
+        return self.control.coordinated or self.permits.ceiling <= RIDE_AT_MOST
 
     def rode(
         self,

@@ -310,6 +310,12 @@ class QueuePermits:
             self._wake()
 
     @property
+    def ceiling(self) -> int:
+        """The most permits this queue could hold at once: its local ones, plus the whole
+        overflow pool in weighted mode."""
+        return self.local_capacity + (self._pool.total if self._pool else 0)
+
+    @property
     def available(self) -> int:
         """Permits a poll could reserve now: free local ones plus what the pool would grant."""
         free_local = max(0, self.local_capacity - self._local_used)
