@@ -97,7 +97,11 @@ def set_operator(driver: Any, base: str, name: str) -> None:
     field.clear()
     field.send_keys(name)
     click(driver, "#operator-form button")
-    wait(driver).until(lambda d: d.find_element(By.ID, "operator").get_attribute("value") == name)
+    # Read in one page task: the form is re-rendered after it submits, and an element
+    # found first may be gone when its value is asked for.
+    wait(driver).until(
+        lambda d: d.execute_script("return document.getElementById('operator')?.value") == name
+    )
 
 
 def _busy(driver: Any) -> bool:
@@ -166,8 +170,8 @@ def test_pause_and_resume_a_queue_from_the_ui(driver: Any, base: str, seeded: Se
     with psycopg.connect(seeded.client.database_url, autocommit=True) as conn:
         by = conn.execute("SELECT paused_by FROM awa.queue_meta WHERE queue='reports'").fetchone()
     assert by == ("alice@127.0.0.1",)
-    wait(driver).until(lambda d: "paused" in d.find_element(
-        By.CSS_SELECTOR, "tr[data-queue='reports']").text)  # fmt: skip
+    row_text = "return document.querySelector(\"tr[data-queue='reports']\")?.innerText ?? ''"
+    wait(driver).until(lambda d: "paused" in d.execute_script(row_text))
     assert "alice@127.0.0.1" in text_of(driver, "#audit-table")
 
     click(driver, "button[data-action='resume'][data-queue='reports']")
