@@ -12,7 +12,14 @@ import psycopg
 
 from awa.db import sql
 
-CLAIM = {"queue": "default", "limit": 32, "deadline_ms": 300_000, "synchronous_commit": "off"}
+CLAIM = {
+    "queue": "default",
+    "limit": 32,
+    "deadline_ms": 300_000,
+    "synchronous_commit": "off",
+    "instance": None,
+    "held": None,
+}
 INSERT = {
     "kind": "noop",
     "queue": "default",

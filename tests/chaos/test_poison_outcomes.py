@@ -75,7 +75,14 @@ async def test_an_outcome_refused_by_the_database_is_dropped_alone(
         cur = conn.cursor(row_factory=job_rows)
         await cur.execute(
             sql.JOB_CLAIM_AVAILABLE,
-            {"queue": "q", "limit": 5, "deadline_ms": 0, "synchronous_commit": "on"},
+            {
+                "queue": "q",
+                "limit": 5,
+                "deadline_ms": 0,
+                "synchronous_commit": "on",
+                "instance": None,
+                "held": None,
+            },
         )
         jobs = await cur.fetchall()
     poison, *fine = jobs

@@ -43,12 +43,7 @@ async def test_two_processes_share_a_pool_of_twelve_three_to_one(
     await client.set_fleet_pool(12, {"a": awa.PoolMember(weight=3), "b": awa.PoolMember()})
     for queue in ("a", "b"):
         await client.insert_many([{"ms": 60}] * 1500, kind="fleet_work", queue=queue)
-    # One process per member, 32 local permits against a fleet pool of 12: every slot of
-    # the pool is arbitrated between the two processes. (Two processes serving both
-    # members are not balanced between themselves: a process re-fills the slots it frees
-    # as it records their outcomes, so one may run all of it; ADR 0035.)
-    fleet.start(1, "a=16")
-    fleet.start(1, "b=16")
+    fleet.start(2, "a=16", "b=16")  # 64 local permits against a fleet pool of 12
 
     async def settled() -> bool:
         return len(fleet.runs()) >= 300
@@ -70,6 +65,11 @@ async def test_two_processes_share_a_pool_of_twelve_three_to_one(
     # The pool was kept busy (mean jobs running in the window; the throughput ratio
     # against per-process pools is measured by bench/fairness.py, not asserted here).
     assert (a + b) / (window_end - window_start) >= 6
+    # Each process ran its part of a member's share (9 of a's slots: 5 and 4), not one
+    # process all of it (ADR 0037).
+    for pid in {r.pid for r in runs}:
+        mine = [r for r in runs if r.pid == pid]
+        assert _busy_seconds(mine, "a", window_start, window_end) >= a / 3
 
 
 async def test_a_member_reaches_its_minimum_at_once_and_its_share_within_a_job(

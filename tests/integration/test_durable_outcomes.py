@@ -43,7 +43,14 @@ async def _claim(client: awa.AsyncClient, *, insert: bool = True) -> Job[Any]:
         cur = conn.cursor(row_factory=job_rows)
         await cur.execute(
             sql.JOB_CLAIM_AVAILABLE,
-            {"queue": "q", "limit": 1, "deadline_ms": 0, "synchronous_commit": "on"},
+            {
+                "queue": "q",
+                "limit": 1,
+                "deadline_ms": 0,
+                "synchronous_commit": "on",
+                "instance": None,
+                "held": None,
+            },
         )
         (job,) = await cur.fetchall()
     return job

@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 import awa
 
@@ -85,3 +86,56 @@ async def test_a_member_without_room_is_answered_without_waiting_for_the_pools_l
                 _claim(db, "b", 4)
         db.execute("RESET lock_timeout")
     assert len(_claim(db, "b", 4)) == 1  # the lock released: b takes the freed slot
+
+
+def _serving(db: psycopg.Connection[Any], instance: str, queues: dict[str, int]) -> None:
+    """A live runtime instance whose snapshot lists ``queues`` with their max_workers."""
+    snapshot = {"queues": {q: {"capacity": {"max_workers": n}} for q, n in queues.items()}}
+    db.execute(
+        "INSERT INTO awa.runtime_instances (instance_id, hostname, pid, started_at,"
+        " last_seen_at, snapshot) VALUES (%s, 'h', 1, now(), now(), %s)",
+        (instance, Jsonb(snapshot)),
+    )
+
+
+def _claim_as(db: psycopg.Connection[Any], queue: str, instance: str, held: int) -> list[Any]:
+    return db.execute(
+        "SELECT id, blocked FROM awa.claim(%s, 16, 0, 'on', %s, %s)", (queue, instance, held)
+    ).fetchall()
+
+
+async def test_a_members_share_is_split_over_the_processes_serving_it(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    me, other = "00000000-0000-0000-0000-00000000000a", "00000000-0000-0000-0000-00000000000b"
+    await client.set_fleet_pool(9, {"a": awa.PoolMember()})
+    await client.insert_many([{}] * 40, kind="k", queue="a")
+    _serving(db, me, {"a": 16})
+    _serving(db, other, {"a": 16})
+    # Two processes serve a: this one's part of the 9 is 5, and the claim says it was cut.
+    rows = _claim_as(db, "a", me, 0)
+    assert len([r for r in rows if r[0] is not None]) == 5
+    assert rows[-1] == (None, "pool")
+    # Holding its 5, it is told to wait, though 4 slots of the pool are free.
+    assert _claim_as(db, "a", me, 5) == [(None, "pool")]
+    # The other process takes the rest of the share.
+    assert len([r for r in _claim_as(db, "a", other, 0) if r[0] is not None]) == 4
+    # Without a process named (an older client, or by hand), the pool alone decides.
+    db.execute("UPDATE awa.jobs SET state = 'completed' WHERE state = 'running'")
+    assert len(_claim(db, "a", 16)) == 9
+
+
+async def test_a_process_takes_what_the_others_lack_the_workers_to_run(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    me, small = "00000000-0000-0000-0000-00000000000a", "00000000-0000-0000-0000-00000000000c"
+    await client.set_fleet_pool(9, {"a": awa.PoolMember()})
+    await client.insert_many([{}] * 40, kind="k", queue="a")
+    _serving(db, me, {"a": 16})
+    _serving(db, small, {"a": 2})  # can run at most 2 of a's jobs
+    rows = _claim_as(db, "a", me, 0)
+    assert len([r for r in rows if r[0] is not None]) == 7  # 9 − the other's 2
+    # A process whose row went stale (crashed, not yet pruned) no longer counts.
+    db.execute("UPDATE awa.runtime_instances SET last_seen_at = now() - interval '1 minute'")
+    db.execute("UPDATE awa.jobs SET state = 'completed' WHERE state = 'running'")
+    assert len([r for r in _claim_as(db, "a", me, 0) if r[0] is not None]) == 9

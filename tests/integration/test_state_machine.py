@@ -179,7 +179,7 @@ class JobStateMachine(RuleBasedStateMachine):
         rows = self.run(
             sql.JOB_CLAIM_AVAILABLE,
             {"queue": queue, "limit": limit, "deadline_ms": HOUR_MS if deadline else 0,
-             "synchronous_commit": "off"},
+             "synchronous_commit": "off", "instance": None, "held": None},
         )  # fmt: skip
         waiting = [j for j in self.jobs.values() if j.queue == queue and j.state == "available"]
         expected = 0 if queue in self.paused else min(limit, len(waiting))

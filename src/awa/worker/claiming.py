@@ -29,10 +29,20 @@ class Reservation:
     deadline_ms: int
     args_bytes: int = 0  # room set aside in the process's ArgsBudget until the claim settles
     claimed_at: float = 0.0  # monotonic time the claim began (a claim's age is from here)
+    # For a fleet-pool member: the asking process and the member's jobs it holds already,
+    # so the claim is cut to this process's part of the member's share (ADR 0037).
+    instance: str | None = None
+    held: int | None = None
 
     def request(self) -> dict[str, Any]:
         """The claim as the riding statement takes it."""
-        return {"queue": self.queue, "limit": self.limit, "deadline_ms": self.deadline_ms}
+        return {
+            "queue": self.queue,
+            "limit": self.limit,
+            "deadline_ms": self.deadline_ms,
+            "instance": self.instance,
+            "held": self.held,
+        }
 
 
 class Rider(Protocol):

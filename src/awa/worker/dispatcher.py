@@ -77,9 +77,11 @@ class Dispatcher(LoopService):
         *,
         synchronous_commit: bool = False,
         args_budget: ArgsBudget | None = None,
+        instance_id: str | None = None,
     ) -> None:
         super().__init__(f"dispatch-{queue}")
         self.queue = queue
+        self._instance_id = instance_id  # named in a pool member's claims (ADR 0037)
         self._commit_mode = "on" if synchronous_commit else "off"
         self._pool = pool
         self.permits = permits
@@ -296,9 +298,13 @@ class Dispatcher(LoopService):
                 self._observer.polled(self.queue, 0, True)
                 return None
         room = self._args_budget.reserve(allowed)
-        return Reservation(
+        reservation = Reservation(
             self.queue, grant, allowed, wanted, control.deadline_ms, room, time.monotonic()
         )
+        if control.pool_member is not None:
+            reservation.instance = self._instance_id
+            reservation.held = self.permits.in_flight
+        return reservation
 
     def _give_back(self, reservation: Reservation) -> None:
         self._args_budget.unreserve(reservation.args_bytes)

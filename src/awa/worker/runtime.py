@@ -120,6 +120,7 @@ class Worker:
                 self.observer,
                 synchronous_commit=config.synchronous_commit,
                 args_budget=self.args_budget,
+                instance_id=self.instance_id,
             )
         # Claims ride on the completer's writes (ADR 0012).
         self.completer.ride_with(list(self.dispatchers.values()))

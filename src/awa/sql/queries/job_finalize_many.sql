@@ -14,7 +14,8 @@
 --   error      NULL, or one {error, attempt, type, ...} entry to append to errors
 --   progress   absent keeps the stored progress; otherwise the attempt's latest (job features)
 --   metadata   absent, or the keys the attempt updated, merged into metadata
--- %(claims)s: NULL, or [{queue, limit, deadline_ms}] — each claimed by awa.claim after the
+-- %(claims)s: NULL, or [{queue, limit, deadline_ms, instance, held}] — each claimed by
+-- awa.claim (instance and held: as in job_claim_available) after the
 -- outcomes are written, so slots they free (a fleet cap, the fleet pool) count as free.
 -- Rows (awa.complete_and_claim, migration 0007): ('applied', id) for each outcome that took
 -- effect (the rest were stale); ('claimed', job columns) for each job claimed, or a hold
