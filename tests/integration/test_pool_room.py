@@ -112,14 +112,18 @@ async def test_a_members_share_is_split_over_the_processes_serving_it(
     await client.insert_many([{}] * 40, kind="k", queue="a")
     _serving(db, me, {"a": 16})
     _serving(db, other, {"a": 16})
-    # Two processes serve a: this one's part of the 9 is 5, and the claim says it was cut.
+    # Two processes serve a: this one's part of the 9 is 5, and the claim says it was cut
+    # there: ``pool_part``, so slots freed elsewhere need not wake it (ADR 0038).
     rows = _claim_as(db, "a", me, 0)
     assert len([r for r in rows if r[0] is not None]) == 5
-    assert rows[-1] == (None, "pool")
+    assert rows[-1] == (None, "pool_part")
     # Holding its 5, it is told to wait, though 4 slots of the pool are free.
-    assert _claim_as(db, "a", me, 5) == [(None, "pool")]
-    # The other process takes the rest of the share.
+    assert _claim_as(db, "a", me, 5) == [(None, "pool_part")]
+    # The other process takes the rest of the share; then the pool is full, which is a
+    # plain ``pool`` hold for anyone below their part.
     assert len([r for r in _claim_as(db, "a", other, 0) if r[0] is not None]) == 4
+    db.execute("DELETE FROM awa.runtime_instances WHERE instance_id = %s", (other,))
+    assert _claim_as(db, "a", me, 0) == [(None, "pool")]
     # Without a process named (an older client, or by hand), the pool alone decides.
     db.execute("UPDATE awa.jobs SET state = 'completed' WHERE state = 'running'")
     assert len(_claim(db, "a", 16)) == 9

@@ -55,6 +55,9 @@ RIDE_AT_MOST = 16
 _PARTITION_RECHECK_S = 0.02
 _DEAF_TO_NEW_JOBS = frozenset({"concurrency", "pool", "rate"})
 _WAITING_FOR_FREED = frozenset({"concurrency", "pool"})
+# The fleet pool's answer when this process already runs its part of the member's share
+# (ADR 0038): reported as a ``pool`` hold, but a slot freed elsewhere cannot change it.
+_AT_POOL_PART = "pool_part"
 
 
 class Dispatcher(LoopService):
@@ -97,6 +100,7 @@ class Dispatcher(LoopService):
         self._draining = False  # inside a poll: a claim may be on its way
         self._write_pending: Callable[[], bool] = lambda: False
         self.blocked: str | None = None  # why the fleet held the last claim back
+        self.at_pool_part = False  # held back because this process runs its part (ADR 0038)
         self._not_before = 0.0  # monotonic time before which asking the fleet is pointless
         # Idle: the last claim found the queue empty, and the idle prober watches it. A
         # dispatcher starts idle and due, so a worker's first look at all its queues is
@@ -154,7 +158,11 @@ class Dispatcher(LoopService):
             self._wakeup.set()
 
     def wake_freed(self) -> None:
-        """A job of this queue (or of a fleet-pool member) left ``running`` somewhere."""
+        """A job of this queue (or of a fleet-pool member) left ``running`` somewhere.
+        Ignored while this process runs its part of a pool member's share: its own
+        completions re-fill its slots through the claims riding on them (ADR 0038)."""
+        if self.at_pool_part:
+            return
         if self.blocked != "rate":
             self._not_before = 0.0
         self._wakeup.set()
@@ -375,12 +383,14 @@ class Dispatcher(LoopService):
 
     def _held_back(self, hold: FleetHold | None) -> None:
         """Remember why the fleet held the last claim back, and when to ask again."""
-        self.blocked = None if hold is None else hold.reason
         self._not_before = 0.0
+        self.at_pool_part = hold is not None and hold.reason == _AT_POOL_PART
         if hold is None:
+            self.blocked = None
             return
+        self.blocked = "pool" if self.at_pool_part else hold.reason
         self.fleet_holds += 1
-        self._observer.fleet_held(self.queue, hold.reason)
+        self._observer.fleet_held(self.queue, self.blocked)
         if hold.retry_in_ms is not None:  # a rate limit: no token before then
             self._not_before = time.monotonic() + hold.retry_in_ms / 1000
         elif hold.reason == "partition":

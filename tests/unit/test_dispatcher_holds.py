@@ -1,0 +1,52 @@
+"""How a dispatcher reads the fleet's holds (ADR 0038): what wakes it while held back."""
+
+from __future__ import annotations
+
+from awa.config import QueueConfig
+from awa.db.rows import FleetHold
+from awa.worker.control import QueueControl
+from awa.worker.dispatcher import Dispatcher
+from awa.worker.permits import QueuePermits
+
+
+def _dispatcher() -> Dispatcher:
+    # A dispatcher's wake-up logic needs no database: the pool and executor go unused.
+    control = QueueControl(QueueConfig("a", max_workers=8))
+    return Dispatcher("a", None, QueuePermits("a", 8), control, None)  # type: ignore[arg-type]
+
+
+def _woken(dispatcher: Dispatcher) -> bool:
+    woken = dispatcher._wakeup.is_set()
+    dispatcher._wakeup.clear()
+    return woken
+
+
+def test_a_process_at_its_pool_part_ignores_slots_freed_elsewhere() -> None:
+    dispatcher = _dispatcher()
+    dispatcher._held_back(FleetHold("pool_part", None))
+    # Reported as a pool hold (explain, metrics and snapshots know only that reason)...
+    assert dispatcher.blocked == "pool"
+    assert dispatcher.at_pool_part
+    # ...but a slot freed by another process cannot raise this process's part.
+    dispatcher.wake_freed()
+    assert not _woken(dispatcher)
+    # New jobs cannot either; its own completions re-fill its part by riding.
+    dispatcher.wake_available()
+    assert not _woken(dispatcher)
+
+
+def test_a_member_without_room_claims_again_when_a_slot_is_freed() -> None:
+    dispatcher = _dispatcher()
+    dispatcher._held_back(FleetHold("pool", None))
+    assert dispatcher.blocked == "pool" and not dispatcher.at_pool_part
+    dispatcher.wake_freed()
+    assert _woken(dispatcher)
+
+
+def test_a_claim_without_a_hold_clears_the_part() -> None:
+    dispatcher = _dispatcher()
+    dispatcher._held_back(FleetHold("pool_part", None))
+    dispatcher._held_back(None)
+    assert dispatcher.blocked is None and not dispatcher.at_pool_part
+    dispatcher.wake_freed()
+    assert _woken(dispatcher)
