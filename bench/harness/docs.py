@@ -35,6 +35,9 @@ METHOD = """\
   which goes first between repetitions.
 - Every system connects over TCP to 127.0.0.1, since awa-pg's driver (sqlx) rejects a
   libpq Unix-socket URL; the pool sizes are each library's defaults (awa 10).
+- awa's editable install is byte-compiled before the run, as pip does for the peers'
+  wheels: with PYTHONDONTWRITEBYTECODE set (as here), each worker process would otherwise
+  compile the worker's modules inside `start()`, within the timed window (~60 ms).
 - `awa (uvloop)` is the same awa adapter under `uvloop.run`, from `bench/.venvs/awa-uvloop`
   where awa is installed editable from this tree next to uvloop 0.23 (uvloop is not an
   awa dependency). `pgqueuer (no limit)` is a reference row, not a peer: pgqueuer's own
