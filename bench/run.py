@@ -132,6 +132,13 @@ def run_reps(session: Session, runner: Runner, workloads: list[str], reps: int) 
                     rep,
                     lambda a=adapter, i=info, p=processes: runner.scale_out(a, i, p),
                 )
+            for name, adapter, info in each("W1xP"):  # 32 handlers in each process
+                session.record(
+                    f"W1x{processes}each",
+                    name,
+                    rep,
+                    lambda a=adapter, i=info, p=processes: runner.scale_out(a, i, p, each=True),
+                )
         for processes in runner.s.w5_processes if "W5" in workloads else ():
             for name, adapter, info in each("W5"):
                 session.record(

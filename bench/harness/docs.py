@@ -52,7 +52,9 @@ METHOD = """\
   `pg_current_wal_insert_lsn()`, transactions (xact_commit + xact_rollback) from
   `pg_stat_database` once every client has disconnected; W3 the same around the producer.
 - W1×P: W1 with the 32 handlers split evenly over 2 and 4 worker processes started
-  together (the 1-process figure is W1 itself); awa, pgqueuer and procrastinate.
+  together, and again with 32 handlers in each of them (the other way to scale out: more
+  concurrency per process added); the 1-process figure is W1 itself; awa, pgqueuer and
+  procrastinate.
 - W5: 2 000 jobs whose async handler runs ≈ 2 ms of pure-Python arithmetic (a fixed
   number of rounds, calibrated once per run, so a busy machine makes jobs slower rather
   than shorter), 32 handlers over 1 and 2 processes; awa, pgqueuer and procrastinate.

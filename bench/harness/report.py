@@ -233,6 +233,10 @@ def _bar_awa_only(summary: Summary, more: Any) -> list[str]:
     if shown:
         ok = all(v is not None and base and v >= 0.9 * base for _, v in scaled)
         checks.append(_check("W1×P ≥ 0.9× one process", ok, ", ".join(shown)))
+    each = summary.median(Metric("W1x4each", "drain_jobs_per_s", "", True), "awa")
+    if each is not None and base:
+        label = "W1×P with 32 handlers in each of 4 processes ≥ 1.2× one process"
+        checks.append(_check(label, each >= 1.2 * base, f"×{each / base:.2f}"))
     w5 = [summary.median(Metric(f"W5x{p}", "drain_jobs_per_s", "", True), "awa") for p in (1, 2)]
     if w5[0] and w5[1]:
         checks.append(
@@ -279,6 +283,10 @@ def _more_tables(summary: Summary, results: dict[str, Any]) -> list[str]:
         "### W1×P scale-out (32 handlers split evenly over 1, 2, 4 worker processes)",
         "",
         *more.scale_out_table(summary, counts),
+        "",
+        "### W1×P scale-out, 32 handlers in each of 1, 2, 4 worker processes",
+        "",
+        *more.scale_out_table(summary, counts, each=True),
         "",
         f"### W5 CPU-bound ({settings.get('w5_jobs', '?')} jobs of ≈ "
         f"{settings.get('w5_work_ms', '?')} ms pure-Python work; "

@@ -63,19 +63,23 @@ def insert_cost_table(summary: Summary) -> list[str]:
     return _table(header, rows)
 
 
-def scale_out_table(summary: Summary, counts: list[int]) -> list[str]:
-    """W1×P: jobs/s with the 32 handlers split over more processes (1 is W1 itself)."""
+def scale_out_table(summary: Summary, counts: list[int], *, each: bool = False) -> list[str]:
+    """W1×P: jobs/s with the 32 handlers split over more processes, or (``each``) with 32
+    handlers in every process; 1 process is W1 itself."""
+    suffix = "each" if each else ""
     rows = []
     for name in summary.systems:
         base = _median(values(summary.runs, "W1", name, "drain_jobs_per_s"))
         cells: list[str] = []
         for p in counts:
-            workload = "W1" if p == 1 else f"W1x{p}"
+            workload = "W1" if p == 1 else f"W1x{p}{suffix}"
             rate = _median(values(summary.runs, workload, name, "drain_jobs_per_s"))
             cpu = _median(values(summary.runs, workload, name, "server_cpu_us_per_job"))
             ratio = f"×{rate / base:.2f}" if rate and base else "–"
             cells += [fmt(rate), ratio, fmt(cpu)] if p > 1 else [fmt(rate), fmt(cpu)]
-        if any(values(summary.runs, f"W1x{p}", name, "drain_jobs_per_s") for p in counts[1:]):
+        if any(
+            values(summary.runs, f"W1x{p}{suffix}", name, "drain_jobs_per_s") for p in counts[1:]
+        ):
             rows.append([name, *cells])
     if not rows:
         return ["(not run)"]

@@ -167,9 +167,11 @@ class Runner:
         processes: int = 1,
         jobs: int | None = None,
         handler: tuple[str, ...] = (),
+        split: int = 32,
     ) -> dict[str, Any]:
         """W1 (W4 with ``extra``, W1×P with ``processes``, W5 with a CPU ``handler``): bulk
-        enqueue, then time the workers draining it; what it cost per job beside."""
+        enqueue, then time the workers draining it, ``split`` handlers shared between them;
+        what it cost per job beside."""
         database = "bench_drain"
         url = self._prepare(adapter, database)
         jobs = jobs or self.s.jobs
@@ -177,7 +179,7 @@ class Runner:
         before = meter.read([])
         enqueued = adapter.call("enqueue", "--url", url, "--jobs", str(jobs), *extra)
         after_enqueue = meter.read([])
-        workers = self._start_workers(adapter, processes, url, *extra, *handler)
+        workers = self._start_workers(adapter, processes, url, *extra, *handler, split=split)
         pids = [w.pid for w in workers]
         samplers = [PeakSampler(pid) for pid in pids]
         try:
@@ -216,9 +218,13 @@ class Runner:
             **cost,
         }
 
-    def scale_out(self, adapter: Adapter, info: dict[str, Any], processes: int) -> dict[str, Any]:
-        """W1×P: W1 with 32 handlers split evenly over ``processes`` worker processes."""
-        result = self.drain(adapter, info, processes=processes)
+    def scale_out(
+        self, adapter: Adapter, info: dict[str, Any], processes: int, *, each: bool = False
+    ) -> dict[str, Any]:
+        """W1×P: W1 with 32 handlers split evenly over ``processes`` worker processes, or
+        with 32 handlers in ``each`` of them (the other way to scale out)."""
+        split = 32 * processes if each else 32
+        result = self.drain(adapter, info, processes=processes, split=split)
         result["per_process_jobs_per_s"] = result["drain_jobs_per_s"] / processes
         return result
 
