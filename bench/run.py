@@ -125,20 +125,16 @@ def run_reps(session: Session, runner: Runner, workloads: list[str], reps: int) 
         for name, adapter, info in each("W1"):
             session.record("W1", name, rep, lambda a=adapter, i=info: runner.drain(a, i))
         for processes in runner.s.processes[1:] if "W1xP" in workloads else ():
-            for name, adapter, info in each("W1xP"):
-                session.record(
-                    f"W1x{processes}",
-                    name,
-                    rep,
-                    lambda a=adapter, i=info, p=processes: runner.scale_out(a, i, p),
-                )
-            for name, adapter, info in each("W1xP"):  # 32 handlers in each process
-                session.record(
-                    f"W1x{processes}each",
-                    name,
-                    rep,
-                    lambda a=adapter, i=info, p=processes: runner.scale_out(a, i, p, each=True),
-                )
+            for per_process in (False, True):  # 32 handlers split, then 32 in each process
+                for name, adapter, info in each("W1xP"):
+                    session.record(
+                        f"W1x{processes}{'each' if per_process else ''}",
+                        name,
+                        rep,
+                        lambda a=adapter, i=info, p=processes, e=per_process: runner.scale_out(
+                            a, i, p, each=e
+                        ),
+                    )
         for processes in runner.s.w5_processes if "W5" in workloads else ():
             for name, adapter, info in each("W5"):
                 session.record(

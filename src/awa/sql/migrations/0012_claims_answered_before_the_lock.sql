@@ -1,12 +1,19 @@
--- 0013: a queue at its fleet-wide concurrency cap is answered without the queue's lock
--- (ADR 0039). Forward-only: never edit a shipped migration; add the next number instead.
+-- 0012: a coordinated claim that can only learn "no" is answered before any lock
+-- (ADRs 0038 and 0039). Forward-only: never edit a shipped migration; add the next
+-- number instead.
 --
--- Every completion under a cap sends a ``freed`` notice, and the dispatchers held back
--- by the cap in every process claim on it; most find the slot re-filled already by the
--- claim that rode on that very completion (ADR 0012), yet each queued for the queue's
--- lock to learn it, and the riding claims queued behind them. The pool had the same
--- shape and got the same answer in 0009. Only claim_coordinated changes (0012's body
--- plus the early answer); a paused queue, a partitioned cap and the pool are as before.
+-- Every completion under a fleet cap or in the fleet pool sends a ``freed`` notice, and
+-- the dispatchers held back by it, in every process, claimed on it. Most could only
+-- learn "no": the process that freed the slot re-filled it in the same statement, by
+-- the claim riding on its completion (ADR 0012). Two answers change:
+-- * a queue at its fleet-wide cap (no ``partition_by``) is told ``concurrency`` from an
+--   unlocked count, without queueing for the queue's lock (ADR 0039), as 0009 does for
+--   a pool member with no room; a cap per key is still decided under the lock;
+-- * a pool member whose process already runs its part of the member's share (ADR 0037)
+--   is told ``pool_part`` instead of ``pool``: a slot another process frees cannot
+--   raise that part, so its dispatcher need not wake for ``freed`` notices (ADR 0038).
+-- A paused queue still gets no rows. Only claim_coordinated changes (0011's body plus
+-- the two answers).
 
 CREATE OR REPLACE FUNCTION awa.claim_coordinated(
     p_queue text, p_limit integer, p_deadline_ms bigint, p_synchronous_commit text,
@@ -25,24 +32,27 @@ DECLARE
     v_limit integer := p_limit;
     v_cap   integer;
 BEGIN
-    -- A queue at its fleet-wide cap is told so without queueing for the queue's lock (as
-    -- 0009 does for the pool): read without the lock, "full" can only be out of date by a
+    -- A paused queue (or a claim of nothing) is the locked claim's to answer: no rows.
+    IF p_limit < 1 OR EXISTS (
+        SELECT 1 FROM awa.queue_meta AS m WHERE m.queue = p_queue AND m.paused
+    ) THEN
+        RETURN QUERY SELECT * FROM awa.claim_coordinated_locked(
+            p_queue, p_limit, p_deadline_ms, p_synchronous_commit);
+        RETURN;
+    END IF;
+    -- A queue at its fleet-wide cap is told so without queueing for the queue's lock, as
+    -- the pool is below: read without the lock, "full" can only be out of date by a
     -- completion committed since, whose own freed notice wakes the claimer again.
     SELECT l.concurrency INTO v_cap FROM awa.queue_limits AS l
     WHERE l.queue = p_queue AND l.partition_by IS NULL;
-    IF p_limit >= 1 AND v_cap IS NOT NULL
-       AND NOT EXISTS (SELECT 1 FROM awa.queue_meta AS m WHERE m.queue = p_queue AND m.paused)
-       AND (SELECT count(*) FROM awa.jobs AS r
-            WHERE r.queue = p_queue AND r.state = 'running') >= v_cap
-    THEN
+    IF v_cap IS NOT NULL AND (
+        SELECT count(*) FROM awa.jobs AS r WHERE r.queue = p_queue AND r.state = 'running'
+    ) >= v_cap THEN
         blocked := 'concurrency';
         RETURN NEXT;
         RETURN;
     END IF;
-    IF p_limit >= 1
-       AND EXISTS (SELECT 1 FROM awa.fleet_pool_members AS m WHERE m.queue = p_queue)
-       AND NOT EXISTS (SELECT 1 FROM awa.queue_meta AS m WHERE m.queue = p_queue AND m.paused)
-    THEN
+    IF EXISTS (SELECT 1 FROM awa.fleet_pool_members AS m WHERE m.queue = p_queue) THEN
         v_room := awa.pool_room(p_queue, v_now);
         IF v_room > 0 AND p_instance IS NOT NULL THEN
             v_limit := least(p_limit, awa.pool_process_part(p_queue, p_instance, v_room + (
