@@ -43,6 +43,7 @@ PARAMS = {
     "run_at": None,
     "unique_key": None,
     "unique_states": None,
+    "ordering_key": None,
 }
 MINIMAL = "INSERT INTO awa.jobs (kind, queue, args) VALUES (%s, %s, %s::jsonb) RETURNING id"
 
