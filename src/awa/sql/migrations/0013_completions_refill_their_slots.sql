@@ -64,6 +64,8 @@ DECLARE
     v_running integer;
     v_swap    integer;
     v_swapped integer := 0;
+    v_part    integer;  -- this process's part of the member's share, less what it holds
+    v_counted boolean := false;  -- the swap's reads were made
 BEGIN
     SELECT * INTO v_lim FROM awa.queue_limits AS l WHERE l.queue = p_queue;
     v_member := EXISTS (SELECT 1 FROM awa.fleet_pool_members AS m WHERE m.queue = p_queue);
@@ -80,12 +82,14 @@ BEGIN
 
     -- The swap: no more jobs than this transaction finished of the queue, cut to the cap
     -- (a count that sees those completions), the member's room and this process's part.
+    -- The same reads then answer what the swap leaves, as the unlocked reads below would.
     IF p_freed > 0 AND v_lim.partition_by IS NULL AND v_lim.rate_limit IS NULL
        AND NOT EXISTS (
            SELECT 1 FROM awa.jobs AS o
            WHERE o.queue = p_queue AND o.state = 'available' AND o.partition_key IS NULL
              AND o.ordering_key IS NOT NULL)
     THEN
+        v_counted := true;
         v_swap := least(p_limit, p_freed);
         IF v_lim.concurrency IS NOT NULL OR v_member THEN
             SELECT count(*)::integer INTO v_running
@@ -94,13 +98,14 @@ BEGIN
         IF v_lim.concurrency IS NOT NULL THEN
             v_swap := least(v_swap, v_lim.concurrency - v_running);
         END IF;
-        IF v_swap > 0 AND v_member THEN
+        IF v_member THEN
             v_room := coalesce(awa.pool_room(p_queue, v_now), 0);
-            v_swap := least(v_swap, v_room);
-            IF v_swap > 0 AND p_instance IS NOT NULL THEN
-                v_swap := least(v_swap, awa.pool_process_part(
-                    p_queue, p_instance, v_room + v_running) - coalesce(p_held, 0));
+            v_part := v_room;
+            IF v_room > 0 AND p_instance IS NOT NULL THEN
+                v_part := awa.pool_process_part(p_queue, p_instance, v_room + v_running)
+                    - coalesce(p_held, 0);
             END IF;
+            v_swap := least(v_swap, v_room, v_part);
             -- The demand signal the locked claim would have written.
             UPDATE awa.fleet_pool_members AS m SET asked_at = v_now
             WHERE m.queue = p_queue
@@ -141,11 +146,25 @@ BEGIN
         p_limit := p_limit - v_swapped;
         p_held := coalesce(p_held, 0) + v_swapped;
     END IF;
+    IF v_counted THEN
+        -- What is left, from the swap's reads: the cap reached, no room in the pool, this
+        -- process at its part, or the room there is (claimed under the locks below).
+        IF v_lim.concurrency IS NOT NULL AND v_running + v_swapped >= v_lim.concurrency THEN
+            blocked := 'concurrency';
+            RETURN NEXT;
+            RETURN;
+        END IF;
+        IF v_member AND least(v_room, v_part) - v_swapped <= 0 THEN
+            blocked := CASE WHEN v_room - v_swapped > 0 THEN 'pool_part' ELSE 'pool' END;
+            RETURN NEXT;
+            RETURN;
+        END IF;
+    END IF;
 
     -- A queue at its fleet-wide cap is told so without queueing for the queue's lock, as
     -- the pool is below: read without the lock, "full" can only be out of date by a
     -- completion committed since, whose own freed notice wakes the claimer again.
-    IF v_lim.concurrency IS NOT NULL AND v_lim.partition_by IS NULL AND (
+    IF v_lim.concurrency IS NOT NULL AND v_lim.partition_by IS NULL AND NOT v_counted AND (
         SELECT count(*) FROM awa.jobs AS r WHERE r.queue = p_queue AND r.state = 'running'
     ) >= v_lim.concurrency THEN
         blocked := 'concurrency';
@@ -153,7 +172,9 @@ BEGIN
         RETURN;
     END IF;
     v_limit := p_limit;
-    IF v_member THEN
+    IF v_member AND v_counted THEN
+        v_limit := least(p_limit, v_part - v_swapped);
+    ELSIF v_member THEN
         v_room := awa.pool_room(p_queue, v_now);
         IF v_room > 0 AND p_instance IS NOT NULL THEN
             v_limit := least(p_limit, awa.pool_process_part(p_queue, p_instance, v_room + (
