@@ -34,8 +34,11 @@ def fmt(value: float | None) -> str:
 
 
 def values(runs: Iterable[dict[str, Any]], workload: str, system: str, key: str) -> list[float]:
+    # A metric a repetition could not take (None) is left out, not a hole in the median.
     return [
-        r[key] for r in runs if r["workload"] == workload and r["system"] == system and key in r
+        r[key]
+        for r in runs
+        if r["workload"] == workload and r["system"] == system and r.get(key) is not None
     ]
 
 
