@@ -143,3 +143,32 @@ async def test_a_process_takes_what_the_others_lack_the_workers_to_run(
     db.execute("UPDATE awa.runtime_instances SET last_seen_at = now() - interval '1 minute'")
     db.execute("UPDATE awa.jobs SET state = 'completed' WHERE state = 'running'")
     assert len([r for r in _claim_as(db, "a", me, 0) if r[0] is not None]) == 9
+
+
+def _jobs_seq_scans_in(db: psycopg.Connection[Any], statement: str, *params: Any) -> int:
+    """Sequential scans of awa.jobs made by ``statement`` (this transaction's counters)."""
+    with db.transaction():
+        db.execute(statement, params)
+        row = db.execute(
+            "SELECT seq_scan FROM pg_stat_xact_user_tables"
+            " WHERE schemaname = 'awa' AND relname = 'jobs'"
+        ).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+async def test_the_available_probes_walk_the_claim_indexes_whatever_the_statistics(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """With most rows available, an EXISTS probe's generic plan is a sequential scan that
+    reads every row stored before the queue's first job (one per member per pool claim):
+    the probes must stay index scans (migration 0013)."""
+    await client.set_fleet_pool(8, {"a": awa.PoolMember(weight=3), "b": awa.PoolMember()})
+    await client.insert_many([{}] * 3_000, kind="k", queue="a")
+    await client.insert_many([{}] * 1_000, kind="k", queue="b")
+    db.execute("UPDATE awa.fleet_pool_members SET asked_at = now()")
+    db.execute("ANALYZE awa.jobs")
+    db.execute("SET plan_cache_mode = force_generic_plan")  # as the hot path's functions run
+    for _ in range(6):  # past the plan cache's five custom plans
+        assert _jobs_seq_scans_in(db, "SELECT awa.pool_room('a', now())") == 0
+        assert _jobs_seq_scans_in(db, "SELECT count(*) FROM awa.claim('b', 0, 0, 'on')") == 0
+    assert _room(db, "a") == 6  # and the answer is the weighted share: 8 x 3/4
