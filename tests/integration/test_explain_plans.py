@@ -173,3 +173,14 @@ def test_the_idle_probe_finds_ordered_jobs_on_their_own_index(
         plan_of(seeded, sql.QUEUE_PROBE_AVAILABLE, {"queues": ["q1", "o", "p", "none"]})
     )
     assert {"jobs_ordered_idx", "jobs_ordered_claim_idx"} & {index for _, index in access}, access
+
+
+def test_the_idle_probe_never_scans_the_table(seeded: psycopg.Connection[Any]) -> None:
+    """Most rows here are available: as EXISTS, the probe of a queue with none was a
+    sequential scan of the whole table per idle queue (ADR 0040)."""
+    access = _jobs_access(
+        plan_of(seeded, sql.QUEUE_PROBE_AVAILABLE, {"queues": ["q1", "o", "p", "none"]})
+    )
+    assert access, "the plan reads awa.jobs"
+    assert all(kind != "Seq Scan" for kind, _ in access), access
+    assert "jobs_claim_idx" in {index for _, index in access}, access
