@@ -71,3 +71,12 @@ def noop_task(client: Any, queue: str = "q", kind: str = "noop") -> None:
         return None
 
     client.task(None, kind=kind, queue=queue)(noop)
+
+
+def running_jobs(db: psycopg.Connection[Any], queue: str) -> int:
+    """Jobs of ``queue`` in state ``running`` now, as the database says."""
+    row = db.execute(
+        "SELECT count(*) FROM awa.jobs WHERE queue = %s AND state = 'running'", (queue,)
+    ).fetchone()
+    assert row is not None
+    return int(row[0])

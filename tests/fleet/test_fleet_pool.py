@@ -10,7 +10,7 @@ import psycopg
 
 import awa
 from tests.fleet.conftest import Fleet, Run, max_overlap
-from tests.helpers import wait_for
+from tests.helpers import running_jobs, wait_for
 
 
 def _busy_seconds(runs: list[Run], queue: str, start: float, end: float) -> float:
@@ -18,20 +18,12 @@ def _busy_seconds(runs: list[Run], queue: str, start: float, end: float) -> floa
     return sum(max(0.0, min(r.end, end) - max(r.start, start)) for r in runs if r.queue == queue)
 
 
-def _running(db: psycopg.Connection[Any], queue: str) -> int:
-    row = db.execute(
-        "SELECT count(*) FROM awa.jobs WHERE queue = %s AND state = 'running'", (queue,)
-    ).fetchone()
-    assert row is not None
-    return int(row[0])
-
-
 async def _stop(client: awa.AsyncClient, fleet: Fleet, db: psycopg.Connection[Any]) -> None:
     for queue in ("a", "b"):
         await client.drain_queue(queue)
 
     async def idle() -> bool:
-        return _running(db, "a") + _running(db, "b") == 0
+        return running_jobs(db, "a") + running_jobs(db, "b") == 0
 
     await wait_for(idle, timeout=30)
     fleet.stop()
@@ -82,7 +74,7 @@ async def test_a_member_reaches_its_minimum_at_once_and_its_share_within_a_job(
     fleet.start(2, "a=16", "b=16")
 
     async def b_alone_at(n: int) -> bool:
-        return _running(db, "b") == n
+        return running_jobs(db, "b") == n
 
     # Alone, b uses the pool but a's unused minimum stays reserved: 12 − 4.
     await wait_for(lambda: b_alone_at(8))
@@ -91,7 +83,7 @@ async def test_a_member_reaches_its_minimum_at_once_and_its_share_within_a_job(
     overflow_share = -(-8 * 3 // 4)  # ceil((12 − 4) × 3 / 4) = 6
 
     async def a_at_share() -> bool:
-        return _running(db, "a") >= 4 + overflow_share
+        return running_jobs(db, "a") >= 4 + overflow_share
 
     await wait_for(a_at_share, timeout=30)
     await _stop(client, fleet, db)

@@ -12,17 +12,9 @@ import psycopg
 import awa
 import awa.metrics
 from tests.acceptance.support import LIVE_SETTINGS
-from tests.helpers import FAST_WORKER, wait_for
+from tests.helpers import FAST_WORKER, running_jobs, wait_for
 from tests.integration.test_dashboard_fleet import Site
 from tests.integration.test_metrics import Series, parse, value
-
-
-def _running(db: psycopg.Connection[Any], queue: str) -> int:
-    row = db.execute(
-        "SELECT count(*) FROM awa.jobs WHERE queue = %s AND state = 'running'", (queue,)
-    ).fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 def _fleet_series(series: Series, queue: str) -> dict[str, float | None]:
@@ -70,7 +62,7 @@ async def test_a_worker_shows_the_fleet_in_its_snapshot_and_metrics(
         capped = snap.queues["capped"].fleet
         assert capped is not None and capped.limits == stored and capped.holds >= 1
         assert (capped.pool_member, capped.pool_total) == (None, None)
-        assert _running(db, "capped") == 1  # what the fleet view says is what runs
+        assert running_jobs(db, "capped") == 1  # what the fleet view says is what runs
         pooled = snap.queues["pooled"].fleet
         assert pooled is not None and pooled.limits is None
         assert (pooled.pool_member, pooled.pool_total) == (awa.PoolMember(1, 2), 3)

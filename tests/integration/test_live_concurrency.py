@@ -13,17 +13,9 @@ import psycopg
 import pytest
 
 import awa
-from tests.helpers import FAST_WORKER, noop_task, wait_for
+from tests.helpers import FAST_WORKER, noop_task, running_jobs, wait_for
 
 SLOW_MS = 250
-
-
-def _running(db: psycopg.Connection[Any], queue: str) -> int:
-    row = db.execute(
-        "SELECT count(*) FROM awa.jobs WHERE queue = %s AND state = 'running'", (queue,)
-    ).fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 def _slow_task(client: awa.AsyncClient, runs: list[tuple[float, float]]) -> None:
@@ -44,7 +36,7 @@ async def test_max_workers_shrinks_without_interrupting_and_grows(
     try:
 
         async def running(n: int) -> bool:
-            return _running(db, "q") == n
+            return running_jobs(db, "q") == n
 
         await wait_for(lambda: running(10))
         await client.set_runtime_overrides("q", max_workers=3)
@@ -88,7 +80,7 @@ async def test_an_override_announced_while_nobody_listened_lands_when_listening_
 
 
 async def _running_is(db: psycopg.Connection[Any], queue: str, n: int) -> bool:
-    return _running(db, queue) == n
+    return running_jobs(db, queue) == n
 
 
 async def test_a_weight_override_moves_the_shares_of_a_weighted_worker(
@@ -109,7 +101,7 @@ async def test_a_weight_override_moves_the_shares_of_a_weighted_worker(
     try:
 
         async def split(a: int, b: int) -> bool:
-            return (_running(db, "a"), _running(db, "b")) == (a, b)
+            return (running_jobs(db, "a"), running_jobs(db, "b")) == (a, b)
 
         await wait_for(lambda: split(6, 6))
         await client.set_runtime_overrides("a", weight=3)

@@ -19,6 +19,7 @@ import psycopg
 import pytest
 
 import awa
+from tests.helpers import running_jobs
 
 QUEUE_LOCK = "SELECT pg_advisory_xact_lock(1635213681, hashtext(%s))"
 POOL_LOCK = "SELECT pg_advisory_xact_lock(1635213680, 0)"
@@ -31,6 +32,14 @@ def _claim(db: psycopg.Connection[Any], queue: str, limit: int) -> list[Claimed]
         "SELECT id, run_lease, attempted_at FROM awa.claim(%s, %s, 0, 'on', 'me', 0)"
         " WHERE id IS NOT NULL",
         (queue, limit),
+    ).fetchall()
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+def _claimed_as(db: psycopg.Connection[Any], ids: list[int]) -> list[Claimed]:
+    """What completing the jobs ``ids`` takes: their current attempt."""
+    rows = db.execute(
+        "SELECT id, run_lease, attempted_at FROM awa.jobs WHERE id = ANY(%s)", (ids,)
     ).fetchall()
     return [(r[0], r[1], r[2]) for r in rows]
 
@@ -69,14 +78,6 @@ def _locks_held(
             db.execute("RESET lock_timeout")
 
 
-def _running(db: psycopg.Connection[Any], queue: str) -> int:
-    row = db.execute(
-        "SELECT count(*) FROM awa.jobs WHERE queue = %s AND state = 'running'", (queue,)
-    ).fetchone()
-    assert row is not None
-    return int(row[0])
-
-
 async def test_a_capped_queue_refills_what_it_freed_while_another_holds_its_lock(
     client: awa.AsyncClient, db: psycopg.Connection[Any], database_url: str
 ) -> None:
@@ -88,16 +89,9 @@ async def test_a_capped_queue_refills_what_it_freed_while_another_holds_its_lock
         claimed, holds = _complete_and_claim(db, running[:1], "c", 1)
         assert len(claimed) == 1 and holds == []
         # Asking for more than it freed: the swap's one, then "full" without the lock.
-        claimed, holds = _complete_and_claim(db, _claim_rows_of(db, claimed), "c", 3)
+        claimed, holds = _complete_and_claim(db, _claimed_as(db, claimed), "c", 3)
         assert len(claimed) == 1 and holds == ["concurrency"]
-    assert _running(db, "c") == 2
-
-
-def _claim_rows_of(db: psycopg.Connection[Any], ids: list[int]) -> list[Claimed]:
-    rows = db.execute(
-        "SELECT id, run_lease, attempted_at FROM awa.jobs WHERE id = ANY(%s)", (ids,)
-    ).fetchall()
-    return [(r[0], r[1], r[2]) for r in rows]
+    assert running_jobs(db, "c") == 2
 
 
 async def test_a_lowered_cap_is_not_refilled(
@@ -111,7 +105,7 @@ async def test_a_lowered_cap_is_not_refilled(
         claimed, holds = _complete_and_claim(db, running[:1], "c", 1)
     # Two still run against a cap of one: the freed slot drains the excess.
     assert claimed == [] and holds == ["concurrency"]
-    assert _running(db, "c") == 2
+    assert running_jobs(db, "c") == 2
 
 
 async def test_a_pool_member_refills_what_it_freed_while_others_hold_the_locks(
@@ -124,7 +118,7 @@ async def test_a_pool_member_refills_what_it_freed_while_others_hold_the_locks(
     with _locks_held(database_url, db, (POOL_LOCK, ()), (QUEUE_LOCK, ("a",))):
         claimed, holds = _complete_and_claim(db, running[:2], "a", 2)
     assert len(claimed) == 2 and holds == []
-    assert _running(db, "a") == 2
+    assert running_jobs(db, "a") == 2
 
 
 async def test_a_member_past_its_share_does_not_refill(
@@ -140,7 +134,7 @@ async def test_a_member_past_its_share_does_not_refill(
     with _locks_held(database_url, db, (POOL_LOCK, ()), (QUEUE_LOCK, ("a",))):
         claimed, holds = _complete_and_claim(db, running[:1], "a", 1, held=3)
     assert claimed == [] and holds == ["pool"]
-    assert _running(db, "a") == 3
+    assert running_jobs(db, "a") == 3
 
 
 @pytest.mark.parametrize(

@@ -17,8 +17,10 @@
 --
 -- complete_and_claim counts what its outcomes finished per queue and passes it to each
 -- riding claim as ``p_freed``; a stand-alone claim passes nothing and is unchanged.
--- awa.claim gains the parameter only to pass it on. The three are restated whole (their
--- signatures change); claim and complete_and_claim keep 0010's generic plans.
+-- awa.claim gains the parameter only to pass it on, and passes claim_coordinated its own
+-- probe for ordered jobs (``p_ordered``) rather than have the swap probe again. The three
+-- are restated whole (their signatures change); claim and complete_and_claim keep 0010's
+-- generic plans.
 --
 -- The ``freed`` notice (0010) now goes out only for slots not re-filled: from the
 -- completion for queues it finished without a riding claim, from claim_coordinated when
@@ -133,7 +135,8 @@ $$;
 -- free, or of a queue the swap cannot serve, is answered exactly as 0012 answers it.
 CREATE FUNCTION awa.claim_coordinated(
     p_queue text, p_limit integer, p_deadline_ms bigint, p_synchronous_commit text,
-    p_instance text DEFAULT NULL, p_held integer DEFAULT NULL, p_freed integer DEFAULT 0
+    p_instance text DEFAULT NULL, p_held integer DEFAULT NULL, p_freed integer DEFAULT 0,
+    p_ordered boolean DEFAULT true
 ) RETURNS TABLE (
     id bigint, kind text, queue text, args jsonb, state awa.job_state, priority smallint,
     attempt integer, max_attempts integer, run_lease bigint, tags text[], metadata jsonb,
@@ -170,11 +173,10 @@ BEGIN
     -- The swap: no more jobs than this transaction finished of the queue, cut to the cap
     -- (a count that sees those completions), the member's room and this process's part.
     -- The same reads then answer what the swap leaves, as the unlocked reads below would.
-    IF p_freed > 0 AND v_lim.partition_by IS NULL AND v_lim.rate_limit IS NULL
-       AND (SELECT o.id FROM awa.jobs AS o
-            WHERE o.queue = p_queue AND o.state = 'available' AND o.partition_key IS NULL
-              AND o.ordering_key IS NOT NULL
-            ORDER BY o.priority, o.run_at, o.id LIMIT 1) IS NULL
+    -- Not while ordered jobs wait (``p_ordered``, awa.claim's probe; unknown counts as
+    -- waiting): they start only through the locked claim's key locks.
+    IF p_freed > 0 AND NOT p_ordered AND v_lim.partition_by IS NULL
+       AND v_lim.rate_limit IS NULL
     THEN
         v_counted := true;
         v_swap := least(p_limit, p_freed);
@@ -335,7 +337,7 @@ BEGIN
     IF v_coordinated THEN
         RETURN QUERY SELECT * FROM awa.claim_coordinated(
             p_queue, p_limit, p_deadline_ms, p_synchronous_commit, p_instance, p_held,
-            p_freed);
+            p_freed, v_ordered);
         RETURN;
     END IF;
     IF p_limit < 1 OR v_paused THEN
@@ -453,15 +455,16 @@ BEGIN
         WHERE d.queue NOT IN (
             SELECT r.queue FROM jsonb_to_recordset(p_claims) AS r(queue text))
     ), freed AS (
-        SELECT pg_notify('awa_control', json_build_object('freed', w.queue)::text)
+        -- Only capped queues and pool members are announced (the join keeps plain queues
+        -- from calling at all); a notice sent twice in one transaction is delivered once.
+        SELECT awa.announce_freed(w.queue, w.capped, w.member)
         FROM (
-            SELECT l.queue FROM awa.queue_limits AS l
-            WHERE l.concurrency IS NOT NULL AND l.queue IN (SELECT u.queue FROM unclaimed AS u)
-            UNION
-            SELECT p.queue FROM awa.fleet_pool_members AS p
-            WHERE EXISTS (SELECT 1 FROM unclaimed AS u JOIN awa.fleet_pool_members AS m
-                          ON m.queue = u.queue)
+            SELECT DISTINCT u.queue, l.queue IS NOT NULL AS capped, m.queue IS NOT NULL AS member
+            FROM unclaimed AS u
+            LEFT JOIN awa.queue_limits AS l ON l.queue = u.queue AND l.concurrency IS NOT NULL
+            LEFT JOIN awa.fleet_pool_members AS m ON m.queue = u.queue
         ) AS w
+        WHERE w.capped OR w.member
     )
     SELECT coalesce(array_agg(d.id), '{}'), coalesce(array_agg(d.queue), '{}')
     INTO v_ids, v_queues
