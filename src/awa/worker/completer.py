@@ -199,7 +199,10 @@ class Completer(LoopService):
     async def _flush(self, batch: list[Finalization], *, ride: bool = True) -> set[int]:
         """Write ``batch``; with ``ride``, claim in the same statement for every rider that
         reserves permits now (ADR 0012). Returns the ids of the outcomes that took effect."""
-        rides = [(r, res) for r in self._riders if (res := r.ride()) is not None] if ride else []
+        rides = []
+        if ride:
+            finished = frozenset(f.job.queue for f in batch)
+            rides = [(r, res) for r in self._riders if (res := r.ride(finished)) is not None]
         params = {
             "outcomes": json.dumps([f.record() for f in batch]),
             "synchronous_commit": self._synchronous_commit,
