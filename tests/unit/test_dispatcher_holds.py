@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from awa.config import QueueConfig
 from awa.db.rows import FleetHold
 from awa.worker.control import QueueControl
-from awa.worker.dispatcher import _HELD_BACK_RECHECK_S, Dispatcher
+from awa.worker.dispatcher import Dispatcher
 from awa.worker.permits import QueuePermits
 
 
@@ -52,41 +50,3 @@ def test_a_claim_without_a_hold_clears_the_part() -> None:
     assert dispatcher.blocked is None and not dispatcher.at_pool_part
     dispatcher.wake_freed()
     assert _woken(dispatcher)
-
-
-def _riding(dispatcher: Dispatcher, finished: frozenset[str]) -> bool:
-    """Whether the dispatcher reserves for a claim riding on a write of ``finished``'s
-    outcomes (its loop stands in as alive, with work waiting)."""
-
-    async def ask() -> bool:
-        dispatcher._task = asyncio.get_running_loop().create_task(asyncio.Event().wait())
-        dispatcher.idle = False
-        try:
-            reservation = dispatcher.ride(finished)
-            if reservation is not None:
-                dispatcher._give_back(reservation)
-            return reservation is not None
-        finally:
-            dispatcher._task.cancel()
-
-    return asyncio.run(ask())
-
-
-def test_a_held_back_member_rides_only_on_writes_that_free_its_own_slots() -> None:
-    dispatcher = _dispatcher()
-    assert _riding(dispatcher, frozenset({"b"}))  # not held back: any write will do
-    for reason in ("pool", "pool_part", "concurrency"):
-        dispatcher._held_back(FleetHold(reason, None))
-        assert not _riding(dispatcher, frozenset({"b"})), reason
-        assert _riding(dispatcher, frozenset({"a", "b"})), reason
-
-
-def test_a_held_back_dispatcher_asks_again_unwoken_only_at_the_recheck() -> None:
-    dispatcher = _dispatcher()
-    dispatcher.idle = False
-    interval = dispatcher.control.poll_interval_ms / 1000
-    assert dispatcher._sleep_seconds() == interval
-    dispatcher._held_back(FleetHold("pool", None))
-    assert dispatcher._sleep_seconds() == max(interval, _HELD_BACK_RECHECK_S)
-    dispatcher._held_back(FleetHold("partition", None))  # other keys may free any moment
-    assert dispatcher._sleep_seconds() == interval

@@ -48,9 +48,8 @@ class Reservation:
 class Rider(Protocol):
     """A dispatcher whose claims may ride on the completer's writes."""
 
-    def ride(self, finished: frozenset[str]) -> Reservation | None:
-        """Reserve for a claim riding on the next write, which records outcomes of jobs of
-        the ``finished`` queues (None: nothing to claim now)."""
+    def ride(self) -> Reservation | None:
+        """Reserve for a claim riding on the next write (None: nothing to claim now)."""
         ...
 
     def rode(

@@ -199,10 +199,7 @@ class Completer(LoopService):
     async def _flush(self, batch: list[Finalization], *, ride: bool = True) -> set[int]:
         """Write ``batch``; with ``ride``, claim in the same statement for every rider that
         reserves permits now (ADR 0012). Returns the ids of the outcomes that took effect."""
-        rides = []
-        if ride:
-            finished = frozenset(f.job.queue for f in batch)
-            rides = [(r, res) for r in self._riders if (res := r.ride(finished)) is not None]
+        rides = [(r, res) for r in self._riders if (res := r.ride()) is not None] if ride else []
         params = {
             "outcomes": json.dumps([f.record() for f in batch]),
             "synchronous_commit": self._synchronous_commit,

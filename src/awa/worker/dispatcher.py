@@ -55,12 +55,6 @@ RIDE_AT_MOST = 16
 _PARTITION_RECHECK_S = 0.02
 _DEAF_TO_NEW_JOBS = frozenset({"concurrency", "pool", "rate"})
 _WAITING_FOR_FREED = frozenset({"concurrency", "pool"})
-# How often a dispatcher the fleet holds back on a cap or a pool share asks again unwoken.
-# A slot freed elsewhere is announced, its own completions claim as they are written, and
-# a changed limit wakes it; only a share that grows silently (another member stopped
-# asking) waits for this. Asking at the poll interval instead cost a W6-sized fleet pool
-# a locked claim per queue per process every interval, each 2.5 ms of server time.
-_HELD_BACK_RECHECK_S = 1.0
 # The fleet pool's answer when this process already runs its part of the member's share
 # (ADR 0038): reported as a ``pool`` hold, but a slot freed elsewhere cannot change it.
 _AT_POOL_PART = "pool_part"
@@ -204,8 +198,6 @@ class Dispatcher(LoopService):
         if self.idle:
             return None
         timeout = self.control.poll_interval_ms / 1000
-        if self.blocked in _WAITING_FOR_FREED:
-            timeout = max(timeout, _HELD_BACK_RECHECK_S)
         bucket = self.control.bucket
         if bucket is not None:
             timeout = max(timeout, bucket.seconds_until(1))
@@ -255,19 +247,12 @@ class Dispatcher(LoopService):
 
     # -- claims riding on the completer's writes (ADR 0012) ---------------------------
 
-    def ride(self, finished: frozenset[str]) -> Reservation | None:
-        """The completer is about to write outcomes of jobs of the ``finished`` queues:
-        reserve for a claim riding on that statement. Only a queue that ``rides_on_writes``
-        rides, and only with work (not idle); a larger plain queue's claim overlaps the
-        write on its own connection. A queue the fleet holds back on its cap or its pool
-        share rides only on a write that frees slots of its own: another queue's outcomes
-        cannot change that answer (a pool slot they leave unfilled is announced, and the
-        ``freed`` notice wakes this dispatcher), and asking anyway doubled the fleet
-        pool's claims per write."""
+    def ride(self) -> Reservation | None:
+        """The completer is about to write outcomes: reserve for a claim riding on that
+        statement. Only a queue that ``rides_on_writes`` rides, and only with work (not
+        idle); a larger plain queue's claim overlaps the write on its own connection."""
         if not self.alive or self.idle or not self.rides_on_writes:
             return None  # (``stopping`` speaks only for the loop's own task)
-        if self.blocked in _WAITING_FOR_FREED and self.queue not in finished:
-            return None
         return self._reserve()
 
     @property
