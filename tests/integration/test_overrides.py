@@ -322,7 +322,13 @@ async def test_the_poll_interval_override_paces_how_an_idle_queue_finds_unannoun
         async def slow_probe_scheduled() -> bool:  # the last probe used the new interval
             # At rest too: the override's own wake-up makes the dispatcher claim once, and
             # that claim (still on its way under load) would find the job inserted below.
-            return dispatcher.at_rest and dispatcher.probe_due - time.monotonic() > 30
+            # And no probe on its way: one chosen under the old interval may still be
+            # waiting for a connection, and would see the job when it runs.
+            return (
+                dispatcher.at_rest
+                and dispatcher.probe_due - time.monotonic() > 30
+                and not client._worker.idle_prober.probing
+            )
 
         await wait_for(slow_probe_scheduled)
         (job_id,) = db.execute(  # no pg_notify: only a poll can find it

@@ -37,6 +37,7 @@ class IdleProber(LoopService):
         self._dispatchers = dispatchers
         self._changed = asyncio.Event()
         self.probes = 0
+        self.probing = False  # a probe statement is on its way (its answer may be news)
         for dispatcher in dispatchers.values():
             dispatcher.watch_idle(self._changed.set)
 
@@ -48,9 +49,14 @@ class IdleProber(LoopService):
         due = [d for d in self._dispatchers.values() if d.idle and d.probe_due <= now]
         if not due:
             return
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(sql.QUEUE_PROBE_AVAILABLE, {"queues": [d.queue for d in due]})
-            with_jobs = {row[0] for row in await cur.fetchall()}
+        self.probing = True
+        try:
+            async with self._pool.connection() as conn:
+                queues = [d.queue for d in due]
+                cur = await conn.execute(sql.QUEUE_PROBE_AVAILABLE, {"queues": queues})
+                with_jobs = {row[0] for row in await cur.fetchall()}
+        finally:
+            self.probing = False
         self.probes += 1
         for dispatcher in due:
             dispatcher.probe_due = now + dispatcher.control.poll_interval_ms / 1000
