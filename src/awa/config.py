@@ -91,6 +91,7 @@ class WorkerConfig:
     cron_interval_ms: int = 1_000
     callback_rescue_interval_ms: int = 1_000
     dlq_retention_ms: int = 30 * 24 * 3_600_000
+    vacuum_dead_rows: int = 20_000  # the leader vacuums awa.jobs past this (0: never)
     synchronous_commit: bool = False
 
     @property
@@ -197,6 +198,7 @@ def parse_override_refresh_ms(raw: str | None, default: int = 10_000) -> tuple[i
 
 
 _BOOLEAN_SETTINGS = frozenset({"synchronous_commit"})
+_ZERO_MEANS_OFF = frozenset({"vacuum_dead_rows"})
 
 
 def build_worker_config(
@@ -233,7 +235,8 @@ def build_worker_config(
             if not isinstance(value, bool):
                 raise InvalidSetting(name, f"must be True or False, got {value!r}")
             continue
-        validate.integer(name, value, low=1, error=InvalidSetting)
+        low = 0 if name in _ZERO_MEANS_OFF else 1
+        validate.integer(name, value, low=low, error=InvalidSetting)
     if "override_refresh_ms" in settings:
         refresh, warning = floor_override_refresh_ms(
             settings["override_refresh_ms"], "override_refresh_ms"

@@ -119,3 +119,12 @@ def test_client_without_any_url_is_a_validation_error(monkeypatch: pytest.Monkey
     monkeypatch.delenv("DATABASE_URL", raising=False)
     with pytest.raises(awa.ValidationError, match="database_url"):
         awa.AsyncClient()
+
+
+def test_vacuum_dead_rows_may_be_zero_to_switch_the_vacuum_off_but_not_negative() -> None:
+    assert build_worker_config([("q", 1)]).vacuum_dead_rows == 20_000
+    assert build_worker_config([("q", 1)], vacuum_dead_rows=0).vacuum_dead_rows == 0
+    with pytest.raises(awa.InvalidSetting, match="vacuum_dead_rows"):
+        build_worker_config([("q", 1)], vacuum_dead_rows=-1)
+    with pytest.raises(awa.InvalidSetting, match="vacuum_dead_rows"):
+        build_worker_config([("q", 1)], vacuum_dead_rows="many")

@@ -74,6 +74,8 @@ JOB_PROMOTE_DUE = load("job_promote_due")
 JOB_RESCUE_STALE_HEARTBEAT = load("job_rescue_stale_heartbeat")
 JOB_RESCUE_PAST_DEADLINE = load("job_rescue_past_deadline")
 JOB_PRUNE_FINALIZED = load("job_prune_finalized")
+JOBS_VACUUM_DUE = load("jobs_vacuum_due")
+JOBS_VACUUM = load("jobs_vacuum")
 
 # Runtime registry
 RUNTIME_INSTANCE_UPSERT = load("runtime_instance_upsert")

@@ -26,6 +26,7 @@ from awa.db import migrations, sql
 from awa.db.errors import mapped
 from awa.maintenance import promoter, pruner, rescuer
 from awa.maintenance.leader import Leader
+from awa.maintenance.vacuum import CHECK_INTERVAL_S, JobsVacuum
 from awa.periodic import PeriodicJob
 from awa.service import Periodic, Service
 from awa.types import RuntimeSnapshot
@@ -141,6 +142,7 @@ class Worker:
         self.publisher = Periodic(
             "runtime-snapshot", config.runtime_snapshot_interval_ms / 1000, self._publish
         )
+        self.vacuum = JobsVacuum(pool, config.vacuum_dead_rows)
         self.leader = Leader(
             session_url,
             self._maintenance_services(),
@@ -178,6 +180,7 @@ class Worker:
                 ),
             ),
             Periodic("prune", PRUNE_INTERVAL_S, self._prune),
+            Periodic("vacuum", CHECK_INTERVAL_S, self.vacuum.tick),
             *self.upkeep.maintenance(lambda: self.leader.epoch),
         ]
 
