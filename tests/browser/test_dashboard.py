@@ -97,6 +97,10 @@ def set_operator(driver: Any, base: str, name: str) -> None:
     field.clear()
     field.send_keys(name)
     click(driver, "#operator-form button")
+    # Wait for the server's answer, the cookie: the field holds the typed name at once,
+    # and leaving the page before the answer came loses the name (CI: an action recorded
+    # as 'anonymous').
+    wait(driver).until(lambda d: (d.get_cookie("awa_operator") or {}).get("value") == name)
     # Read in one page task: the form is re-rendered after it submits, and an element
     # found first may be gone when its value is asked for.
     wait(driver).until(
