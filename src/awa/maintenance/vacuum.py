@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 
 from psycopg import errors
 from psycopg_pool import AsyncConnectionPool
@@ -79,7 +78,7 @@ class JobsVacuum:
         rest = max(CHECK_INTERVAL_S, self.last_duration_s / DUTY)
         return since_s is None or since_s >= rest
 
-    def _outcome(self, warnings: list[errors.Diagnostic], *, dead: Any) -> bool:
+    def _outcome(self, warnings: list[errors.Diagnostic], *, dead: int) -> bool:
         refusals = [w for w in warnings if w.sqlstate != _LOCK_NOT_AVAILABLE]
         if refusals:
             self.refused = refusals[0].message_primary or "refused"

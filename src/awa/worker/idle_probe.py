@@ -49,10 +49,10 @@ class IdleProber(LoopService):
         due = [d for d in self._dispatchers.values() if d.idle and d.probe_due <= now]
         if not due:
             return
+        queues = [d.queue for d in due]
         self.probing = True
         try:
             async with self._pool.connection() as conn:
-                queues = [d.queue for d in due]
                 cur = await conn.execute(sql.QUEUE_PROBE_AVAILABLE, {"queues": queues})
                 with_jobs = {row[0] for row in await cur.fetchall()}
         finally:
