@@ -65,6 +65,20 @@ def _instrument() -> None:
     dispatcher.Dispatcher._claim = timed_claim  # type: ignore[method-assign]
 
 
+WARM_MS = 0.0
+
+
+async def _keep_warm(url: str, every_ms: float) -> None:
+    """The experiment's knob: a trivial statement every ``every_ms`` on a connection of
+    its own, to see how much of the claim's round trip is processes waking up."""
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        while True:
+            await conn.execute("SELECT 1")
+            await asyncio.sleep(every_ms / 1000)
+
+
 def _pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))]
@@ -80,6 +94,7 @@ async def _run(url: str, rate: float, seconds: float) -> tuple[list[Any], dict[i
         starts[job.args["seq"]] = time.monotonic()
 
     await client.start([("default", 32)])
+    warm = asyncio.create_task(_keep_warm(url, WARM_MS)) if WARM_MS else None
     await asyncio.sleep(1.0)  # let the worker's loops settle, as W2 does
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c", PRODUCER, url, str(rate), str(seconds),
@@ -87,6 +102,8 @@ async def _run(url: str, rate: float, seconds: float) -> tuple[list[Any], dict[i
     )  # fmt: skip
     out, _ = await proc.communicate()
     await asyncio.sleep(0.5)
+    if warm is not None:
+        warm.cancel()
     await client.shutdown()
     await client.close()
     return json.loads(out), starts
@@ -125,7 +142,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--rate", type=float, default=200.0)
+    parser.add_argument("--warm-ms", type=float, default=0.0, help="SELECT 1 this often")
     args = parser.parse_args()
+    global WARM_MS
+    WARM_MS = args.warm_ms
     _instrument()
     url, server = os.environ.get("DATABASE_URL"), None
     if not url:
