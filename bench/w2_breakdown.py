@@ -22,6 +22,8 @@ import tempfile
 import time
 from typing import Any
 
+import psycopg
+
 import awa
 from awa.embedded import EmbeddedPostgres
 from awa.worker import dispatcher, listener
@@ -65,14 +67,9 @@ def _instrument() -> None:
     dispatcher.Dispatcher._claim = timed_claim  # type: ignore[method-assign]
 
 
-WARM_MS = 0.0
-
-
 async def _keep_warm(url: str, every_ms: float) -> None:
     """The experiment's knob: a trivial statement every ``every_ms`` on a connection of
     its own, to see how much of the claim's round trip is processes waking up."""
-    import psycopg
-
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         while True:
             await conn.execute("SELECT 1")
@@ -84,7 +81,9 @@ def _pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))]
 
 
-async def _run(url: str, rate: float, seconds: float) -> tuple[list[Any], dict[int, float]]:
+async def _run(
+    url: str, rate: float, seconds: float, warm_ms: float
+) -> tuple[list[Any], dict[int, float]]:
     client = awa.AsyncClient(url, max_connections=12)
     await client.migrate()
     starts: dict[int, float] = {}
@@ -94,7 +93,7 @@ async def _run(url: str, rate: float, seconds: float) -> tuple[list[Any], dict[i
         starts[job.args["seq"]] = time.monotonic()
 
     await client.start([("default", 32)])
-    warm = asyncio.create_task(_keep_warm(url, WARM_MS)) if WARM_MS else None
+    warm = asyncio.create_task(_keep_warm(url, warm_ms)) if warm_ms else None
     await asyncio.sleep(1.0)  # let the worker's loops settle, as W2 does
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c", PRODUCER, url, str(rate), str(seconds),
@@ -120,12 +119,12 @@ def _report(rows: list[Any], starts: dict[int, float]) -> None:
         "claimed → handler": [],
         "commit → handler": [],
     }
-    for seq, _sent, acked in rows:
+    for seq, inserted_at, acked in rows:
         if seq not in starts or seq not in claim_of:
             continue
         sent, back = claim_of[seq]
         i = bisect.bisect_right(notices, sent) - 1
-        parts["insert round trip"].append(acked - _sent)
+        parts["insert round trip"].append(acked - inserted_at)
         parts["commit → notice"].append(notices[i] - acked if i >= 0 else 0.0)
         parts["notice → claim sent"].append(sent - notices[i] if i >= 0 else 0.0)
         parts["claim round trip"].append(back - sent)
@@ -144,15 +143,13 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=200.0)
     parser.add_argument("--warm-ms", type=float, default=0.0, help="SELECT 1 this often")
     args = parser.parse_args()
-    global WARM_MS
-    WARM_MS = args.warm_ms
     _instrument()
     url, server = os.environ.get("DATABASE_URL"), None
     if not url:
         server = EmbeddedPostgres(os.path.join(tempfile.mkdtemp(), "pgdata"))
         url = server.start()
     try:
-        rows, starts = asyncio.run(_run(url, args.rate, args.seconds))
+        rows, starts = asyncio.run(_run(url, args.rate, args.seconds, args.warm_ms))
         _report(rows, starts)
     finally:
         if server is not None:

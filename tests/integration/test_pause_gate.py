@@ -19,12 +19,12 @@ from tests.helpers import wait_for
 CLAIM = "SELECT id FROM awa.claim(%s, 10, 0, 'on')"
 
 
-async def _waiting_on_advisory_lock(db: psycopg.Connection[Any], pid: int) -> bool:
-    row = db.execute(
-        "SELECT wait_event FROM pg_stat_activity WHERE pid = %s AND wait_event_type = 'Lock'",
-        (pid,),
-    ).fetchone()
-    return row is not None and row[0] == "advisory"
+async def _advisory_waiters(db: psycopg.Connection[Any]) -> list[tuple[int, str]]:
+    """(pid, query) of every backend waiting on an advisory lock."""
+    return db.execute(
+        "SELECT pid, query FROM pg_stat_activity "
+        "WHERE wait_event_type = 'Lock' AND wait_event = 'advisory'"
+    ).fetchall()
 
 
 async def test_pause_waits_for_a_claim_in_flight(
@@ -36,11 +36,7 @@ async def test_pause_waits_for_a_claim_in_flight(
         pause = asyncio.create_task(client.pause_queue("q"))
 
         async def pause_blocked() -> bool:
-            rows = db.execute(
-                "SELECT pid FROM pg_stat_activity WHERE wait_event = 'advisory' "
-                "AND query LIKE '%%queue_meta%%'"
-            ).fetchall()
-            return bool(rows)
+            return any("queue_meta" in query for _, query in await _advisory_waiters(db))
 
         await wait_for(pause_blocked)
         assert not pause.done()
@@ -65,7 +61,11 @@ async def test_a_claim_during_an_uncommitted_pause_waits_and_then_sees_it(
         )
         claim_pid = claimer.info.backend_pid
         claim = asyncio.create_task(claimer.execute(CLAIM, ("q",)))
-        await wait_for(lambda: _waiting_on_advisory_lock(db, claim_pid))
+
+        async def claim_blocked() -> bool:
+            return claim_pid in {pid for pid, _ in await _advisory_waiters(db)}
+
+        await wait_for(claim_blocked)
         await pauser.commit()
         cur = await asyncio.wait_for(claim, timeout=15)
         assert await cur.fetchall() == []
