@@ -19,7 +19,7 @@ from tests.helpers import wait_for
 CLAIM = "SELECT id FROM awa.claim(%s, 10, 0, 'on')"
 
 
-async def _advisory_waiters(db: psycopg.Connection[Any]) -> list[tuple[int, str]]:
+def _advisory_waiters(db: psycopg.Connection[Any]) -> list[tuple[int, str]]:
     """(pid, query) of every backend waiting on an advisory lock."""
     return db.execute(
         "SELECT pid, query FROM pg_stat_activity "
@@ -36,7 +36,7 @@ async def test_pause_waits_for_a_claim_in_flight(
         pause = asyncio.create_task(client.pause_queue("q"))
 
         async def pause_blocked() -> bool:
-            return any("queue_meta" in query for _, query in await _advisory_waiters(db))
+            return any("queue_meta" in query for _, query in _advisory_waiters(db))
 
         await wait_for(pause_blocked)
         assert not pause.done()
@@ -63,7 +63,7 @@ async def test_a_claim_during_an_uncommitted_pause_waits_and_then_sees_it(
         claim = asyncio.create_task(claimer.execute(CLAIM, ("q",)))
 
         async def claim_blocked() -> bool:
-            return claim_pid in {pid for pid, _ in await _advisory_waiters(db)}
+            return claim_pid in {pid for pid, _ in _advisory_waiters(db)}
 
         await wait_for(claim_blocked)
         await pauser.commit()
