@@ -14,7 +14,7 @@ from typing import Any
 from psycopg import AsyncConnection, AsyncCursor
 from psycopg_pool import AsyncConnectionPool
 
-from awa.db.pool import alive
+from awa.db.pool import alive, discard
 
 
 class InsertLane:
@@ -35,8 +35,10 @@ class InsertLane:
     async def _take(self, pool: AsyncConnectionPool) -> AsyncCursor[Any]:
         await self._busy.acquire()
         try:
-            if self._conn is None or self._cursor is None or not alive(self._conn):
-                await self._give_back(pool)  # none yet, or e.g. the server restarted
+            if self._conn is not None and not alive(self._conn):
+                await self._give_back(pool, dead=True)  # e.g. the server restarted
+            if self._conn is None or self._cursor is None:
+                await self._give_back(pool)  # none held yet
                 self._conn = await pool.getconn()
                 self._cursor = self._conn.cursor()
         except BaseException:
@@ -52,9 +54,11 @@ class InsertLane:
         finally:
             self._busy.release()
 
-    async def _give_back(self, pool: AsyncConnectionPool) -> None:
+    async def _give_back(self, pool: AsyncConnectionPool, dead: bool = False) -> None:
         conn, self._conn, self._cursor = self._conn, None, None
-        if conn is not None:
+        if conn is not None and dead:
+            await discard(pool, conn)
+        elif conn is not None:
             await pool.putconn(conn)  # the pool discards it if it is broken
 
     async def close(self, pool: AsyncConnectionPool) -> None:

@@ -31,9 +31,17 @@ from psycopg_pool import AsyncConnectionPool
 # times is enough to reach the end-of-file behind the message.
 _MAX_READS = 3
 
+# The severities of the message a server sends a session it is closing.
+_GOODBYE = frozenset({b"FATAL", b"PANIC"})
+
 
 def alive(conn: AsyncConnection[Any]) -> bool:
-    """False when ``conn`` is known dead, without a round trip (see the module doc)."""
+    """False when ``conn`` is known dead, without a round trip (see the module doc).
+
+    A backend that is ending sends its FATAL message before it exits and closes the
+    socket, so the message can be read while the end-of-file is not there yet: the
+    message alone is enough to know the connection dead.
+    """
     pgconn = conn.pgconn
     if pgconn.status != pq.ConnStatus.OK:
         return False
@@ -46,9 +54,32 @@ def alive(conn: AsyncConnection[Any]) -> bool:
             pgconn.consume_input()  # reads what arrived; end-of-file marks it bad
         except psycopg.OperationalError:
             return False
-        if pgconn.status != pq.ConnStatus.OK:
+        if pgconn.status != pq.ConnStatus.OK or _said_goodbye(pgconn):
             return False
     return True
+
+
+def _said_goodbye(pgconn: pq.abc.PGconn) -> bool:
+    """Whether what ``consume_input`` read holds the server's FATAL goodbye.
+
+    On an idle connection libpq hands an unsolicited error to the notice receiver when
+    it parses its input; ``is_busy`` parses without taking anything else (notifications
+    stay queued for psycopg). The connection's own notice handler is put back at once.
+    """
+    own = pgconn.notice_handler
+    severities: list[bytes | None] = []
+
+    def capture(res: pq.abc.PGresult) -> None:
+        severities.append(res.error_field(pq.DiagnosticField.SEVERITY_NONLOCALIZED))
+        if own is not None:
+            own(res)  # the application's notice handlers still see every notice
+
+    pgconn.notice_handler = capture
+    try:
+        pgconn.is_busy()
+    finally:
+        pgconn.notice_handler = own
+    return any(severity in _GOODBYE for severity in severities)
 
 
 class Pool(AsyncConnectionPool[AsyncConnection[Any]]):
@@ -64,5 +95,15 @@ class Pool(AsyncConnectionPool[AsyncConnection[Any]]):
             if alive(conn):
                 return conn
             self.dead_discarded += 1
-            await self.putconn(conn)
+            await discard(self, conn)
         return await super().getconn(timeout)  # all were dead: this one is new
+
+
+async def discard(pool: AsyncConnectionPool[Any], conn: AsyncConnection[Any]) -> None:
+    """Hand a connection :func:`alive` found dead back to ``pool`` for good.
+
+    It is closed first: one whose goodbye was read but whose end-of-file was not still
+    looks usable to libpq, and the pool would lend it again.
+    """
+    await conn.close()
+    await pool.putconn(conn)  # closed: the pool drops it and opens a replacement
