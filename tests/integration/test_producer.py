@@ -109,6 +109,22 @@ async def test_insert_many_uses_copy_and_returns_every_job(
     assert await client.insert_many([]) == []
 
 
+async def test_insert_many_across_several_copy_chunks_keeps_every_row_in_order(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """More rows than two COPY chunks, the last one partial: every row lands once, in
+    the order given, each under the id it was returned with."""
+    from awa.client.insert import _COPY_CHUNK
+
+    n = 2 * _COPY_CHUNK + 7
+    jobs = await client.insert_many([{"i": i} for i in range(n)], kind="k", queue="chunks")
+    assert [job.args["i"] for job in jobs] == list(range(n))
+    stored = db.execute(
+        "SELECT id, (args->>'i')::int FROM awa.jobs WHERE queue = 'chunks' ORDER BY id"
+    ).fetchall()
+    assert stored == [(job.id, job.args["i"]) for job in jobs]
+
+
 async def test_transaction_commits_jobs_with_application_rows(
     client: awa.AsyncClient, db: psycopg.Connection[Any]
 ) -> None:

@@ -297,8 +297,11 @@ async def _copy(
     return jobs
 
 
-# Rows per write to the COPY: ~0.5 MB of small jobs, few enough awaits to not matter.
-_COPY_CHUNK = 5_000
+# Rows per write to the COPY: ~100 kB of small jobs, which fits the socket's send
+# buffer, so a write returns at once and the next chunk is formatted while the server
+# loads this one (5 000 rows, ~0.5 MB, made each write wait for the server: insert_many
+# of 20 000 jobs took 7.7 µs a job against 6.6–7.2 with 1 000; bench/insert_path.py).
+_COPY_CHUNK = 1_000
 
 
 def _takes_defaults(spec: InsertSpec) -> bool:
