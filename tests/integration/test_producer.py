@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 import awa
+from awa.client.insert import _COPY_CHUNK
 
 
 @dataclasses.dataclass
@@ -114,8 +115,6 @@ async def test_insert_many_across_several_copy_chunks_keeps_every_row_in_order(
 ) -> None:
     """More rows than two COPY chunks, the last one partial: every row lands once, in
     the order given, each under the id it was returned with."""
-    from awa.client.insert import _COPY_CHUNK
-
     n = 2 * _COPY_CHUNK + 7
     jobs = await client.insert_many([{"i": i} for i in range(n)], kind="k", queue="chunks")
     assert [job.args["i"] for job in jobs] == list(range(n))

@@ -37,8 +37,7 @@ class InsertLane:
         try:
             if self._conn is not None and not alive(self._conn):
                 await self._give_back(pool, dead=True)  # e.g. the server restarted
-            if self._conn is None or self._cursor is None:
-                await self._give_back(pool)  # none held yet
+            if self._conn is None or self._cursor is None:  # none held (set together)
                 self._conn = await pool.getconn()
                 self._cursor = self._conn.cursor()
         except BaseException:
@@ -56,9 +55,11 @@ class InsertLane:
 
     async def _give_back(self, pool: AsyncConnectionPool, dead: bool = False) -> None:
         conn, self._conn, self._cursor = self._conn, None, None
-        if conn is not None and dead:
+        if conn is None:
+            return
+        if dead:
             await discard(pool, conn)
-        elif conn is not None:
+        else:
             await pool.putconn(conn)  # the pool discards it if it is broken
 
     async def close(self, pool: AsyncConnectionPool) -> None:
