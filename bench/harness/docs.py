@@ -44,7 +44,8 @@ METHOD = """\
   default of unbounded in-flight jobs, shown because the 32 cap costs pgqueuer most of
   its W1 throughput (see its notes below).
 - W1-durable: `awa (durable)` is the awa adapter whose worker starts with
-  `synchronous_commit=True` (claims, heartbeats and outcomes committed durably, ADR 0006);
+  `synchronous_commit=True` (outcomes and heartbeats committed durably, ADR 0006; its own
+  claims asynchronously, ADR 0043);
   it runs W1 and W2 in every run, so durability's cost is a ratio of the same run.
 - Cost per job: around each W1 drain, CPU of the worker processes and of the whole server
   (the postmaster with its reaped children and every live descendant, so backends,

@@ -78,14 +78,12 @@ class Dispatcher(LoopService):
         executor: Executor,
         observer: Observer | None = None,
         *,
-        synchronous_commit: bool = False,
         args_budget: ArgsBudget | None = None,
         instance_id: str | None = None,
     ) -> None:
         super().__init__(f"dispatch-{queue}")
         self.queue = queue
         self._instance_id = instance_id  # named in a pool member's claims (ADR 0037)
-        self._commit_mode = "on" if synchronous_commit else "off"
         self._pool = pool
         self.permits = permits
         self.control = control
@@ -354,7 +352,10 @@ class Dispatcher(LoopService):
     ) -> tuple[list[Job[Any]], FleetHold | None, list[int]]:
         """The claimed jobs, the fleet's hold (if any), and each job's args size in bytes
         (for the ArgsBudget)."""
-        params = {**reservation.request(), "synchronous_commit": self._commit_mode}
+        # Committed asynchronously whatever the worker's durability (ADR 0043): a claim
+        # forgotten in a crash is the crash before the claim, and an outcome committed
+        # synchronously flushes the WAL of the claim it follows.
+        params = {**reservation.request(), "synchronous_commit": "off"}
         async with self._pool.connection() as conn:
             cur = conn.cursor(row_factory=claim_rows)
             await cur.execute(sql.JOB_CLAIM_AVAILABLE, params)

@@ -119,7 +119,6 @@ class Worker:
                 control,
                 self.executor,
                 self.observer,
-                synchronous_commit=config.synchronous_commit,
                 args_budget=self.args_budget,
                 instance_id=self.instance_id,
             )
