@@ -66,3 +66,8 @@ class Rider(Protocol):
     def ride_failed(self, reservation: Reservation) -> None:
         """The write failed: give back everything reserved."""
         ...
+
+    def rides_next(self) -> bool:
+        """True when this rider's next claim would ride on the next write (so the write
+        should not wait)."""
+        ...

@@ -253,6 +253,10 @@ class Dispatcher(LoopService):
             return None  # (``stopping`` speaks only for the loop's own task)
         return self._reserve()
 
+    def rides_next(self) -> bool:
+        """True when this queue's next claim rides on the completer's next write."""
+        return self.alive and not self.idle and self.rides_on_writes
+
     @property
     def rides_on_writes(self) -> bool:
         """True when this queue's claims ride on the completer's writes: under fleet
