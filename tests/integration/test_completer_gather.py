@@ -1,10 +1,11 @@
 """Under load the completer gathers outcomes into fewer writes (ADR 0044), except when a
-claim rides on the next write.
+claim rides on the next write, and never at a trickle.
 
-The first write is held on a row lock while a second outcome arrives, so the completer
-is "under load" when that write returns; a third outcome arrives just after. With the
-gather, the second and third share one write; when a dispatcher's next claim rides on
-the write, the second is written at once and the third on its own.
+The first write is held on a row lock while a second outcome arrives, so outcomes wait
+when that write returns; a third arrives just after. Counted as load (``gather_after``
+lowered to one outcome), the second and third share one write; when a dispatcher's next
+claim rides on the write, or the first write was too small to count as load, the second
+is written at once and the third on its own.
 """
 
 from __future__ import annotations
@@ -84,8 +85,17 @@ async def test_outcomes_arriving_under_load_share_a_write(
 ) -> None:
     completer = Completer(await client._get_pool())
     completer.gather_s = 0.5  # wide enough that the third outcome always arrives inside it
+    completer.gather_after = 1
     await _three_outcomes(client, database_url, completer)
     assert completer.flushes == 2
+
+
+async def test_a_trickle_does_not_wait(client: awa.AsyncClient, database_url: str) -> None:
+    completer = Completer(await client._get_pool())
+    completer.gather_s = 0.5
+    assert completer.gather_after > 1  # a write of one outcome is not load
+    await _three_outcomes(client, database_url, completer)
+    assert completer.flushes == 3
 
 
 async def test_a_write_a_claim_rides_on_does_not_wait(
@@ -93,6 +103,7 @@ async def test_a_write_a_claim_rides_on_does_not_wait(
 ) -> None:
     completer = Completer(await client._get_pool())
     completer.gather_s = 0.5
+    completer.gather_after = 1
     completer.ride_with([_RidingNext()])
     await _three_outcomes(client, database_url, completer)
     assert completer.flushes == 3

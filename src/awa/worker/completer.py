@@ -31,6 +31,7 @@ from awa.worker.results import AttemptKey, Finalization, attempt_key
 logger = logging.getLogger("awa")
 
 GATHER_S = 0.002
+GATHER_AFTER = 8  # outcomes the write just made must reach to count as load
 
 
 class Completer(LoopService):
@@ -73,8 +74,9 @@ class Completer(LoopService):
         self.stale = 0
         self.flushes = 0
         # Under load, each write waits this long after the last for more outcomes (ADR
-        # 0044): fewer, larger writes leave the server's CPU to the claims.
+        # 0044): fewer, larger writes leave the event loop and the server to the claims.
         self.gather_s = GATHER_S
+        self.gather_after = GATHER_AFTER
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -152,15 +154,18 @@ class Completer(LoopService):
                 self._flushing = batch
                 await self._flush_until_written(batch)
                 self._flushing = []
-                if self._should_gather():
+                if self._should_gather(len(batch)):
                     await asyncio.sleep(self.gather_s)
             self._idle.set()
 
-    def _should_gather(self) -> bool:
-        """Outcomes arrived while the last batch was written: under load. Give the next
-        batch ``gather_s`` to fill, unless a claim rides on it (that claim's permits wait
-        for the write), the batch is full already, or the worker is stopping."""
-        if not self._pending or self.gather_s <= 0 or self.stopping:
+    def _should_gather(self, written: int) -> bool:
+        """Under load — the write just made carried ``gather_after`` outcomes or more, and
+        more arrived meanwhile — give the next batch ``gather_s`` to fill, unless a claim
+        rides on it (that claim's permits wait for the write), the batch is full already,
+        or the worker is stopping. A trickle never waits."""
+        if not self._pending or written < self.gather_after or self.stopping:
+            return False
+        if self.gather_s <= 0:
             return False
         if len(self._pending) >= self._max_batch:
             return False
