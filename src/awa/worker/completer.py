@@ -163,11 +163,9 @@ class Completer(LoopService):
         more arrived meanwhile — give the next batch ``gather_s`` to fill, unless a claim
         rides on it (that claim's permits wait for the write), the batch is full already,
         or the worker is stopping. A trickle never waits."""
-        if not self._pending or written < self.gather_after or self.stopping:
+        if self.stopping or self.gather_s <= 0 or written < self.gather_after:
             return False
-        if self.gather_s <= 0:
-            return False
-        if len(self._pending) >= self._max_batch:
+        if not self._pending or len(self._pending) >= self._max_batch:
             return False
         return not any(rider.rides_next() for rider in self._riders)
 
