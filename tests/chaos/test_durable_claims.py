@@ -32,6 +32,16 @@ def _state(url: str, job_id: int) -> str:
     return str(row[0])
 
 
+def _waiting_for_the_standby(url: str) -> bool:
+    """A commit of this database waits for the synchronous standby."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event = 'SyncRep'"
+        ).fetchone()
+    return row is not None and row[0] > 0
+
+
 def _no_standby_needed(url: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("ALTER SYSTEM SET synchronous_standby_names = ''")
@@ -58,7 +68,12 @@ async def test_a_durable_worker_claims_without_waiting_and_completes_durably() -
         await client.start([("dc", 2)], synchronous_commit=True)
         # The claim was committed without waiting for the standby: the handler runs.
         await asyncio.wait_for(started.wait(), timeout=15)
-        # The completion waits for it: nobody sees the job completed yet.
+
+        # The completion was written and waits for it: nobody sees the job completed yet.
+        async def outcome_waiting() -> bool:
+            return await asyncio.to_thread(_waiting_for_the_standby, url)
+
+        await wait_for(outcome_waiting, timeout=15)
         assert await asyncio.to_thread(_state, url, job.id) == "running"
         await asyncio.to_thread(_no_standby_needed, url)
 

@@ -249,12 +249,14 @@ class Dispatcher(LoopService):
         """The completer is about to write outcomes: reserve for a claim riding on that
         statement. Only a queue that ``rides_on_writes`` rides, and only with work (not
         idle); a larger plain queue's claim overlaps the write on its own connection."""
-        if not self.alive or self.idle or not self.rides_on_writes:
-            return None  # (``stopping`` speaks only for the loop's own task)
+        if not self.rides_next():
+            return None
         return self._reserve()
 
     def rides_next(self) -> bool:
-        """True when this queue's next claim rides on the completer's next write."""
+        """True when this queue's next claim rides on the completer's next write: it
+        rides on writes, has work (not idle) and its loop runs (``stopping`` speaks only
+        for the loop's own task)."""
         return self.alive and not self.idle and self.rides_on_writes
 
     @property
