@@ -93,6 +93,9 @@ class WorkerConfig:
     dlq_retention_ms: int = 30 * 24 * 3_600_000
     vacuum_dead_rows: int = 20_000  # the leader vacuums awa.jobs past this (0: never)
     synchronous_commit: bool = False
+    # Free permits an idle queue parks as handoff seats (ADR 0045; 0: off): a job inserted
+    # for it is claimed at its insert's commit and handed over in the commit's notice.
+    handoff_seats: int = 4
 
     @property
     def weighted(self) -> bool:
@@ -198,7 +201,7 @@ def parse_override_refresh_ms(raw: str | None, default: int = 10_000) -> tuple[i
 
 
 _BOOLEAN_SETTINGS = frozenset({"synchronous_commit"})
-_ZERO_MEANS_OFF = frozenset({"vacuum_dead_rows"})
+_ZERO_MEANS_OFF = frozenset({"vacuum_dead_rows", "handoff_seats"})
 
 
 def build_worker_config(

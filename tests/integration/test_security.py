@@ -22,7 +22,7 @@ from psycopg import conninfo
 from psycopg import errors as pg
 
 import awa
-from awa.worker import listener
+from awa.worker import listener, seats
 from tests.acceptance.support import cli_env
 from tests.conftest import PgServer
 from tests.helpers import FAST_WORKER, wait_for
@@ -36,6 +36,10 @@ ALLOWED_DYNAMIC = {
     ("worker/listener.py", "f'LISTEN {AVAILABLE_CHANNEL}'"): "a fixed channel constant",
     ("worker/listener.py", "f'LISTEN {CONTROL_CHANNEL}'"): "a fixed channel constant",
     ("db/migrations.py", "sql.SQL(m.sql)"): "a migration file shipped in the package",
+    ("worker/listener.py", "f'LISTEN {self._handoff_channel}'"): (
+        "the worker's own handoff channel: awa_handoff_ and its instance uuid's hex digits "
+        "(seats.channel_for, checked below)"
+    ),
 }
 # Query arguments that are the application's own SQL, passed through to psycopg.
 PASS_THROUGH = {"client/transaction.py"}
@@ -122,9 +126,13 @@ def test_identifiers_are_fixed_and_queues_travel_only_as_values() -> None:
         for entry in resources.files(package).iterdir()
         if entry.name.endswith(".sql")
     }
+    # A worker's handoff channel (ADR 0045) is its uuid's hex digits after a fixed prefix.
+    assert re.fullmatch(r"awa_handoff_[0-9a-f]{32}", seats.channel_for(str(uuid.uuid4())))
     for name, text in texts.items():
         code = "\n".join(line.split("--")[0] for line in text.splitlines())
         for channel in re.findall(r"pg_notify\(\s*([^,]+),", code):
+            if name == "0015_handoff_seats.sql" and channel.strip() == "NEW.channel":
+                continue  # the seat's owner, named by the worker itself (channel_for)
             assert channel.strip("' ") in channels and channel.startswith("'"), (name, channel)
         # Only named placeholders: no positional %s, no str.format fields.
         assert not re.search(r"%[^(%]", code.replace("%%", "")), name

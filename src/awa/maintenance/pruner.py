@@ -48,3 +48,10 @@ async def prune_dlq(pool: AsyncConnectionPool, retention_ms: int, epoch: int) ->
         total += cur.rowcount
         if cur.rowcount < BATCH:
             return total
+
+
+async def prune_lapsed_seats(pool: AsyncConnectionPool) -> int:
+    """Delete handoff seats whose worker died without releasing them (ADR 0045)."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(sql.SEATS_PRUNE)
+    return cur.rowcount

@@ -43,7 +43,7 @@ from awa.worker.claiming import Reservation
 from awa.worker.control import QueueControl
 from awa.worker.executor import Executor
 from awa.worker.observe import Observer
-from awa.worker.permits import QueuePermits
+from awa.worker.permits import Grant, QueuePermits
 
 logger = logging.getLogger("awa")
 
@@ -106,6 +106,9 @@ class Dispatcher(LoopService):
         self.idle = True
         self.probe_due = 0.0  # when the idle prober should next look at this queue
         self._on_idle: Callable[[], None] | None = None
+        self._on_busy: Callable[[str], None] | None = None
+        self._on_rest: Callable[[str], bool] | None = None
+        self.handoffs = 0  # jobs handed over at their insert's commit (ADR 0045)
         permits.subscribe(self.wake_permit)
         self._args_budget = args_budget or ArgsBudget(max_bytes=2**62)  # shared per process
         self._args_budget.subscribe(self.wake)
@@ -116,6 +119,25 @@ class Dispatcher(LoopService):
     def watch_idle(self, on_idle: Callable[[], None]) -> None:
         """Call ``on_idle`` whenever this queue goes idle (the idle prober's cue)."""
         self._on_idle = on_idle
+
+    def watch_seats(self, on_busy: Callable[[str], None], on_rest: Callable[[str], bool]) -> None:
+        """Handoff seats (ADR 0045): call ``on_busy(queue)`` whenever this queue stops
+        being idle (a busy queue claims in batches: its seats come back), and
+        ``on_rest(queue)`` whenever it rests idle with permits free — after a claim that
+        ran dry, or when a permit comes back; ``on_rest`` returns True when the permit
+        goes to a seat, so an idle queue makes no claim for it."""
+        self._on_busy, self._on_rest = on_busy, on_rest
+
+    def take_handoff(self, job: Job[Any], grant: Grant, deadline_ms: int, size: int) -> None:
+        """Launch ``job``, claimed for this worker at its insert's commit, with the one
+        permit of ``grant`` (its handoff seat's, ADR 0045)."""
+        (permit,) = self.permits.split(grant, 1)
+        self.claimed += 1
+        self.handoffs += 1
+        self._observer.polled(self.queue, 1, False)  # claimed, as a claim's jobs count
+        self._args_budget.observe([size])
+        permit.also_release(self._args_budget.hold(size))
+        self._executor.launch(job, permit, deadline_ms, time.monotonic())
 
     def wake(self) -> None:
         """Poll as soon as possible (permits came back, the queue's control changed, or the
@@ -147,6 +169,8 @@ class Dispatcher(LoopService):
             self.rides_on_writes and not self.idle and self._write_pending()
         ):
             return
+        if self.idle and self._on_rest is not None and self._on_rest(self.queue):
+            return  # an idle queue's free permit is parked as a handoff seat instead
         self._wakeup.set()
 
     def wake_available(self) -> None:
@@ -340,6 +364,8 @@ class Dispatcher(LoopService):
             self.control.bucket.refund(allowed - len(jobs))
         self._note_idle(ran_dry=len(jobs) < allowed and hold is None)
         permits = self.permits.split(grant, len(jobs))
+        if self.idle and self._on_rest is not None:
+            self._on_rest(self.queue)
         self._observer.polled(self.queue, len(jobs), allowed < grant.total)
         if len(jobs) < grant.total:
             # Drained or rate-limited: it asks for no more until its next poll (ADR 0005).
@@ -385,8 +411,10 @@ class Dispatcher(LoopService):
             self.probe_due = time.monotonic() + self.control.poll_interval_ms / 1000
             if self._on_idle is not None:
                 self._on_idle()
-        elif not ran_dry:
+        elif not ran_dry and self.idle:
             self.idle = False
+            if self._on_busy is not None:
+                self._on_busy(self.queue)
 
     def _held_back(self, hold: FleetHold | None) -> None:
         """Remember why the fleet held the last claim back, and when to ask again."""

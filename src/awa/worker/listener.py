@@ -40,12 +40,18 @@ class Listener(LoopService):
         on_available: Callable[[str], None],
         on_control: Callable[[dict[str, Any]], None],
         on_connect: Callable[[], None],
+        handoff: tuple[str, Callable[[str], None]] | None = None,
+        on_disconnect: Callable[[], None] | None = None,
     ) -> None:
         super().__init__("listener")
         self._url = url
         self._on_available = on_available
         self._on_control = on_control
         self._on_connect = on_connect
+        # This worker's own channel: jobs claimed for it at their insert's commit (ADR 0045).
+        self._handoff_channel = handoff[0] if handoff else ""
+        self._on_handoff: Callable[[str], None] | None = handoff[1] if handoff else None
+        self._on_disconnect = on_disconnect
         self.connections = 0
         self.polling_only = False  # LISTEN is impossible through the URL given (a pooler)
 
@@ -67,6 +73,8 @@ class Listener(LoopService):
                         break
                     await conn.execute(f"LISTEN {AVAILABLE_CHANNEL}")
                     await conn.execute(f"LISTEN {CONTROL_CHANNEL}")
+                    if self._handoff_channel:
+                        await conn.execute(f"LISTEN {self._handoff_channel}")  # an identifier
                     self.healthy = True
                     self.connections += 1
                     backoff = 0.05
@@ -78,6 +86,8 @@ class Listener(LoopService):
             except Exception as exc:
                 logger.warning("listener: %s; reconnecting in %.2fs", exc, backoff)
             self.healthy = False
+            if self._on_disconnect is not None:
+                self._on_disconnect()
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 5.0)
         if not self.stopping:
@@ -98,6 +108,9 @@ class Listener(LoopService):
     def _dispatch(self, channel: str, payload: str) -> None:
         if channel == AVAILABLE_CHANNEL:
             self._on_available(payload)
+            return
+        if channel == self._handoff_channel and self._on_handoff is not None:
+            self._on_handoff(payload)
             return
         try:
             message = json.loads(payload)

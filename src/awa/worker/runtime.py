@@ -45,6 +45,7 @@ from awa.worker.observe import Fanout, Observer
 from awa.worker.permits import build_permits
 from awa.worker.rate_limit import TokenBucket
 from awa.worker.registry import TaskRegistry
+from awa.worker.seats import Seater, channel_for
 from awa.worker.shutdown import shut_down
 from awa.worker.snapshot import queue_runtime, snapshot_json
 from awa.worker.upkeep import Upkeep
@@ -136,7 +137,21 @@ class Worker:
             "control-refresh", config.override_refresh_ms / 1000, self.control.refresh
         )
         self.idle_prober = IdleProber(pool, self.dispatchers)
-        self.listener = Listener(session_url, self._on_available, self._on_control, self._listening)
+        self.seater = Seater(
+            pool,
+            self.dispatchers,
+            channel_for(self.instance_id),
+            config.handoff_seats,
+            listening=lambda: self.listener.connected,
+        )
+        self.listener = Listener(
+            session_url,
+            self._on_available,
+            self._on_control,
+            self._listening,
+            handoff=(self.seater.channel, self.seater.on_notice),
+            on_disconnect=self.seater.mark_all,
+        )
         self.heartbeat = Periodic("heartbeat", config.heartbeat_interval_ms / 1000, self._beat)
         self.publisher = Periodic(
             "runtime-snapshot", config.runtime_snapshot_interval_ms / 1000, self._publish
@@ -195,6 +210,7 @@ class Worker:
             self.pool, c.completed_retention_ms, c.failed_retention_ms, epoch
         )
         await pruner.prune_runtime_instances(self.pool, epoch)
+        await pruner.prune_lapsed_seats(self.pool)
         await self.upkeep.prune()
 
     # -- notifications ---------------------------------------------------------------
@@ -224,6 +240,7 @@ class Worker:
     def _control_changed(self, queue: str, control: QueueControl) -> None:
         self._resize_permits(queue, control)
         self.dispatchers[queue].wake()
+        self.seater.refresh(queue)
         self.observer.override_changed(queue, control.effective_values(), dict(control.ignored))
 
     def _resize_permits(self, queue: str, control: QueueControl) -> None:
@@ -243,6 +260,7 @@ class Worker:
         # would have announced.
         for dispatcher in self.dispatchers.values():
             dispatcher.recheck()
+        self.seater.resync()
         self.control_service.kick()
 
     # -- periodic work ---------------------------------------------------------------
@@ -286,6 +304,7 @@ class Worker:
         for dispatcher in self.dispatchers.values():
             dispatcher.start()
         self.idle_prober.start()
+        self.seater.start()
         self.heartbeat.start()
         self.leader.start()
         self.publisher.start()
@@ -323,6 +342,7 @@ class Worker:
             self.executor.deadlines,
             self.listener,
             *self.dispatchers.values(),
+            self.seater,
             self.heartbeat,
             self.control_service,
             self.idle_prober,

@@ -3,6 +3,11 @@
 -- cannot make a future job claimable early. A duplicate unique key violates
 -- jobs_unique_idx and is mapped to UniqueConflict. Only what the caller cannot know comes
 -- back: decoding a full job row costs more client CPU than the insert itself.
+-- A job available now without an ordering key takes a free seat of an idle worker of its
+-- queue when there is one (ADR 0045, migration 0015): it is claimed for that worker as
+-- this transaction commits, and wakes nobody else. The probe is a plain EXISTS so that
+-- an insert with no idle worker anywhere pays for no more than it (awa.take_seat is a
+-- function call and a locking UPDATE); without a seat the queue is woken as before.
 WITH inserted AS (
     INSERT INTO awa.jobs (
         kind, queue, args, state, priority, original_priority, max_attempts,
@@ -16,8 +21,13 @@ WITH inserted AS (
         %(tags)s::text[], %(metadata)s::jsonb, coalesce(%(run_at)s::timestamptz, now()),
         %(unique_key)s::bytea, %(unique_states)s::bit(8), %(ordering_key)s::text
     )
-    RETURNING id, state, created_at, run_at, queue
+    RETURNING id, state, created_at, run_at, queue, ordering_key
 )
 SELECT id, state, created_at, run_at,
-    CASE WHEN state = 'available' THEN pg_notify('awa_available', queue) END AS notified
-FROM inserted
+    CASE WHEN state <> 'available' THEN NULL
+        WHEN ordering_key IS NULL
+            AND EXISTS (SELECT FROM awa.handoff_seats AS s
+                        WHERE s.queue = i.queue AND s.job_id IS NULL)
+            AND awa.take_seat(queue, id) THEN NULL
+        ELSE pg_notify('awa_available', queue) END AS notified
+FROM inserted AS i

@@ -1,0 +1,334 @@
+"""Handoff seats: an idle queue's free permits, parked where an insert can use them.
+
+Picking up a job used to take a round trip after its insert committed: the notice wakes
+the dispatcher, the dispatcher claims, the handler starts. At a trickle that claim is
+most of the latency (docs/benchmarks.md, W2). With seats (ADR 0045, migration 0015) an
+idle queue parks up to ``handoff_seats`` of its free permits in ``awa.handoff_seats``; a
+single insert of a job for the queue takes one, the job is claimed for this worker as
+the insert commits, and the commit's notice on this worker's own channel carries the
+claimed row. The handler starts on the notice: no claim of its own.
+
+Permit before claim holds throughout: a seat is a permit reserved here before any job
+can be claimed for it; the notice gives the permit to the job, or back (the seat went
+unused: the queue was paused, the job was too large for a notice...). Seats are only for
+queues that claim the plain way — no rate limit, fleet limit or pool membership, not
+paused — and only while idle: a queue that turns busy gets its seats back and claims
+in batches again, leaving one permit out of the seats so that it always can.
+
+Seats lapse unless renewed, so a worker that dies stops taking jobs within
+``SEAT_TTL_MS``; a job handed to it in that window is returned by the rescuer once its
+heartbeat is stale, as any job of a dead worker. Notices lost while LISTEN reconnects
+are made good by a resync: free seats are released and consumed ones forgotten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+from awa.db import sql
+from awa.service import LoopService
+from awa.types import Job, JobState
+from awa.worker.dispatcher import Dispatcher
+from awa.worker.permits import Grant
+
+logger = logging.getLogger("awa")
+
+SEAT_TTL_MS = 15_000
+RENEW_EVERY_S = SEAT_TTL_MS / 3000
+_ERROR_BACKOFF_S = 1.0
+
+
+def channel_for(instance_id: str) -> str:
+    """The notice channel of one worker's seats (an identifier: no dashes)."""
+    return "awa_handoff_" + instance_id.replace("-", "")
+
+
+@dataclass(slots=True)
+class Seat:
+    """One parked permit of ``queue``."""
+
+    queue: str
+    grant: Grant
+    deadline_ms: int
+
+
+class Seater(LoopService):
+    """Parks, renews and releases the seats of a worker's idle queues."""
+
+    def __init__(
+        self,
+        pool: AsyncConnectionPool,
+        dispatchers: Mapping[str, Dispatcher],
+        channel: str,
+        per_queue: int,
+        listening: Callable[[], bool],
+    ) -> None:
+        super().__init__("handoff-seats")
+        self._pool = pool
+        self._dispatchers = dispatchers
+        self.channel = channel
+        self.per_queue = per_queue
+        self._listening = listening  # seats only while this worker hears its channel
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.seats: dict[int, Seat] = {}
+        self._dirty: set[str] = set(dispatchers)
+        self._stale: set[str] = set()  # queues whose seats must come back first
+        self._changed = asyncio.Event()
+        self._resync_due = False
+        self._renewed_at = time.monotonic()
+        self.handoffs = 0
+        for dispatcher in dispatchers.values():
+            dispatcher.watch_seats(self.mark, self.rest)
+
+    # -- events (called from the event loop's callbacks) ----------------------------
+
+    def mark(self, queue: str) -> None:
+        """``queue``'s seats may be due for a change (it went idle or busy, its control
+        changed, a seat of it was used)."""
+        self._dirty.add(queue)
+        self._changed.set()
+
+    def refresh(self, queue: str) -> None:
+        """``queue``'s control changed: its seats carry the old deadline, so they come
+        back and are parked again (if it may still have them)."""
+        self._stale.add(queue)
+        self.mark(queue)
+
+    def rest(self, queue: str) -> bool:
+        """``queue`` rests idle with permits free: top its seats up. True when it may
+        have seats (a permit coming back then goes to one, not to a claim)."""
+        self.mark(queue)
+        return self.alive and self._may_park(self._dispatchers[queue])
+
+    def mark_all(self) -> None:
+        """Every queue's seats may be due for a change."""
+        self._dirty.update(self._dispatchers)
+        self._changed.set()
+
+    def resync(self) -> None:
+        """The LISTEN connection (re)connected: notices sent meanwhile are lost."""
+        if self.seats:
+            self._resync_due = True
+        self.mark_all()
+
+    def _on_stop(self) -> None:
+        self._changed.set()
+
+    def on_notice(self, payload: str) -> None:
+        """A seat of this worker was used: its job, claimed for us, or nothing."""
+        try:
+            message = json.loads(payload)
+            seat = self.seats.pop(int(message["seat"]), None)
+            row = message.get("job")
+        except (ValueError, KeyError, TypeError) as exc:
+            logger.warning("handoff: ignoring a malformed notice (%s)", exc)
+            return
+        if row is None:
+            if seat is not None:
+                self._give_permit_back(seat)
+            return
+        job = _job_from(row)
+        dispatcher = self._dispatchers.get(job.queue)
+        grant = seat.grant if seat is not None else None
+        if dispatcher is not None and grant is None and self.alive:
+            # The seat was already given back (a resync raced the notice): run the job
+            # with a permit of its own if one is free.
+            spare = dispatcher.permits.try_acquire(1)
+            if spare.total == 1:
+                grant = spare
+            elif spare.total:
+                dispatcher.permits.release(spare, wake_self=False)
+        if dispatcher is None or grant is None or not self.alive or not dispatcher.alive:
+            if grant is not None and dispatcher is not None:
+                dispatcher.permits.release(grant, wake_self=False)
+            self._spawn(self._give_back(job))
+            return
+        deadline_ms = seat.deadline_ms if seat is not None else dispatcher.control.deadline_ms
+        self.handoffs += 1
+        dispatcher.take_handoff(job, grant, deadline_ms, len(json.dumps(row["args"])))
+        self.mark(job.queue)
+
+    # -- the loop ----------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while not self.stopping:
+            try:
+                async with asyncio.timeout(RENEW_EVERY_S):
+                    await self._changed.wait()
+            except TimeoutError:
+                pass
+            self._changed.clear()
+            if self.stopping:
+                break
+            try:
+                await self._tend()
+            except Exception as exc:
+                logger.warning("handoff seats: %s; retrying in %.1fs", exc, _ERROR_BACKOFF_S)
+                await asyncio.sleep(_ERROR_BACKOFF_S)
+                self._changed.set()
+
+    async def _after_stop(self) -> None:
+        """Release every free seat; a seat taken by a transaction still open notifies us at
+        its commit, and that job is given back."""
+        if self.seats:
+            try:
+                await self._release(list(self.seats))
+            except Exception as exc:
+                logger.warning("handoff seats: could not release them (%s); they lapse", exc)
+
+    async def _tend(self) -> None:
+        if self._resync_due:
+            self._resync_due = False
+            await self._resync()
+        dirty, self._dirty = self._dirty, set()
+        wanted: list[tuple[str, int, Grant]] = []
+        leaving: list[int] = []
+        for queue in dirty:
+            dispatcher = self._dispatchers[queue]
+            mine = [i for i, s in self.seats.items() if s.queue == queue]
+            if queue in self._stale or not self._may_park(dispatcher):
+                leaving += mine
+                continue
+            missing = self.per_queue - len(mine)
+            # One permit always stays out of the seats, so the queue can still claim.
+            room = min(missing, dispatcher.permits.available - 1)
+            if room > 0:
+                grant = dispatcher.permits.try_acquire(room)
+                if grant.overflow:  # seats take the queue's own permits only
+                    dispatcher.permits.release(Grant(overflow=grant.overflow), wake_self=False)
+                    grant = Grant(local=grant.local)
+                dispatcher.permits.clear_demand()
+                if grant.local:
+                    wanted.append((queue, dispatcher.control.deadline_ms, grant))
+        if leaving:
+            await self._release(leaving)
+        refreshed = self._stale & dirty
+        if refreshed:  # their seats are back: parked again next round
+            self._stale -= refreshed
+            self._dirty |= refreshed
+            self._changed.set()
+        if wanted:
+            await self._park(wanted)
+        if self.seats and time.monotonic() - self._renewed_at >= RENEW_EVERY_S:
+            await self._renew()
+
+    def _may_park(self, dispatcher: Dispatcher) -> bool:
+        control = dispatcher.control
+        return (
+            self.per_queue > 0
+            and self._listening()
+            and dispatcher.alive
+            and dispatcher.idle
+            and dispatcher.permits.pool is None  # hard-reserved: seats never skew shares
+            and not control.paused
+            and not control.coordinated
+            and control.bucket is None
+            and control.pool_member is None
+        )
+
+    async def _park(self, wanted: list[tuple[str, int, Grant]]) -> None:
+        queues = [queue for queue, _, grant in wanted for _ in range(grant.local)]
+        deadlines = [ms for _, ms, grant in wanted for _ in range(grant.local)]
+        params = {
+            "channel": self.channel,
+            "ttl_ms": SEAT_TTL_MS,
+            "queues": queues,
+            "deadline_ms": deadlines,
+        }
+        try:
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(sql.SEATS_PARK, params)
+                rows = await cur.fetchall()
+        except BaseException:
+            for queue, _, grant in wanted:
+                self._dispatchers[queue].permits.release(grant, wake_self=False)
+            raise
+        deadline_of = {queue: ms for queue, ms, _ in wanted}
+        for seat_id, queue in rows:
+            self.seats[seat_id] = Seat(queue, Grant(local=1), deadline_of[queue])
+
+    async def _release(self, seat_ids: list[int]) -> None:
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(sql.SEATS_RELEASE, {"seats": seat_ids})
+            released = [row[0] for row in await cur.fetchall()]
+        for seat_id in released:
+            seat = self.seats.pop(seat_id, None)
+            if seat is not None:
+                self._give_permit_back(seat)
+
+    async def _renew(self) -> None:
+        async with self._pool.connection() as conn:
+            await conn.execute(sql.SEATS_RENEW, {"seats": list(self.seats), "ttl_ms": SEAT_TTL_MS})
+        self._renewed_at = time.monotonic()
+
+    async def _resync(self) -> None:
+        known = list(self.seats)
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(sql.SEATS_RESYNC, {"seats": known})
+            rows = await cur.fetchall()
+        pending = {seat_id for seat_id, freed in rows if not freed}
+        for seat_id in known:
+            if seat_id not in pending and seat_id in self.seats:
+                self._give_permit_back(self.seats.pop(seat_id))
+
+    def _give_permit_back(self, seat: Seat) -> None:
+        dispatcher = self._dispatchers.get(seat.queue)
+        if dispatcher is not None:
+            dispatcher.permits.release(seat.grant)
+        self.mark(seat.queue)
+
+    async def _give_back(self, job: Job[Any]) -> None:
+        params = {"id": job.id, "run_lease": job.run_lease, "attempted_at": job.attempted_at}
+        try:
+            async with self._pool.connection() as conn:
+                await conn.execute(sql.SEATS_GIVE_BACK, params)
+        except Exception as exc:
+            logger.warning(
+                "handoff: could not return job %s (%s); the rescuer returns it", job.id, exc
+            )
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def _job_from(row: dict[str, Any]) -> Job[Any]:
+    """The claimed job, as the commit's notice carries it (json of the row)."""
+    return Job(
+        id=row["id"],
+        kind=row["kind"],
+        queue=row["queue"],
+        args=row["args"],
+        state=JobState(row["state"]),
+        priority=row["priority"],
+        attempt=row["attempt"],
+        max_attempts=row["max_attempts"],
+        run_lease=row["run_lease"],
+        tags=row["tags"],
+        metadata=row["metadata"] or {},
+        progress=row["progress"],
+        errors=row["errors"] or [],
+        created_at=_when(row["created_at"]),
+        run_at=_when(row["run_at"]),
+        attempted_at=_when(row["attempted_at"]),
+        deadline_at=_when(row["deadline_at"]),
+        finalized_at=None,
+        ordering_key=None,
+    )
+
+
+def _when(value: str | None) -> Any:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+__all__ = ["SEAT_TTL_MS", "Seater", "channel_for"]

@@ -1,0 +1,221 @@
+"""Handoff seats (ADR 0045): an idle worker's permits parked in the database, and a job
+claimed for it at its insert's commit, handed over in the commit's notice."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import psycopg
+import pytest
+
+import awa
+from tests.helpers import FAST_WORKER, wait_for
+
+
+def _worker(client: awa.AsyncClient) -> Any:
+    return client._worker  # internal handle, for the counters the tests observe
+
+
+def _seats(db: psycopg.Connection[Any], queue: str = "q") -> int:
+    row = db.execute(
+        "SELECT count(*) FROM awa.handoff_seats WHERE queue = %s AND job_id IS NULL", (queue,)
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _untaken(db: psycopg.Connection[Any]) -> int:
+    with db.transaction():
+        rows = db.execute(
+            "SELECT seat_id FROM awa.handoff_seats WHERE job_id IS NULL FOR UPDATE SKIP LOCKED"
+        ).fetchall()
+    return len(rows)
+
+
+async def _parked(db: psycopg.Connection[Any], n: int, queue: str = "q") -> None:
+    async def parked() -> bool:
+        return _seats(db, queue) == n
+
+    await wait_for(parked)
+
+
+async def _start(
+    client: awa.AsyncClient, ran: list[int], workers: int = 8, **settings: Any
+) -> None:
+    @client.task(None, kind="k", queue="q")
+    async def handler(job: awa.Job[Any]) -> None:
+        ran.append(job.id)
+
+    await client.start([("q", workers)], **{**FAST_WORKER, **settings})
+
+
+async def test_an_idle_queue_parks_seats_and_an_insert_is_handed_over(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    ran: list[int] = []
+    await _start(client, ran)
+    try:
+        await _parked(db, 4)
+        dispatcher = _worker(client).dispatchers["q"]
+        claims_before = dispatcher.polls
+        job = await client.insert({"x": 1}, kind="k", queue="q")
+        done = await wait_for(lambda: _completed(client, job.id))
+        assert done.attempt == 1 and ran == [job.id]
+        assert dispatcher.handoffs == 1
+        # Handed over, not claimed: the dispatcher made no claim for it, and the seat it
+        # used is parked again.
+        assert dispatcher.polls == claims_before
+        await _parked(db, 4)
+    finally:
+        await client.shutdown()
+    assert _seats(db) == 0  # a stopping worker releases its seats
+
+
+async def _completed(client: awa.AsyncClient, job_id: int) -> awa.Job[Any] | None:
+    job = await client.get_job(job_id)
+    return job if job.state is awa.JobState.COMPLETED else None
+
+
+async def test_a_rolled_back_insert_leaves_the_seat(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    ran: list[int] = []
+    await _start(client, ran)
+    try:
+        await _parked(db, 4)
+        with pytest.raises(RuntimeError):
+            async with client.transaction() as tx:
+                await tx.insert({}, kind="k", queue="q")
+                assert _untaken(db) == 3  # one taken (locked by this transaction), not used
+                raise RuntimeError("roll back")
+        assert _seats(db) == 4
+        job = await client.insert({}, kind="k", queue="q")
+        await wait_for(lambda: _completed(client, job.id))
+        assert ran == [job.id] and _worker(client).dispatchers["q"].handoffs == 1
+    finally:
+        await client.shutdown()
+
+
+async def test_a_seat_waits_for_its_transaction_and_claims_at_commit(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """The claim happens at commit, with the clock at commit: a transaction open longer
+    than the heartbeat staleness window does not hand over a job the rescuer would take."""
+    ran: list[int] = []
+    await _start(client, ran)
+    try:
+        await _parked(db, 4)
+        async with client.transaction() as tx:
+            job = await tx.insert({}, kind="k", queue="q")
+            await asyncio.sleep(2.0)  # longer than FAST_WORKER's staleness of 1.5 s
+        await wait_for(lambda: _completed(client, job.id))
+        assert ran == [job.id]
+        assert _worker(client).dispatchers["q"].handoffs == 1
+        row = db.execute("SELECT attempt, errors FROM awa.jobs WHERE id = %s", (job.id,))
+        assert row.fetchone() == (1, [])  # never rescued
+    finally:
+        await client.shutdown()
+
+
+async def test_a_paused_queue_parks_no_seats_and_a_pause_beats_a_taken_seat(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    ran: list[int] = []
+    await _start(client, ran)
+    try:
+        await _parked(db, 4)
+        async with client.transaction() as tx:
+            job = await tx.insert({}, kind="k", queue="q")  # takes a seat
+            # A pause committed before this transaction does: the job is not claimed.
+            with psycopg.connect(db.info.dsn, autocommit=True) as other:
+                other.execute(
+                    "INSERT INTO awa.queue_meta (queue, paused) VALUES ('q', true) "
+                    "ON CONFLICT (queue) DO UPDATE SET paused = true"
+                )
+        assert (await client.get_job(job.id)).state is awa.JobState.AVAILABLE
+        await _parked(db, 0)  # the worker saw the pause and took its seats back
+        await client.resume_queue("q")
+        await wait_for(lambda: _completed(client, job.id))
+        assert ran == [job.id]
+    finally:
+        await client.shutdown()
+
+
+async def test_no_seats_for_a_fleet_limited_or_rate_limited_queue_or_when_off(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    ran: list[int] = []
+    await client.set_queue_limits("q", concurrency=4)
+    await _start(client, ran)
+    try:
+        job = await client.insert({}, kind="k", queue="q")
+        await wait_for(lambda: _completed(client, job.id))
+        assert _seats(db) == 0 and _worker(client).dispatchers["q"].handoffs == 0
+    finally:
+        await client.shutdown()
+
+
+async def test_handoff_seats_zero_turns_it_off(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    ran: list[int] = []
+    await _start(client, ran, handoff_seats=0)
+    try:
+        job = await client.insert({}, kind="k", queue="q")
+        await wait_for(lambda: _completed(client, job.id))
+        assert _seats(db) == 0 and _worker(client).dispatchers["q"].handoffs == 0
+    finally:
+        await client.shutdown()
+
+
+async def test_a_job_too_large_for_a_notice_is_claimed_the_usual_way(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    ran: list[int] = []
+    await _start(client, ran)
+    try:
+        await _parked(db, 4)
+        job = await client.insert({"blob": "x" * 10_000}, kind="k", queue="q")
+        await wait_for(lambda: _completed(client, job.id))
+        assert ran == [job.id] and _worker(client).dispatchers["q"].handoffs == 0
+        await _parked(db, 4)  # the seat it took came back as a permit and was parked again
+    finally:
+        await client.shutdown()
+
+
+async def test_a_lapsed_seat_is_not_taken(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """A dead worker's seats lapse: an insert then wakes the live workers instead."""
+    db.execute(
+        "INSERT INTO awa.handoff_seats (queue, channel, expires_at) "
+        "VALUES ('q', 'awa_handoff_dead', now() - interval '1 second')"
+    )
+    job = await client.insert({}, kind="k", queue="q")
+    row = db.execute("SELECT state, job_id FROM awa.jobs, awa.handoff_seats WHERE id = %s",
+                     (job.id,)).fetchone()  # fmt: skip
+    assert row == ("available", None)
+
+
+async def test_a_small_queue_keeps_a_permit_out_of_its_seats(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """With max_workers 2, one seat at most: a job made available another way (a bulk
+    insert) is still claimed, and the queue turning busy takes its seat back."""
+    ran: list[int] = []
+    await _start(client, ran, workers=2)
+    try:
+        await _parked(db, 1)
+        ids = await client.insert_many([{"i": i} for i in range(5)], kind="k", queue="q")
+        await wait_for(lambda: _all_completed(client, [j.id for j in ids]))
+        assert sorted(ran) == sorted(j.id for j in ids)
+    finally:
+        await client.shutdown()
+
+
+async def _all_completed(client: awa.AsyncClient, ids: list[int]) -> bool:
+    for job_id in ids:
+        if (await client.get_job(job_id)).state is not awa.JobState.COMPLETED:
+            return False
+    return True
