@@ -219,3 +219,24 @@ async def _all_completed(client: awa.AsyncClient, ids: list[int]) -> bool:
         if (await client.get_job(job_id)).state is not awa.JobState.COMPLETED:
             return False
     return True
+
+
+async def test_a_job_handed_to_a_worker_that_died_is_rescued(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """A seat outlives its worker until it lapses: a job claimed for it then runs nowhere
+    until its heartbeat is stale, and the rescuer returns it (never lost)."""
+    db.execute(
+        "INSERT INTO awa.handoff_seats (queue, channel, expires_at) "
+        "VALUES ('q', 'awa_handoff_dead', now() + interval '1 minute')"
+    )
+    job = await client.insert({}, kind="k", queue="q")
+    row = db.execute("SELECT state, attempt FROM awa.jobs WHERE id = %s", (job.id,)).fetchone()
+    assert row == ("running", 1)  # claimed at commit for the dead worker
+    ran: list[int] = []
+    await _start(client, ran, handoff_seats=0)
+    try:
+        done = await wait_for(lambda: _completed(client, job.id))
+        assert ran == [job.id] and done.attempt == 2
+    finally:
+        await client.shutdown()
