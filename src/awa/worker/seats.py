@@ -209,15 +209,26 @@ class Seater(LoopService):
                 dispatcher.permits.clear_demand()
                 if grant.local:
                     wanted.append((queue, dispatcher.control.deadline_ms, grant))
-        if leaving:
-            await self._release(leaving)
+        try:
+            if leaving:
+                await self._release(leaving)
+        except BaseException:
+            # Nothing parked this round: the permits set aside go back, the queues stay due.
+            for queue, _, grant in wanted:
+                self._dispatchers[queue].permits.release(grant, wake_self=False)
+            self._dirty |= dirty
+            raise
         refreshed = self._stale & dirty
         if refreshed:  # their seats are back: parked again next round
             self._stale -= refreshed
             self._dirty |= refreshed
             self._changed.set()
         if wanted:
-            await self._park(wanted)
+            try:
+                await self._park(wanted)  # gives the permits back itself if it fails
+            except BaseException:
+                self._dirty |= {queue for queue, _, _ in wanted}
+                raise
         if self.seats and time.monotonic() - self._renewed_at >= RENEW_EVERY_S:
             await self._renew()
 
