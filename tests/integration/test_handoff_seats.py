@@ -4,6 +4,7 @@ claimed for it at its insert's commit, handed over in the commit's notice."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import psycopg
@@ -238,5 +239,44 @@ async def test_a_job_handed_to_a_worker_that_died_is_rescued(
     try:
         done = await wait_for(lambda: _completed(client, job.id))
         assert ran == [job.id] and done.attempt == 2
+    finally:
+        await client.shutdown()
+
+
+async def test_a_failed_round_gives_back_the_permits_it_set_aside(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """A round that must take one queue's seats back and park another's fails on the
+    first statement: the permits set aside for the new seats go back, and both queues are
+    seen to again, so every permit ends parked or free — none lost."""
+
+    @client.task(None, kind="k", queue="q")
+    async def handler(job: awa.Job[Any]) -> None:
+        return None
+
+    await client.start([("q", 8), ("r", 8)], **FAST_WORKER)
+    try:
+        await _parked(db, 4, "q")
+        await _parked(db, 4, "r")
+        seater = _worker(client).seater
+        real_release, failures = seater._release, []
+
+        async def failing_release(seat_ids: list[int]) -> None:
+            if not failures:
+                failures.append(seat_ids)
+                raise RuntimeError("the database went away")
+            await real_release(seat_ids)
+
+        seater._release = failing_release
+        r_seat = next(i for i, s in seater.seats.items() if s.queue == "r")
+        db.execute("DELETE FROM awa.handoff_seats WHERE seat_id = %s", (r_seat,))
+        seater.refresh("q")  # q's seats must come back first …
+        seater.on_notice(json.dumps({"seat": r_seat}))  # … and r has a seat to re-park
+        await _parked(db, 4, "r")
+        await _parked(db, 4, "q")
+        assert failures  # the round did fail once
+        for queue in ("q", "r"):
+            permits = _worker(client).dispatchers[queue].permits
+            assert permits.available == 8 - 4  # four parked, the rest free: nothing leaked
     finally:
         await client.shutdown()
