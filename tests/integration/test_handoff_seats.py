@@ -42,13 +42,13 @@ async def _parked(db: psycopg.Connection[Any], n: int, queue: str = "q") -> None
 
 
 async def _start(
-    client: awa.AsyncClient, ran: list[int], workers: int = 8, **settings: Any
+    client: awa.AsyncClient, ran: list[int], workers: int = 8, queue: Any = None, **settings: Any
 ) -> None:
     @client.task(None, kind="k", queue="q")
     async def handler(job: awa.Job[Any]) -> None:
         ran.append(job.id)
 
-    await client.start([("q", workers)], **{**FAST_WORKER, **settings})
+    await client.start([queue or ("q", workers)], **{**FAST_WORKER, **settings})
 
 
 async def test_an_idle_queue_parks_seats_and_an_insert_is_handed_over(
@@ -143,28 +143,21 @@ async def test_a_paused_queue_parks_no_seats_and_a_pause_beats_a_taken_seat(
         await client.shutdown()
 
 
-async def test_no_seats_for_a_fleet_limited_or_rate_limited_queue_or_when_off(
-    client: awa.AsyncClient, db: psycopg.Connection[Any]
+@pytest.mark.parametrize("case", ["fleet_limited", "rate_limited", "off"])
+async def test_no_seats_for_a_limited_queue_or_when_off(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], case: str
 ) -> None:
     ran: list[int] = []
-    await client.set_queue_limits("q", concurrency=4)
-    await _start(client, ran)
+    if case == "fleet_limited":
+        await client.set_queue_limits("q", concurrency=4)
+    if case == "rate_limited":
+        await _start(client, ran, queue={"name": "q", "max_workers": 8, "rate_limit": (1e6, 0)})
+    else:
+        await _start(client, ran, **({"handoff_seats": 0} if case == "off" else {}))
     try:
         job = await client.insert({}, kind="k", queue="q")
         await wait_for(lambda: _completed(client, job.id))
-        assert _seats(db) == 0 and _worker(client).dispatchers["q"].handoffs == 0
-    finally:
-        await client.shutdown()
-
-
-async def test_handoff_seats_zero_turns_it_off(
-    client: awa.AsyncClient, db: psycopg.Connection[Any]
-) -> None:
-    ran: list[int] = []
-    await _start(client, ran, handoff_seats=0)
-    try:
-        job = await client.insert({}, kind="k", queue="q")
-        await wait_for(lambda: _completed(client, job.id))
+        assert ran == [job.id]
         assert _seats(db) == 0 and _worker(client).dispatchers["q"].handoffs == 0
     finally:
         await client.shutdown()

@@ -35,8 +35,9 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from awa.db import sql
+from awa.db.rows import job_from_row
 from awa.service import LoopService
-from awa.types import Job, JobState
+from awa.types import Job
 from awa.worker.dispatcher import Dispatcher
 from awa.worker.permits import Grant
 
@@ -85,7 +86,6 @@ class Seater(LoopService):
         self._changed = asyncio.Event()
         self._resync_due = False
         self._renewed_at = time.monotonic()
-        self.handoffs = 0
         for dispatcher in dispatchers.values():
             dispatcher.watch_seats(self.mark, self.rest)
 
@@ -153,7 +153,6 @@ class Seater(LoopService):
             self._spawn(self._give_back(job))
             return
         deadline_ms = seat.deadline_ms if seat is not None else dispatcher.control.deadline_ms
-        self.handoffs += 1
         dispatcher.take_handoff(job, grant, deadline_ms, len(json.dumps(row["args"])))
         self.mark(job.queue)
 
@@ -313,29 +312,15 @@ class Seater(LoopService):
         task.add_done_callback(self._tasks.discard)
 
 
+# The notice carries the claimed row as json: its timestamps come as ISO text, and it
+# leaves out finalized_at (a claimed job is not finished) and ordering_key (none here).
+_NOTICE_TIMES = ("created_at", "run_at", "attempted_at", "deadline_at")
+
+
 def _job_from(row: dict[str, Any]) -> Job[Any]:
-    """The claimed job, as the commit's notice carries it (json of the row)."""
-    return Job(
-        id=row["id"],
-        kind=row["kind"],
-        queue=row["queue"],
-        args=row["args"],
-        state=JobState(row["state"]),
-        priority=row["priority"],
-        attempt=row["attempt"],
-        max_attempts=row["max_attempts"],
-        run_lease=row["run_lease"],
-        tags=row["tags"],
-        metadata=row["metadata"] or {},
-        progress=row["progress"],
-        errors=row["errors"] or [],
-        created_at=_when(row["created_at"]),
-        run_at=_when(row["run_at"]),
-        attempted_at=_when(row["attempted_at"]),
-        deadline_at=_when(row["deadline_at"]),
-        finalized_at=None,
-        ordering_key=None,
-    )
+    """The claimed job, as the commit's notice carries it."""
+    times = {name: _when(row[name]) for name in _NOTICE_TIMES}
+    return job_from_row({**row, **times, "finalized_at": None})
 
 
 def _when(value: str | None) -> Any:
