@@ -244,8 +244,8 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
         )
         pool = await self._get_pool()
         with mapped():
-            async with self._insert_lane.cursor(pool) as cur:
-                job = await insert_path.insert_with(cur, spec)
+            async with self._insert_lane.connection(pool) as conn:
+                job = await insert_path.insert_direct(conn, spec)
         if self._after_insert is not None:  # awa.testing.inline
             job = await self._after_insert(job)
         return job

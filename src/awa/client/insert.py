@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, LiteralString
 
-from psycopg import AsyncConnection, AsyncCursor
+from psycopg import AsyncConnection
 
 from awa import validate
 from awa.client import copy_rows
 from awa.client.unique import UniqueOpts
 from awa.db import sql
+from awa.db.direct import DirectStatement
 from awa.db.errors import mapped
 from awa.errors import ValidationError
 from awa.kinds import derive_kind
@@ -243,15 +244,21 @@ def build_specs(
 
 async def insert_one(conn: AsyncConnection[Any], spec: InsertSpec) -> Job[Any]:
     """Write one job; one round trip."""
-    return await insert_with(conn.cursor(), spec)
-
-
-async def insert_with(cur: AsyncCursor[Any], spec: InsertSpec) -> Job[Any]:
-    """Write one job through ``cur`` (a cursor kept for many inserts); one round trip."""
     with mapped():
-        await cur.execute(sql.JOB_INSERT, spec.params())
+        cur = await conn.execute(sql.JOB_INSERT, spec.params())
         row = await cur.fetchone()
     return spec.inserted(row)
+
+
+_JOB_INSERT_DIRECT = DirectStatement("job_insert", sql.JOB_INSERT)
+
+
+async def insert_direct(conn: AsyncConnection[Any], spec: InsertSpec) -> Job[Any]:
+    """Write one job on ``conn``, an idle autocommit connection the caller holds alone
+    (see :mod:`awa.db.direct`); one round trip."""
+    with mapped():
+        rows = await _JOB_INSERT_DIRECT.rows(conn, spec.params())
+    return spec.inserted(rows[0])
 
 
 async def insert_many(conn: AsyncConnection[Any], specs: Sequence[InsertSpec]) -> list[Job[Any]]:

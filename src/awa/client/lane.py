@@ -1,9 +1,11 @@
-"""A connection (and its cursor) kept checked out for single inserts made one after another.
+"""A connection kept checked out for single inserts made one after another.
 
 A producer that inserts jobs one by one pays for a pool checkout and return on every
 insert (~30 µs of client CPU with psycopg_pool, ~7 % of a durable insert). The lane keeps
 one pooled connection for such inserts; a second insert that arrives while the lane is
 busy takes a connection from the pool as before, so concurrency is never limited to one.
+Either way the borrower holds its connection alone, idle and in autocommit mode, which is
+what :mod:`awa.db.direct` needs.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from psycopg import AsyncConnection, AsyncCursor
+from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from awa.db.pool import alive, discard
@@ -23,27 +25,23 @@ class InsertLane:
     def __init__(self) -> None:
         self._busy = asyncio.Lock()
         self._conn: AsyncConnection[Any] | None = None
-        # Reused for every insert on the held connection: building a psycopg cursor costs
-        # about as much as awa's whole per-insert work (~5 µs unloaded).
-        self._cursor: AsyncCursor[Any] | None = None
 
-    def cursor(self, pool: AsyncConnectionPool) -> _Borrowed:
-        """``async with lane.cursor(pool) as cur``: the lane's cursor when it is free,
-        else a cursor of a fresh connection from ``pool``."""
+    def connection(self, pool: AsyncConnectionPool) -> _Borrowed:
+        """``async with lane.connection(pool) as conn``: the lane's connection when it is
+        free, else a fresh one from ``pool``."""
         return _Borrowed(self, pool)
 
-    async def _take(self, pool: AsyncConnectionPool) -> AsyncCursor[Any]:
+    async def _take(self, pool: AsyncConnectionPool) -> AsyncConnection[Any]:
         await self._busy.acquire()
         try:
             if self._conn is not None and not alive(self._conn):
                 await self._give_back(pool, dead=True)  # e.g. the server restarted
-            if self._conn is None or self._cursor is None:  # none held (set together)
+            if self._conn is None:
                 self._conn = await pool.getconn()
-                self._cursor = self._conn.cursor()
         except BaseException:
             self._busy.release()
             raise
-        return self._cursor
+        return self._conn
 
     async def _release(self, pool: AsyncConnectionPool, failed: bool) -> None:
         try:
@@ -54,7 +52,7 @@ class InsertLane:
             self._busy.release()
 
     async def _give_back(self, pool: AsyncConnectionPool, dead: bool = False) -> None:
-        conn, self._conn, self._cursor = self._conn, None, None
+        conn, self._conn = self._conn, None
         if conn is None:
             return
         if dead:
@@ -80,11 +78,11 @@ class _Borrowed:
         self._pool = pool
         self._pooled: Any = None  # the pool's context manager when the lane was busy
 
-    async def __aenter__(self) -> AsyncCursor[Any]:
+    async def __aenter__(self) -> AsyncConnection[Any]:
         if self._lane._busy.locked():
             self._pooled = self._pool.connection()
             conn: AsyncConnection[Any] = await self._pooled.__aenter__()
-            return conn.cursor()
+            return conn
         return await self._lane._take(self._pool)
 
     async def __aexit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:

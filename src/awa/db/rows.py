@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from psycopg import AsyncCursor, Cursor
+from psycopg import pq
 from psycopg.rows import RowMaker
 
 from awa.types import (
@@ -41,7 +41,14 @@ _JOB_FIELDS = (
 _STATES = {state.value: state for state in JobState}
 
 
-def job_rows(cursor: Cursor[Any] | AsyncCursor[Any]) -> RowMaker[Job[Any]]:
+class HasResult(Protocol):
+    """What awa's row factories read: a psycopg cursor, or an :class:`awa.db.direct.Fetched`."""
+
+    @property
+    def pgresult(self) -> pq.abc.PGresult | None: ...
+
+
+def job_rows(cursor: HasResult) -> RowMaker[Job[Any]]:
     """psycopg row factory: rows with the job columns (in any order, extras ignored) → Job.
 
     ``metadata`` and ``errors`` may come back NULL for empty (the claim does so to skip
@@ -90,7 +97,7 @@ class FleetHold:
     retry_in_ms: float | None
 
 
-def claim_rows(cursor: Cursor[Any] | AsyncCursor[Any]) -> RowMaker[Job[Any] | FleetHold]:
+def claim_rows(cursor: HasResult) -> RowMaker[Job[Any] | FleetHold]:
     """Row factory of ``job_claim_coordinated``: job rows, then maybe one FleetHold."""
     jobs = job_rows(cursor)
     result = cursor.pgresult
@@ -123,7 +130,7 @@ class WriteRow:
     hold: FleetHold | None = None
 
 
-def write_rows(cursor: Cursor[Any] | AsyncCursor[Any]) -> RowMaker[WriteRow]:
+def write_rows(cursor: HasResult) -> RowMaker[WriteRow]:
     """Row factory of ``job_finalize_many`` (awa.complete_and_claim)."""
     claimed = claim_rows(cursor)
     result = cursor.pgresult

@@ -25,9 +25,8 @@ Pure bookkeeping, no I/O: the dispatcher asks and charges, the permits give back
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
-from psycopg import AsyncCursor
+from awa.db.rows import HasResult
 
 Wake = Callable[[], None]
 
@@ -109,7 +108,7 @@ class ArgsBudget:
                 wake()
 
 
-def args_sizes(cursor: AsyncCursor[Any]) -> list[int]:
+def args_sizes(cursor: HasResult) -> list[int]:
     """Byte length of the ``args`` column of every row of the cursor's last result, read
     from the driver's result without decoding (psycopg exposes no ``PQgetlength``, so the
     value is copied: a memcpy, a small fraction of decoding the same JSON)."""

@@ -20,7 +20,8 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from awa.db import sql
-from awa.db.rows import write_rows
+from awa.db.direct import DirectStatement
+from awa.db.rows import WriteRow, write_rows
 from awa.service import LoopService
 from awa.worker.args_budget import args_sizes
 from awa.worker.claiming import Rider
@@ -30,6 +31,7 @@ from awa.worker.results import AttemptKey, Finalization, attempt_key
 
 logger = logging.getLogger("awa")
 
+_FINALIZE_MANY = DirectStatement("job_finalize_many", sql.JOB_FINALIZE_MANY)  # the hot path
 GATHER_S = 0.002
 GATHER_AFTER = 8  # outcomes the write just made must reach to count as load
 
@@ -227,10 +229,9 @@ class Completer(LoopService):
         }
         try:
             async with self._pool.connection() as conn:
-                cur = conn.cursor(row_factory=write_rows)
-                await cur.execute(sql.JOB_FINALIZE_MANY, params)
-                rows = await cur.fetchall()
-                sizes = args_sizes(cur) if rides else []
+                fetched = await _FINALIZE_MANY.fetch(conn, params, write_rows)
+            rows: list[WriteRow] = fetched.rows
+            sizes = args_sizes(fetched) if rides else []
         except BaseException:
             for rider, reservation in rides:
                 rider.ride_failed(reservation)

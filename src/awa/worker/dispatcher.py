@@ -35,6 +35,7 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from awa.db import sql
+from awa.db.direct import DirectStatement
 from awa.db.rows import FleetHold, claim_rows
 from awa.service import LoopService
 from awa.types import Job
@@ -48,6 +49,8 @@ from awa.worker.permits import Grant, QueuePermits
 logger = logging.getLogger("awa")
 
 _MAX_ERROR_BACKOFF_S = 5.0
+# Run straight through libpq: the claim is the hot path's most frequent statement.
+_CLAIM_AVAILABLE = DirectStatement("job_claim_available", sql.JOB_CLAIM_AVAILABLE)
 # A plain queue whose claims can never exceed this many jobs claims by riding on the
 # completer's writes (ADR 0036): for a claim this small, a statement of its own costs the
 # server more than running it beside the write saves.
@@ -389,10 +392,8 @@ class Dispatcher(LoopService):
         # synchronously flushes the WAL of the claim it follows.
         params = {**reservation.request(), "synchronous_commit": "off"}
         async with self._pool.connection() as conn:
-            cur = conn.cursor(row_factory=claim_rows)
-            await cur.execute(sql.JOB_CLAIM_AVAILABLE, params)
-            rows = await cur.fetchall()
-            row_sizes = args_sizes(cur)
+            fetched = await _CLAIM_AVAILABLE.fetch(conn, params, claim_rows)
+        rows, row_sizes = fetched.rows, args_sizes(fetched)
         jobs: list[Job[Any]] = []
         sizes: list[int] = []
         hold: FleetHold | None = None

@@ -1,0 +1,112 @@
+"""A statement run straight through libpq returns what a psycopg cursor returns, fails the
+way a cursor fails, and never leaves its connection unusable without closing it."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import AsyncConnection, errors
+
+import awa
+from awa.db.connection import configure
+from awa.db.direct import DirectStatement
+
+ECHO = DirectStatement(
+    "test_echo",
+    "SELECT %(n)s::int8 + 1, %(text)s::text, %(at)s::timestamptz, %(tags)s::text[], "
+    "%(blob)s::bytea, %(n)s::int8, '100%%'",
+)
+
+
+async def _connect(url: str) -> AsyncConnection[Any]:
+    conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+    await configure(conn)
+    return conn
+
+
+async def test_rows_match_what_a_cursor_returns(database_url: str) -> None:
+    params = {
+        "n": 41,
+        "text": "héllo",
+        "at": datetime.fromisoformat("2026-01-02T03:04:05.123456+00:00"),
+        "tags": ["a", "b c", 'q"uote'],
+        "blob": b"\x00\xff",
+    }
+    async with await _connect(database_url) as conn:
+        cursor_rows = await (
+            await conn.execute(
+                "SELECT %(n)s::int8 + 1, %(text)s::text, %(at)s::timestamptz, "
+                "%(tags)s::text[], %(blob)s::bytea, %(n)s::int8, '100%%'",
+                params,
+            )
+        ).fetchall()
+        for _ in range(3):  # the first call prepares, the later ones reuse it
+            assert await ECHO.rows(conn, params) == cursor_rows
+        assert cursor_rows[0][0] == 42 and cursor_rows[0][6] == "100%"
+
+
+async def test_nulls_pass_through(database_url: str) -> None:
+    async with await _connect(database_url) as conn:
+        rows = await ECHO.rows(conn, dict.fromkeys(["n", "text", "at", "tags", "blob"]))
+    assert rows == [(None, None, None, None, None, None, "100%")]
+
+
+async def test_a_server_error_is_psycopgs_exception_and_the_connection_goes_on(
+    database_url: str,
+) -> None:
+    divide = DirectStatement("test_divide", "SELECT 1 / %(d)s::int")
+    async with await _connect(database_url) as conn:
+        with pytest.raises(errors.DivisionByZero):
+            await divide.rows(conn, {"d": 0})
+        assert await divide.rows(conn, {"d": 1}) == [(1,)]
+        assert not conn.closed
+
+
+async def test_a_forgotten_prepared_statement_is_prepared_again(database_url: str) -> None:
+    async with await _connect(database_url) as conn:
+        assert (await ECHO.rows(conn, dict.fromkeys(["n", "text", "at", "tags", "blob"])))[0][6]
+        await conn.execute("DEALLOCATE ALL")
+        assert (await ECHO.rows(conn, {**dict.fromkeys(["text", "at", "tags", "blob"]), "n": 1}))[
+            0
+        ][0] == 2
+
+
+async def test_without_prepared_statements_nothing_is_prepared(database_url: str) -> None:
+    async with await _connect(database_url) as conn:
+        conn.prepare_threshold = None  # as configure() sets it behind a pooler
+        await ECHO.rows(conn, dict.fromkeys(["n", "text", "at", "tags", "blob"]))
+        cur = await conn.execute("SELECT count(*) FROM pg_prepared_statements")
+        assert await cur.fetchone() == (0,)
+
+
+async def test_a_statement_interrupted_mid_flight_closes_its_connection(
+    database_url: str,
+) -> None:
+    sleep = DirectStatement("test_sleep", "SELECT pg_sleep(%(s)s::float8)")
+    async with await _connect(database_url) as conn:
+        await sleep.rows(conn, {"s": 0})
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(sleep.rows(conn, {"s": 30}), timeout=0.2)
+        # its reply would still be on the way: the connection cannot serve a next statement
+        assert conn.closed
+
+
+async def test_a_lone_percent_sign_is_refused() -> None:
+    with pytest.raises(ValueError, match="%%"):
+        DirectStatement("test_bad", "SELECT 'a' LIKE 'a%'")
+
+
+async def test_client_insert_after_a_cancelled_insert(client: awa.AsyncClient) -> None:
+    """A single insert cancelled while it waits leaves the client able to insert again."""
+    await client.insert({}, kind="k")
+    task = asyncio.ensure_future(client.insert({}, kind="k"))
+    await asyncio.sleep(0)  # the insert is sent and waiting for its reply
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    job = await client.insert({"after": True}, kind="k")
+    assert job.args == {"after": True}
