@@ -36,7 +36,10 @@ from psycopg.errors import error_from_result
 from psycopg.rows import RowMaker
 
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%|%")
-_ROWS = (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK)
+# Plain ints: a PGresult's status is one, and comparing with the IntEnum costs more.
+_ROWS = frozenset({int(pq.ExecStatus.TUPLES_OK), int(pq.ExecStatus.COMMAND_OK)})
+_FAILED = int(pq.ExecStatus.FATAL_ERROR)
+_SQLSTATE = int(pq.DiagnosticField.SQLSTATE)
 # SQLSTATE invalid_sql_statement_name: the server forgot the prepared statement (a
 # DISCARD ALL, a pooler's server_reset_query); prepare it again and run once more.
 _UNKNOWN_STATEMENT = b"26000"
@@ -127,12 +130,9 @@ class DirectStatement:
             raise error_from_result(result, encoding=session.encoding)
         fetched = Fetched(result)
         transformer = session.transformer
-        transformer.set_pgresult(result)
-        try:
-            make = tuple if row_factory is None else row_factory(fetched)
-            fetched.rows = transformer.load_rows(0, result.ntuples, make)
-        finally:
-            transformer.set_pgresult(None)
+        transformer.set_pgresult(result)  # kept until the next call replaces it
+        make = tuple if row_factory is None else row_factory(fetched)
+        fetched.rows = transformer.load_rows(0, result.ntuples, make)
         return fetched
 
     async def _result(
@@ -150,7 +150,7 @@ class DirectStatement:
                 await self._prepare(pgconn, session)
             pgconn.send_query_prepared(self._name, values)
             result = await _result(pgconn)
-            if result.error_field(pq.DiagnosticField.SQLSTATE) == _UNKNOWN_STATEMENT:
+            if result.status == _FAILED and result.error_field(_SQLSTATE) == _UNKNOWN_STATEMENT:
                 session.prepared.discard(self._name)
                 await self._prepare(pgconn, session)
                 pgconn.send_query_prepared(self._name, values)
@@ -178,7 +178,8 @@ async def _result(pgconn: pq.abc.PGconn) -> pq.abc.PGresult:
         await _ready(loop, fd, writable=True)
     last: pq.abc.PGresult | None = None
     while True:
-        pgconn.consume_input()
+        # Busy until a whole result is read; just after sending it always is, so the
+        # socket is waited for before it is read (a read then would find nothing).
         while not pgconn.is_busy():
             result = pgconn.get_result()
             if result is None:
@@ -187,21 +188,15 @@ async def _result(pgconn: pq.abc.PGconn) -> pq.abc.PGresult:
                 return last
             last = result
         await _ready(loop, fd, writable=False)
+        pgconn.consume_input()
 
 
 async def _ready(loop: asyncio.AbstractEventLoop, fd: int, *, writable: bool) -> None:
     ready: asyncio.Future[None] = loop.create_future()
-
-    def wake() -> None:
-        # The loop polls again before the waiting task resumes, and calls this again
-        # while the socket stays ready.
-        if not ready.done():
-            ready.set_result(None)
-
     if writable:
-        loop.add_writer(fd, wake)
+        loop.add_writer(fd, _wake, ready)
     else:
-        loop.add_reader(fd, wake)
+        loop.add_reader(fd, _wake, ready)
     try:
         await ready
     finally:
@@ -209,3 +204,10 @@ async def _ready(loop: asyncio.AbstractEventLoop, fd: int, *, writable: bool) ->
             loop.remove_writer(fd)
         else:
             loop.remove_reader(fd)
+
+
+def _wake(ready: asyncio.Future[None]) -> None:
+    # The loop polls again before the waiting task resumes, and calls this again while
+    # the socket stays ready.
+    if not ready.done():
+        ready.set_result(None)
