@@ -299,7 +299,9 @@ async def test_health_and_runtime_registry(client: awa.AsyncClient) -> None:
     idle = await client.health_check()
     assert idle.postgres_connected and not idle.poll_loop_alive and idle.queues == {}
     noop_task(client, queue="a")
-    await client.start([("a", 3), ("b", 2)], **FAST_WORKER)
+    # Without handoff seats: an idle queue parks free permits in them (ADR 0045), and
+    # then "b" would never show both permits available.
+    await client.start([("a", 3), ("b", 2)], **FAST_WORKER, handoff_seats=0)
     try:
         health = await client.health_check()
         assert health.healthy and health.poll_loop_alive and health.heartbeat_alive
