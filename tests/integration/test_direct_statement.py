@@ -14,6 +14,7 @@ from psycopg import AsyncConnection, errors
 import awa
 from awa.db.connection import configure
 from awa.db.direct import DirectStatement
+from tests.helpers import wait_for
 
 ECHO = DirectStatement(
     "test_echo",
@@ -100,13 +101,26 @@ async def test_a_lone_percent_sign_is_refused() -> None:
         DirectStatement("test_bad", "SELECT 'a' LIKE 'a%'")
 
 
-async def test_client_insert_after_a_cancelled_insert(client: awa.AsyncClient) -> None:
-    """A single insert cancelled while it waits leaves the client able to insert again."""
+async def test_client_insert_after_a_cancelled_insert(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """A single insert cancelled while it waits for its reply leaves the client able to
+    insert again (its connection, with the reply still due, is closed and replaced)."""
     await client.insert({}, kind="k")
-    task = asyncio.ensure_future(client.insert({}, kind="k"))
-    await asyncio.sleep(0)  # the insert is sent and waiting for its reply
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    with db.transaction():  # the insert waits on this lock: cancelled mid-flight for sure
+        db.execute("LOCK TABLE awa.jobs IN EXCLUSIVE MODE")
+        task = asyncio.ensure_future(client.insert({}, kind="k"))
+        await wait_for(lambda: _waiting_on_a_lock(db))
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
     job = await client.insert({"after": True}, kind="k")
     assert job.args == {"after": True}
+
+
+async def _waiting_on_a_lock(db: psycopg.Connection[Any]) -> bool:
+    row = db.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND wait_event_type = 'Lock' AND query LIKE '%%awa.jobs%%'"
+    ).fetchone()
+    return row is not None and row[0] > 0

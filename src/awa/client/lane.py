@@ -81,8 +81,7 @@ class _Borrowed:
     async def __aenter__(self) -> AsyncConnection[Any]:
         if self._lane._busy.locked():
             self._pooled = self._pool.connection()
-            conn: AsyncConnection[Any] = await self._pooled.__aenter__()
-            return conn
+            return await self._pooled.__aenter__()  # type: ignore[no-any-return]
         return await self._lane._take(self._pool)
 
     async def __aexit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:

@@ -130,9 +130,14 @@ class DirectStatement:
             raise error_from_result(result, encoding=session.encoding)
         fetched = Fetched(result)
         transformer = session.transformer
-        transformer.set_pgresult(result)  # kept until the next call replaces it
-        make = tuple if row_factory is None else row_factory(fetched)
-        fetched.rows = transformer.load_rows(0, result.ntuples, make)
+        transformer.set_pgresult(result)
+        try:
+            make = tuple if row_factory is None else row_factory(fetched)
+            fetched.rows = transformer.load_rows(0, result.ntuples, make)
+        finally:
+            # A claim's result holds its jobs' args (up to 1 MiB each): an idle pooled
+            # connection must not keep it alive.
+            transformer.set_pgresult(None)
         return fetched
 
     async def _result(
@@ -145,16 +150,11 @@ class DirectStatement:
         try:
             if conn.prepare_threshold is None:  # behind a pooler: unnamed, every time
                 pgconn.send_query_params(self._query, values)
-                return await _result(pgconn)
-            if self._name not in session.prepared:
-                await self._prepare(pgconn, session)
-            pgconn.send_query_prepared(self._name, values)
-            result = await _result(pgconn)
+                return await _reply(pgconn)
+            result = await self._run_prepared(pgconn, session, values)
             if result.status == _FAILED and result.error_field(_SQLSTATE) == _UNKNOWN_STATEMENT:
-                session.prepared.discard(self._name)
-                await self._prepare(pgconn, session)
-                pgconn.send_query_prepared(self._name, values)
-                result = await _result(pgconn)
+                session.prepared.discard(self._name)  # nothing ran: prepare, run once more
+                result = await self._run_prepared(pgconn, session, values)
             return result
         except (asyncio.CancelledError, psycopg.OperationalError):
             # A reply may still be on its way (see the module doc), or the link is gone.
@@ -162,15 +162,23 @@ class DirectStatement:
                 pgconn.finish()
             raise
 
+    async def _run_prepared(
+        self, pgconn: pq.abc.PGconn, session: _Session, values: Any
+    ) -> pq.abc.PGresult:
+        if self._name not in session.prepared:
+            await self._prepare(pgconn, session)
+        pgconn.send_query_prepared(self._name, values)
+        return await _reply(pgconn)
+
     async def _prepare(self, pgconn: pq.abc.PGconn, session: _Session) -> None:
         pgconn.send_prepare(self._name, self._query)
-        result = await _result(pgconn)
+        result = await _reply(pgconn)
         if result.status != pq.ExecStatus.COMMAND_OK:
             raise error_from_result(result, encoding=session.encoding)
         session.prepared.add(self._name)
 
 
-async def _result(pgconn: pq.abc.PGconn) -> pq.abc.PGresult:
+async def _reply(pgconn: pq.abc.PGconn) -> pq.abc.PGresult:
     """Send what is queued on ``pgconn`` and wait for the one statement's result."""
     loop = asyncio.get_running_loop()
     fd = pgconn.socket
