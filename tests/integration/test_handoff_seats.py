@@ -252,6 +252,11 @@ async def test_a_failed_round_gives_back_the_permits_it_set_aside(
         await _parked(db, 4, "q")
         await _parked(db, 4, "r")
         seater = _worker(client).seater
+
+        async def seater_knows_them() -> bool:  # the rows commit before the seater records them
+            return sum(s.queue in ("q", "r") for s in seater.seats.values()) == 8
+
+        await wait_for(seater_knows_them)
         real_release, failures = seater._release, []
 
         async def failing_release(seat_ids: list[int]) -> None:
