@@ -52,3 +52,55 @@ def test_render_sql_contains_every_migration() -> None:
     for m in migrations.migrations():
         assert f"-- {m.version:04d}_{m.name}" in script
     assert "CREATE TABLE awa.jobs" in script
+
+
+_BAD_WRITES = [
+    ("jobs_kind_check", "INSERT INTO awa.jobs (kind, queue) VALUES ('', 'q')"),
+    ("jobs_queue_check", "INSERT INTO awa.jobs (kind, queue) VALUES ('k', repeat('q', 201))"),
+    ("jobs_priority_check", "INSERT INTO awa.jobs (kind, queue, priority) VALUES ('k', 'q', 5)"),
+    ("jobs_priority_check", "UPDATE awa.jobs SET original_priority = 0"),
+    ("jobs_attempt_check", "UPDATE awa.jobs SET attempt = -1"),
+    ("jobs_max_attempts_check", "UPDATE awa.jobs SET max_attempts = 1001"),
+    ("jobs_tags_check", "UPDATE awa.jobs SET tags = array_fill('t'::text, ARRAY[21])"),
+    ("jobs_ordering_key_check", "UPDATE awa.jobs SET ordering_key = ''"),
+]
+
+
+@pytest.mark.parametrize(("constraint", "statement"), _BAD_WRITES)
+def test_job_rules_hold_for_raw_sql(database_url: str, constraint: str, statement: str) -> None:
+    """The rules live in the schema (domains since 0016), not only in the client."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO awa.jobs (kind, queue) VALUES ('k', 'q')")
+        with pytest.raises(psycopg.errors.CheckViolation) as caught:
+            conn.execute(statement)
+        assert caught.value.diag.constraint_name == constraint
+        assert conn.execute("SELECT count(*) FROM awa.jobs").fetchone() == (1,)
+
+
+async def test_0016_keeps_the_table_and_its_rows(
+    empty_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Upgrading a populated schema relabels columns in place: same table file, same rows,
+    and the claim functions re-created by 0016 still claim them."""
+    every = migrations.migrations()
+    monkeypatch.setattr(migrations, "migrations", lambda: [m for m in every if m.version < 16])
+    async with awa.AsyncClient(empty_database_url) as client:
+        await client.migrate()
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO awa.jobs (kind, queue, tags, ordering_key)"
+            " SELECT 'k', 'q', ARRAY['t'], CASE WHEN g % 2 = 0 THEN 'o' || g END"
+            " FROM generate_series(1, 50) AS g"
+        )
+        before = conn.execute("SELECT pg_relation_filenode('awa.jobs')").fetchone()
+    monkeypatch.setattr(migrations, "migrations", lambda: every)
+    async with awa.AsyncClient(empty_database_url) as client:
+        assert await client.migrate() == [m.version for m in every if m.version >= 16]
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        assert conn.execute("SELECT pg_relation_filenode('awa.jobs')").fetchone() == before
+        claimed = conn.execute(
+            "SELECT kind, queue, priority, tags, ordering_key FROM awa.claim('q', 100, 0, 'on')"
+        ).fetchall()
+    assert len(claimed) == 50
+    assert {(k, q, p, tuple(t)) for k, q, p, t, _ in claimed} == {("k", "q", 2, ("t",))}
+    assert sum(1 for *_, key in claimed if key is not None) == 25
