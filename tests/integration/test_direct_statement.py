@@ -12,6 +12,7 @@ import pytest
 from psycopg import AsyncConnection, errors
 
 import awa
+from awa.db import direct
 from awa.db.connection import configure
 from awa.db.direct import DirectStatement
 from tests.helpers import wait_for
@@ -124,3 +125,115 @@ async def _waiting_on_a_lock(db: psycopg.Connection[Any]) -> bool:
         "AND wait_event_type = 'Lock' AND query LIKE '%%awa.jobs%%'"
     ).fetchone()
     return row is not None and row[0] > 0
+
+
+def _registered(fd: int) -> bool:
+    """Whether the running loop's selector has socket ``fd`` (asyncio's default selector
+    loop; its map is the only place that says)."""
+    loop: Any = asyncio.get_running_loop()
+    return fd in loop._selector.get_map()
+
+
+async def test_a_watched_connection_stays_registered_between_statements(
+    database_url: str,
+) -> None:
+    conn = await _connect(database_url)
+    fd = conn.pgconn.socket
+    try:
+        direct.watch(conn)
+        await ECHO.rows(conn, dict.fromkeys(["n", "text", "at", "tags", "blob"]))
+        assert _registered(fd)
+        direct.unwatch(conn)
+        assert not _registered(fd)
+        # unwatched, a statement registers for its reply only
+        await ECHO.rows(conn, dict.fromkeys(["n", "text", "at", "tags", "blob"]))
+        assert not _registered(fd)
+    finally:
+        await conn.close()
+
+
+async def test_a_watched_connection_reads_a_reply_of_many_reads(database_url: str) -> None:
+    """A result far larger than one socket read comes back whole, and the next statement
+    on the same watched connection works."""
+    many = DirectStatement(
+        "test_many", "SELECT g, repeat('x', 200) FROM generate_series(1, %(n)s::int) AS g"
+    )
+    big = DirectStatement("test_big", "SELECT length(%(s)s::text)")
+    conn = await _connect(database_url)
+    try:
+        direct.watch(conn)
+        rows = await many.rows(conn, {"n": 20_000})
+        assert len(rows) == 20_000 and rows[-1] == (20_000, "x" * 200)
+        # a statement larger than the socket takes at once waits to be written too
+        assert await big.rows(conn, {"s": "y" * 4_000_000}) == [(4_000_000,)]
+        assert await ECHO.rows(conn, {**dict.fromkeys(["text", "at", "tags", "blob"]), "n": 1})
+    finally:
+        direct.unwatch(conn)
+        await conn.close()
+
+
+async def test_a_watched_connection_that_hears_from_the_server_between_statements(
+    database_url: str, db: psycopg.Connection[Any]
+) -> None:
+    """When the server ends the session between statements, the watch stops watching
+    (instead of being called on every pass of the loop) and the next statement fails
+    the way an unwatched one would."""
+    conn = await _connect(database_url)
+    fd = conn.pgconn.socket
+    try:
+        direct.watch(conn)
+        await ECHO.rows(conn, dict.fromkeys(["n", "text", "at", "tags", "blob"]))
+        db.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+
+        async def unregistered() -> bool:
+            return not _registered(fd)
+
+        await wait_for(unregistered)
+        with pytest.raises(psycopg.OperationalError):
+            await ECHO.rows(conn, dict.fromkeys(["n", "text", "at", "tags", "blob"]))
+        assert conn.closed and not _registered(fd)
+    finally:
+        direct.unwatch(conn)
+        await conn.close()
+
+
+async def test_an_interrupted_statement_on_a_watched_connection_unregisters_it(
+    database_url: str,
+) -> None:
+    sleep = DirectStatement("test_sleep", "SELECT pg_sleep(%(s)s::float8)")
+    conn = await _connect(database_url)
+    fd = conn.pgconn.socket
+    try:
+        direct.watch(conn)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(sleep.rows(conn, {"s": 30}), timeout=0.2)
+        assert conn.closed and not _registered(fd)
+    finally:
+        await conn.close()
+
+
+async def test_a_watched_connection_whose_server_ends_mid_statement_unregisters_it(
+    database_url: str, db: psycopg.Connection[Any]
+) -> None:
+    sleep = DirectStatement("test_sleep", "SELECT pg_sleep(%(s)s::float8)")
+    conn = await _connect(database_url)
+    fd = conn.pgconn.socket
+    try:
+        direct.watch(conn)
+        task = asyncio.ensure_future(sleep.rows(conn, {"s": 30}))
+
+        async def sleeping() -> bool:
+            row = db.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND wait_event = 'PgSleep'",
+                (conn.info.backend_pid,),
+            ).fetchone()
+            return row is not None and row[0] > 0
+
+        await wait_for(sleeping)
+        db.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+        with pytest.raises(psycopg.OperationalError):
+            await task
+        assert conn.closed and not _registered(fd)
+    finally:
+        direct.unwatch(conn)
+        await conn.close()

@@ -5,7 +5,9 @@ insert (~30 µs of client CPU with psycopg_pool, ~7 % of a durable insert). The 
 one pooled connection for such inserts; a second insert that arrives while the lane is
 busy takes a connection from the pool as before, so concurrency is never limited to one.
 Either way the borrower holds its connection alone, idle and in autocommit mode, which is
-what :mod:`awa.db.direct` needs.
+what :mod:`awa.db.direct` needs. The held connection's socket stays watched by the event
+loop from one insert to the next (:func:`awa.db.direct.watch`, ADR 0048) until the lane
+gives the connection up.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from awa.db import direct
 from awa.db.pool import alive, discard
 
 
@@ -38,6 +41,7 @@ class InsertLane:
                 await self._give_back(pool, dead=True)  # e.g. the server restarted
             if self._conn is None:
                 self._conn = await pool.getconn()
+                direct.watch(self._conn)
         except BaseException:
             self._busy.release()
             raise
@@ -55,6 +59,7 @@ class InsertLane:
         conn, self._conn = self._conn, None
         if conn is None:
             return
+        direct.unwatch(conn)  # before the pool may close it
         if dead:
             await discard(pool, conn)
         else:

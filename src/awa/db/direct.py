@@ -19,6 +19,11 @@ these statements, which is harmless because it keeps no state a statement outsid
 transaction changes. A call interrupted mid-statement (a cancelled task) closes the
 connection: its reply is still on the way, so the connection cannot serve the next
 statement, and the pool discards a closed connection.
+
+A connection held for many statements in a row (the insert lane's) can be kept watched
+with :func:`watch`: its socket stays registered with the event loop between statements
+instead of being registered for each reply and removed after it (ADR 0048). Its holder
+calls :func:`unwatch` before the connection goes anywhere else.
 """
 
 from __future__ import annotations
@@ -74,16 +79,96 @@ class Fetched:
         self.rows: list[Any] = []
 
 
+class _Watch:
+    """A held connection's socket, registered with one event loop between statements.
+
+    Registering the socket for each reply and removing it afterwards costs two
+    ``epoll_ctl`` calls, a selector key and a handle per statement (ADR 0048). While a
+    statement waits, the callback itself reads what arrived and wakes the statement only
+    once its result is complete: the loop polls again before the woken task runs, so a
+    callback that only signalled would run twice per reply (the unread bytes still
+    there), and the second call would meet the next statement's waiter.
+
+    The registration must not outlive the socket: asyncio believes a descriptor it has
+    registered stays registered, so a later socket given the same number would never be
+    watched by whoever waits on it next. Hence the holder's :func:`unwatch` before the
+    connection is returned, discarded or closed.
+    """
+
+    __slots__ = ("active", "fd", "loop", "pgconn", "waiter")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, pgconn: pq.abc.PGconn) -> None:
+        self.loop = loop
+        self.pgconn = pgconn
+        self.fd = pgconn.socket  # kept: a lost connection no longer tells its socket
+        self.waiter: asyncio.Future[None] | None = None
+        loop.add_reader(self.fd, self._on_readable)
+        self.active = True
+
+    def _on_readable(self) -> None:
+        waiter = self.waiter
+        if waiter is None:
+            # Something arrived between statements (a notice, the server's goodbye): stop
+            # watching, or the level-triggered poll would call this on every pass; the
+            # next statement registers again.
+            self.close()
+            return
+        if waiter.done():
+            return
+        try:
+            self.pgconn.consume_input()
+        except psycopg.OperationalError as exc:  # the link broke
+            waiter.set_exception(exc)
+            return
+        if not self.pgconn.is_busy():
+            waiter.set_result(None)
+
+    def close(self) -> None:
+        if self.active:
+            self.active = False
+            if not self.loop.is_closed():
+                self.loop.remove_reader(self.fd)
+
+
 class _Session:
     """What one connection keeps for direct statements: its Transformer (adapters are
-    looked up once per type, not per call) and the names it has prepared."""
+    looked up once per type, not per call), the names it has prepared, and whether its
+    holder keeps it watched (:func:`watch`)."""
 
-    __slots__ = ("encoding", "prepared", "transformer")
+    __slots__ = ("encoding", "kept", "prepared", "transformer", "watched")
 
     def __init__(self, conn: AsyncConnection[Any]) -> None:
         self.transformer = Transformer(conn)
         self.prepared: set[bytes] = set()
         self.encoding = conn.info.encoding
+        self.kept = False
+        self.watched: _Watch | None = None
+
+    def arm(self, pgconn: pq.abc.PGconn) -> asyncio.Future[None] | None:
+        """For a kept session, the future completed once a result can be taken (the
+        reply read by the watch). Made before the statement is sent, so that nothing but
+        the wait itself lies between the send and the client's sleep (the server just
+        woken may be waiting for this core). None for a session not kept."""
+        if not self.kept:
+            return None
+        loop = asyncio.get_running_loop()
+        watched = self.watched
+        if watched is None or not watched.active or watched.loop is not loop:
+            self.drop_watch()
+            watched = self.watched = _Watch(loop, pgconn)
+        waiter = watched.waiter = loop.create_future()
+        return waiter
+
+    def disarm(self) -> None:
+        """The statement is over: readable from now on means the server spoke unasked.
+        (A link that broke meanwhile raised, and its socket was unwatched then.)"""
+        if self.watched is not None:
+            self.watched.waiter = None
+
+    def drop_watch(self) -> None:
+        if self.watched is not None:
+            self.watched.close()
+            self.watched = None
 
 
 _SESSIONS: weakref.WeakKeyDictionary[AsyncConnection[Any], _Session] = weakref.WeakKeyDictionary()
@@ -94,6 +179,21 @@ def _session(conn: AsyncConnection[Any]) -> _Session:
     if session is None:
         session = _SESSIONS[conn] = _Session(conn)
     return session
+
+
+def watch(conn: AsyncConnection[Any]) -> None:
+    """Keep ``conn``'s socket registered with the event loop between direct statements
+    (see :class:`_Watch`), until :func:`unwatch`."""
+    _session(conn).kept = True
+
+
+def unwatch(conn: AsyncConnection[Any]) -> None:
+    """Stop watching ``conn`` between statements. Idempotent; call it before ``conn`` is
+    returned to a pool, discarded or closed."""
+    session = _SESSIONS.get(conn)
+    if session is not None:
+        session.kept = False
+        session.drop_watch()
 
 
 class DirectStatement:
@@ -149,8 +249,9 @@ class DirectStatement:
         pgconn = conn.pgconn
         try:
             if conn.prepare_threshold is None:  # behind a pooler: unnamed, every time
+                armed = session.arm(pgconn)
                 pgconn.send_query_params(self._query, values)
-                return await _reply(pgconn)
+                return await _reply(pgconn, session, armed)
             result = await self._run_prepared(pgconn, session, values)
             if result.status == _FAILED and result.error_field(_SQLSTATE) == _UNKNOWN_STATEMENT:
                 session.prepared.discard(self._name)  # nothing ran: prepare, run once more
@@ -158,6 +259,7 @@ class DirectStatement:
             return result
         except (asyncio.CancelledError, psycopg.OperationalError):
             # A reply may still be on its way (see the module doc), or the link is gone.
+            session.drop_watch()  # before the socket closes (see _Watch)
             if pgconn.status == pq.ConnStatus.OK:
                 pgconn.finish()
             raise
@@ -167,36 +269,50 @@ class DirectStatement:
     ) -> pq.abc.PGresult:
         if self._name not in session.prepared:
             await self._prepare(pgconn, session)
+        armed = session.arm(pgconn)
         pgconn.send_query_prepared(self._name, values)
-        return await _reply(pgconn)
+        return await _reply(pgconn, session, armed)
 
     async def _prepare(self, pgconn: pq.abc.PGconn, session: _Session) -> None:
+        armed = session.arm(pgconn)
         pgconn.send_prepare(self._name, self._query)
-        result = await _reply(pgconn)
+        result = await _reply(pgconn, session, armed)
         if result.status != pq.ExecStatus.COMMAND_OK:
             raise error_from_result(result, encoding=session.encoding)
         session.prepared.add(self._name)
 
 
-async def _reply(pgconn: pq.abc.PGconn) -> pq.abc.PGresult:
-    """Send what is queued on ``pgconn`` and wait for the one statement's result."""
+async def _reply(
+    pgconn: pq.abc.PGconn, session: _Session, armed: asyncio.Future[None] | None
+) -> pq.abc.PGresult:
+    """Send what is still queued on ``pgconn`` and wait for the one statement's result.
+    ``armed``: a kept session's waiter, made before the send (see ``_Session.arm``)."""
     loop = asyncio.get_running_loop()
     fd = pgconn.socket
-    while pgconn.flush():
-        await _ready(loop, fd, writable=True)
-    last: pq.abc.PGresult | None = None
-    while True:
-        # Busy until a whole result is read; just after sending it always is, so the
-        # socket is waited for before it is read (a read then would find nothing).
-        while not pgconn.is_busy():
-            result = pgconn.get_result()
-            if result is None:
-                if last is None:
-                    raise psycopg.OperationalError("the server sent no result")
-                return last
-            last = result
-        await _ready(loop, fd, writable=False)
-        pgconn.consume_input()
+    try:
+        while pgconn.flush():
+            await _ready(loop, fd, writable=True)
+        last: pq.abc.PGresult | None = None
+        while True:
+            # Busy until a whole result is read; just after sending it always is, so the
+            # socket is waited for before it is read (a read then would find nothing).
+            while not pgconn.is_busy():
+                result = pgconn.get_result()
+                if result is None:
+                    if last is None:
+                        raise psycopg.OperationalError("the server sent no result")
+                    return last
+                last = result
+            if armed is None:
+                armed = session.arm(pgconn)  # a reply taken in more than one result
+            if armed is None:
+                await _ready(loop, fd, writable=False)
+                pgconn.consume_input()
+            else:
+                await armed  # the watch has read the reply
+                armed = None
+    finally:
+        session.disarm()
 
 
 async def _ready(loop: asyncio.AbstractEventLoop, fd: int, *, writable: bool) -> None:
