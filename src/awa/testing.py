@@ -32,13 +32,12 @@ from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
-from psycopg_pool import AsyncConnectionPool
-
 from awa import validate
 from awa.client.async_client import AsyncClient
 from awa.client.sync_client import Client
 from awa.config import DEFAULT_QUEUE, QueueConfig
 from awa.db import sql
+from awa.db.pool import Pool
 from awa.db.rows import job_rows
 from awa.errors import JobNotFound, ValidationError
 from awa.kinds import derive_kind
@@ -77,7 +76,7 @@ class _Runner:
     def __init__(
         self,
         client: AsyncClient,
-        pool: AsyncConnectionPool,
+        pool: Pool,
         registry: TaskRegistry | None = None,
         observers: Sequence[Observer] = (),
     ) -> None:

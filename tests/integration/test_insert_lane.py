@@ -8,6 +8,7 @@ from typing import Any
 import psycopg
 
 import awa
+from tests.helpers import FAST_WORKER, wait_for
 
 
 def _backends(db: psycopg.Connection[Any]) -> set[int]:
@@ -43,3 +44,72 @@ async def test_a_broken_lane_connection_is_replaced(
             outcomes.append(False)
     assert outcomes[-2:] == [True, True]
     await client.close()  # gives the held connection back before closing the pool
+
+
+async def test_an_idle_lane_gives_its_connection_to_a_caller_that_finds_none(
+    database_url: str,
+) -> None:
+    """With one connection in all, the lane's held connection goes to whoever needs it."""
+    async with awa.AsyncClient(database_url, max_connections=1) as client:
+        await client.insert({}, kind="k")  # the lane now holds the only connection
+
+        async def in_a_transaction() -> Any:
+            async with client.transaction() as tx:
+                return await tx.fetch_one("SELECT count(*) FROM awa.jobs")
+
+        assert await asyncio.wait_for(in_a_transaction(), timeout=10) == {"count": 1}
+        await client.insert({}, kind="k")  # and the lane takes it again
+
+
+async def test_a_worker_and_a_producer_share_a_single_connection(database_url: str) -> None:
+    """The completer's lane and the insert lane hold a connection only while nobody else
+    needs one: a worker with one connection in all still claims, heartbeats and writes."""
+    async with awa.AsyncClient(database_url, max_connections=1) as client:
+        done: list[int] = []
+
+        @client.task(None, kind="k")
+        async def handler(job: awa.Job[Any]) -> None:
+            done.append(job.args["i"])
+
+        await client.start([("default", 4)], **FAST_WORKER)
+        try:
+            for i in range(40):
+                await client.insert({"i": i}, kind="k")
+
+            async def all_done() -> bool:
+                return len(done) >= 40
+
+            await wait_for(all_done, timeout=60)
+        finally:
+            await client.shutdown()
+    assert sorted(done) == list(range(40))
+
+
+async def test_a_busy_lane_gives_its_connection_to_a_caller_waiting_meanwhile(
+    database_url: str, db: psycopg.Connection[Any]
+) -> None:
+    """A caller that finds the only connection in the middle of a lane's statement gets it
+    once that statement ends, not at the pool's timeout."""
+    async with awa.AsyncClient(database_url, max_connections=1) as client:
+        await client.insert({}, kind="k")
+        with db.transaction():  # the next insert waits on this lock, its lane busy
+            db.execute("LOCK TABLE awa.jobs IN EXCLUSIVE MODE")
+            insert = asyncio.ensure_future(client.insert({}, kind="k"))
+
+            async def insert_waits() -> bool:
+                row = db.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND wait_event_type = 'Lock'"
+                ).fetchone()
+                return row is not None and row[0] > 0
+
+            await wait_for(insert_waits)
+
+            async def in_a_transaction() -> Any:
+                async with client.transaction() as tx:
+                    return await tx.fetch_one("SELECT count(*) AS n FROM awa.jobs")
+
+            other = asyncio.ensure_future(in_a_transaction())
+            await wait_for(lambda: asyncio.sleep(0.05, result=client._pool.waiting > 0))  # type: ignore[union-attr]
+        await insert
+        assert await asyncio.wait_for(other, timeout=10) == {"n": 2}

@@ -16,7 +16,6 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg import AsyncConnection
-from psycopg_pool import AsyncConnectionPool
 
 from awa import tracing, validate
 from awa.client import admin, insert_items
@@ -25,12 +24,12 @@ from awa.client import insert as insert_path
 from awa.client.batch_methods import BatchMethods
 from awa.client.fleet_control import FleetControl
 from awa.client.job_lifecycle import JobLifecycle
-from awa.client.lane import InsertLane
 from awa.client.transaction import Transaction
 from awa.client.unique import UniqueOpts
 from awa.config import DEFAULT_QUEUE, QueueSpec, build_worker_config, resolve_database_url
 from awa.db import connection, migrations
 from awa.db.errors import mapped, translate
+from awa.db.lane import ConnectionLane
 from awa.db.pool import Pool
 from awa.errors import NoHandlersRegistered, ValidationError
 from awa.hooks import Hooks
@@ -87,9 +86,9 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
         )
         self.max_connections = validate.integer("max_connections", max_connections, low=1)
         self.registry = TaskRegistry()
-        self._pool: AsyncConnectionPool | None = None
+        self._pool: Pool | None = None
         self._pool_lock = asyncio.Lock()
-        self._insert_lane = InsertLane()
+        self._insert_lane = ConnectionLane()
         self._worker: Any = None  # awa.worker.runtime.Worker once started
         self._observers: list[Observer] = []
         self._periodic: list[PeriodicJob] = []  # client.periodic(...), see JobLifecycle
@@ -98,7 +97,7 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
 
     # -- lifecycle -------------------------------------------------------------------
 
-    async def _get_pool(self) -> AsyncConnectionPool:
+    async def _get_pool(self) -> Pool:
         if self._pool is None:
             async with self._pool_lock:
                 if self._pool is None:

@@ -15,12 +15,18 @@ then doubling), so a pool of ten dead connections would stall a call for minutes
 What the check cannot see is a connection that dies after it was lent (the server goes
 down mid-call). Whether such a statement ran is unknowable, so writes fail with
 :class:`~awa.errors.DatabaseError`; read-only calls are run again by the client.
+
+Lanes (:mod:`awa.db.lane`) keep a pooled connection between their statements. They keep
+it only while nobody else needs one: a caller that finds every connection out asks the
+idle lanes for theirs, and a busy lane hands its connection back after its statement
+whenever somebody is waiting.
 """
 
 from __future__ import annotations
 
 import select
-from typing import Any
+import weakref
+from typing import Any, Protocol
 
 import psycopg
 from psycopg import AsyncConnection, pq
@@ -82,21 +88,50 @@ def _said_goodbye(pgconn: pq.abc.PGconn) -> bool:
     return any(severity in _GOODBYE for severity in severities)
 
 
+class Holder(Protocol):
+    """Something that keeps a pooled connection between uses (a lane)."""
+
+    async def give_back_idle(self, pool: Pool) -> None:
+        """Return the connection now unless it is in use."""
+
+
 class Pool(AsyncConnectionPool[AsyncConnection[Any]]):
-    """An ``AsyncConnectionPool`` that never lends a connection :func:`alive` knows dead."""
+    """An ``AsyncConnectionPool`` that never lends a connection :func:`alive` knows dead,
+    and gets connections back from idle holders when it has none left."""
 
     dead_discarded = 0  # connections found dead at checkout (tests and metrics read it)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.waiting = 0  # callers inside getconn: a busy holder gives back to them
+        self._holders: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    def held_by(self, holder: Holder) -> None:
+        """``holder`` keeps a connection of this pool between uses (see the module doc)."""
+        self._holders.add(holder)
 
     async def getconn(self, timeout: float | None = None) -> AsyncConnection[Any]:
         """A connection not known dead: each dead one is handed back (the pool closes it
         and opens a replacement in the background) and the next one is tried."""
-        for _ in range(self.max_size):
-            conn = await super().getconn(timeout)
-            if alive(conn):
-                return conn
-            self.dead_discarded += 1
-            await discard(self, conn)
-        return await super().getconn(timeout)  # all were dead: this one is new
+        self.waiting += 1
+        try:
+            if self._holders and self._all_out():
+                for holder in list(self._holders):
+                    await holder.give_back_idle(self)
+            for _ in range(self.max_size):
+                conn = await super().getconn(timeout)
+                if alive(conn):
+                    return conn
+                self.dead_discarded += 1
+                await discard(self, conn)
+            return await super().getconn(timeout)  # all were dead: this one is new
+        finally:
+            self.waiting -= 1
+
+    def _all_out(self) -> bool:
+        """Every connection the pool may open is open and lent."""
+        stats = self.get_stats()
+        return stats["pool_available"] == 0 and stats["pool_size"] >= self.max_size
 
 
 async def discard(pool: AsyncConnectionPool[Any], conn: AsyncConnection[Any]) -> None:

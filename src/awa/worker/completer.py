@@ -17,10 +17,11 @@ import logging
 from collections.abc import Iterator, Sequence
 
 import psycopg
-from psycopg_pool import AsyncConnectionPool
 
 from awa.db import sql
 from awa.db.direct import DirectStatement
+from awa.db.lane import ConnectionLane
+from awa.db.pool import Pool
 from awa.db.rows import WriteRow, write_rows
 from awa.service import LoopService
 from awa.worker.args_budget import args_sizes
@@ -48,7 +49,7 @@ class Completer(LoopService):
 
     def __init__(
         self,
-        pool: AsyncConnectionPool,
+        pool: Pool,
         *,
         max_batch: int = 2_000,
         max_backlog: int = 10_000,
@@ -57,6 +58,8 @@ class Completer(LoopService):
     ) -> None:
         super().__init__("completer")
         self._pool = pool
+        # One write at a time: its connection is held from one write to the next.
+        self._lane = ConnectionLane()
         self._synchronous_commit = "on" if synchronous_commit else "off"
         self._max_batch = max_batch
         self._max_backlog = max_backlog
@@ -97,6 +100,7 @@ class Completer(LoopService):
         self._wakeup.set()
 
     async def _after_stop(self) -> None:
+        await self._lane.close(self._pool)
         if self.durable is not None:
             await self.durable.stop()
 
@@ -228,7 +232,7 @@ class Completer(LoopService):
             "claims": json.dumps([res.request() for _, res in rides]) if rides else None,
         }
         try:
-            async with self._pool.connection() as conn:
+            async with self._lane.connection(self._pool) as conn:
                 fetched = await _FINALIZE_MANY.fetch(conn, params, write_rows)
             rows: list[WriteRow] = fetched.rows
             sizes = args_sizes(fetched) if rides else []

@@ -19,11 +19,10 @@ from concurrent.futures import CancelledError
 from datetime import UTC, datetime
 from typing import Any
 
-from psycopg_pool import AsyncConnectionPool
-
 from awa.config import WorkerConfig
 from awa.db import migrations, sql
 from awa.db.errors import mapped
+from awa.db.pool import Pool
 from awa.maintenance import promoter, pruner, rescuer
 from awa.maintenance.leader import Leader
 from awa.maintenance.vacuum import CHECK_INTERVAL_S, JobsVacuum
@@ -62,7 +61,7 @@ class Worker:
 
     def __init__(
         self,
-        pool: AsyncConnectionPool,
+        pool: Pool,
         url: str,
         registry: TaskRegistry,
         config: WorkerConfig,

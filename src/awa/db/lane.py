@@ -1,13 +1,15 @@
-"""A connection kept checked out for single inserts made one after another.
+"""A connection kept checked out for statements made one after another.
 
-A producer that inserts jobs one by one pays for a pool checkout and return on every
-insert (~30 µs of client CPU with psycopg_pool, ~7 % of a durable insert). The lane keeps
-one pooled connection for such inserts; a second insert that arrives while the lane is
-busy takes a connection from the pool as before, so concurrency is never limited to one.
-Either way the borrower holds its connection alone, idle and in autocommit mode, which is
-what :mod:`awa.db.direct` needs. The held connection's socket stays watched by the event
-loop from one insert to the next (:func:`awa.db.direct.watch`, ADR 0048) until the lane
-gives the connection up.
+A caller that runs one statement after another — a producer's single inserts, the
+completer's writes — would pay for a pool checkout and return on each (~30 µs of client
+CPU with psycopg_pool, ~7 % of a durable insert). A lane keeps one pooled connection for
+them; a second statement that arrives while the lane is busy takes a connection from the
+pool as before, so concurrency is never limited to one. Either way the borrower holds its
+connection alone, idle and in autocommit mode, which is what :mod:`awa.db.direct` needs.
+The held connection's socket stays watched by the event loop from one statement to the
+next (:func:`awa.db.direct.watch`, ADR 0048) until the lane gives the connection up:
+when it is found dead, when the lane closes, and whenever another caller of the pool
+would otherwise wait for a connection (:class:`awa.db.pool.Pool`).
 """
 
 from __future__ import annotations
@@ -16,25 +18,24 @@ import asyncio
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg_pool import AsyncConnectionPool
 
 from awa.db import direct
-from awa.db.pool import alive, discard
+from awa.db.pool import Pool, alive, discard
 
 
-class InsertLane:
-    """Lends one held connection to whoever inserts while nobody else is using it."""
+class ConnectionLane:
+    """Lends one held connection to whoever needs one while nobody else is using it."""
 
     def __init__(self) -> None:
         self._busy = asyncio.Lock()
         self._conn: AsyncConnection[Any] | None = None
 
-    def connection(self, pool: AsyncConnectionPool) -> _Borrowed:
+    def connection(self, pool: Pool) -> _Borrowed:
         """``async with lane.connection(pool) as conn``: the lane's connection when it is
         free, else a fresh one from ``pool``."""
         return _Borrowed(self, pool)
 
-    async def _take(self, pool: AsyncConnectionPool) -> AsyncConnection[Any]:
+    async def _take(self, pool: Pool) -> AsyncConnection[Any]:
         await self._busy.acquire()
         try:
             if self._conn is not None and not alive(self._conn):
@@ -42,20 +43,29 @@ class InsertLane:
             if self._conn is None:
                 self._conn = await pool.getconn()
                 direct.watch(self._conn)
+                pool.held_by(self)
         except BaseException:
             self._busy.release()
             raise
         return self._conn
 
-    async def _release(self, pool: AsyncConnectionPool, failed: bool) -> None:
+    async def _release(self, pool: Pool, failed: bool) -> None:
         try:
             conn = self._conn
-            if failed and conn is not None and (conn.closed or conn.broken):
+            broken = failed and conn is not None and (conn.closed or conn.broken)
+            if broken or pool.waiting:  # somebody waiting for a connection gets this one
                 await self._give_back(pool)
         finally:
             self._busy.release()
 
-    async def _give_back(self, pool: AsyncConnectionPool, dead: bool = False) -> None:
+    async def give_back_idle(self, pool: Pool) -> None:
+        """Return the held connection to ``pool`` unless a statement is using it (the
+        pool asks when a caller finds every connection out)."""
+        if self._conn is not None and not self._busy.locked():
+            async with self._busy:
+                await self._give_back(pool)
+
+    async def _give_back(self, pool: Pool, dead: bool = False) -> None:
         conn, self._conn = self._conn, None
         if conn is None:
             return
@@ -65,7 +75,7 @@ class InsertLane:
         else:
             await pool.putconn(conn)  # the pool discards it if it is broken
 
-    async def close(self, pool: AsyncConnectionPool) -> None:
+    async def close(self, pool: Pool) -> None:
         """Return the held connection to ``pool``. Idempotent."""
         async with self._busy:
             await self._give_back(pool)
@@ -73,12 +83,12 @@ class InsertLane:
 
 class _Borrowed:
     """One borrowing of the lane (or of the pool when the lane is busy). A class rather
-    than an @asynccontextmanager generator: entered on every single insert, it costs
-    ~3 µs less."""
+    than an @asynccontextmanager generator: entered on every statement, it costs ~3 µs
+    less."""
 
     __slots__ = ("_lane", "_pool", "_pooled")
 
-    def __init__(self, lane: InsertLane, pool: AsyncConnectionPool) -> None:
+    def __init__(self, lane: ConnectionLane, pool: Pool) -> None:
         self._lane = lane
         self._pool = pool
         self._pooled: Any = None  # the pool's context manager when the lane was busy
