@@ -113,3 +113,27 @@ async def test_a_busy_lane_gives_its_connection_to_a_caller_waiting_meanwhile(
             await wait_for(lambda: asyncio.sleep(0.05, result=client._pool.waiting > 0))  # type: ignore[union-attr]
         await insert
         assert await asyncio.wait_for(other, timeout=10) == {"n": 2}
+
+
+async def test_a_worker_gives_back_every_connection_it_held(database_url: str) -> None:
+    """The completer's and the dispatchers' lanes hold connections while the worker runs
+    and return them when it shuts down."""
+    async with awa.AsyncClient(database_url, max_connections=10) as client:
+        done: list[int] = []
+
+        @client.task(None, kind="k")
+        async def handler(job: awa.Job[Any]) -> None:
+            done.append(job.args["i"])
+
+        await client.insert_many([{"i": i} for i in range(50)], kind="k")
+        await client.start([("default", 4), ("other", 2)], **FAST_WORKER)
+        try:
+
+            async def all_done() -> bool:
+                return len(done) >= 50
+
+            await wait_for(all_done, timeout=60)
+        finally:
+            await client.shutdown()
+        stats = client._pool.get_stats()  # type: ignore[union-attr]
+        assert stats["pool_available"] == stats["pool_size"]

@@ -32,10 +32,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from psycopg_pool import AsyncConnectionPool
-
 from awa.db import sql
 from awa.db.direct import DirectStatement
+from awa.db.lane import ConnectionLane
+from awa.db.pool import Pool
 from awa.db.rows import FleetHold, claim_rows
 from awa.service import LoopService
 from awa.types import Job
@@ -75,7 +75,7 @@ class Dispatcher(LoopService):
     def __init__(
         self,
         queue: str,
-        pool: AsyncConnectionPool,
+        pool: Pool,
         permits: QueuePermits,
         control: QueueControl,
         executor: Executor,
@@ -83,11 +83,14 @@ class Dispatcher(LoopService):
         *,
         args_budget: ArgsBudget | None = None,
         instance_id: str | None = None,
+        claim_lane: ConnectionLane | None = None,
     ) -> None:
         super().__init__(f"dispatch-{queue}")
         self.queue = queue
         self._instance_id = instance_id  # named in a pool member's claims (ADR 0037)
         self._pool = pool
+        # Shared by the worker's dispatchers: one held connection for claims (ADR 0048).
+        self._claim_lane = claim_lane or ConnectionLane()
         self.permits = permits
         self.control = control
         self._executor = executor
@@ -391,7 +394,7 @@ class Dispatcher(LoopService):
         # forgotten in a crash is the crash before the claim, and an outcome committed
         # synchronously flushes the WAL of the claim it follows.
         params = {**reservation.request(), "synchronous_commit": "off"}
-        async with self._pool.connection() as conn:
+        async with self._claim_lane.connection(self._pool) as conn:
             fetched = await _CLAIM_AVAILABLE.fetch(conn, params, claim_rows)
         rows, row_sizes = fetched.rows, args_sizes(fetched)
         jobs: list[Job[Any]] = []

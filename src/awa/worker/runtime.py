@@ -22,6 +22,7 @@ from typing import Any
 from awa.config import WorkerConfig
 from awa.db import migrations, sql
 from awa.db.errors import mapped
+from awa.db.lane import ConnectionLane
 from awa.db.pool import Pool
 from awa.maintenance import promoter, pruner, rescuer
 from awa.maintenance.leader import Leader
@@ -109,6 +110,7 @@ class Worker:
         # One budget for the whole process: the args of running jobs, every queue's.
         self.args_budget = ArgsBudget(config.max_args_bytes_in_flight)
         self.dispatchers: dict[str, Dispatcher] = {}
+        self.claim_lane = ConnectionLane()  # the dispatchers' claims (ADR 0048)
         for q in config.queues:
             bucket = TokenBucket(q.rate_limit[0], q.rate_limit[1]) if q.rate_limit else None
             control = QueueControl(q, bucket, weighted=config.weighted)
@@ -121,6 +123,7 @@ class Worker:
                 self.observer,
                 args_budget=self.args_budget,
                 instance_id=self.instance_id,
+                claim_lane=self.claim_lane,
             )
         # Claims ride on the completer's writes (ADR 0012).
         self.completer.ride_with(list(self.dispatchers.values()))

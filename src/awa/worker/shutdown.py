@@ -37,6 +37,7 @@ async def shut_down(worker: Worker, timeout_ms: int) -> list[Attempt]:
     deadline = time.monotonic() + timeout_ms / 1000
     await worker.idle_prober.stop()
     await asyncio.gather(*(d.stop() for d in worker.dispatchers.values()))
+    await worker.claim_lane.close(worker.pool)
     await worker.seater.stop()  # its free seats released; a job handed over later goes back
     await worker.leader.stop()
     await worker.executor.wait_idle(max(0.0, deadline - time.monotonic()))
