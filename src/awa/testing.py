@@ -37,6 +37,7 @@ from awa.client.async_client import AsyncClient
 from awa.client.sync_client import Client
 from awa.config import DEFAULT_QUEUE, QueueConfig
 from awa.db import sql
+from awa.db.lane import ConnectionLane
 from awa.db.pool import Pool
 from awa.db.rows import job_rows
 from awa.errors import JobNotFound, ValidationError
@@ -86,6 +87,7 @@ class _Runner:
         self.observer = Fanout([self.launched, *client._observers, *observers])
         # Synchronous commits: an outcome's hooks fire before work_one() returns.
         self.completer = Completer(pool, observer=self.observer, synchronous_commit=True)
+        self.claim_lane = ConnectionLane()
         registry = client.registry if registry is None else registry
         self.executor = Executor(registry, self.completer, 1, self.observer)
         services = AttemptServices(pool)
@@ -97,6 +99,7 @@ class _Runner:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        await self.claim_lane.close(self.pool)
         await self.completer.stop()
         self.executor.close()
 
@@ -124,6 +127,7 @@ class _Runner:
             QueueControl(config),
             self.executor,
             self.observer,
+            claim_lane=self.claim_lane,
         )
         await dispatcher.poll_once()
         return await self._settle()

@@ -4,6 +4,8 @@ way a cursor fails, and never leaves its connection unusable without closing it.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
 
@@ -17,11 +19,13 @@ from awa.db.connection import configure
 from awa.db.direct import DirectStatement
 from tests.helpers import wait_for
 
+SLEEP = DirectStatement("test_sleep", "SELECT pg_sleep(%(s)s::float8)")
 ECHO = DirectStatement(
     "test_echo",
     "SELECT %(n)s::int8 + 1, %(text)s::text, %(at)s::timestamptz, %(tags)s::text[], "
     "%(blob)s::bytea, %(n)s::int8, '100%%'",
 )
+NULLS = dict.fromkeys(["n", "text", "at", "tags", "blob"])
 
 
 async def _connect(url: str) -> AsyncConnection[Any]:
@@ -53,7 +57,7 @@ async def test_rows_match_what_a_cursor_returns(database_url: str) -> None:
 
 async def test_nulls_pass_through(database_url: str) -> None:
     async with await _connect(database_url) as conn:
-        rows = await ECHO.rows(conn, dict.fromkeys(["n", "text", "at", "tags", "blob"]))
+        rows = await ECHO.rows(conn, NULLS)
     assert rows == [(None, None, None, None, None, None, "100%")]
 
 
@@ -70,17 +74,15 @@ async def test_a_server_error_is_psycopgs_exception_and_the_connection_goes_on(
 
 async def test_a_forgotten_prepared_statement_is_prepared_again(database_url: str) -> None:
     async with await _connect(database_url) as conn:
-        assert (await ECHO.rows(conn, dict.fromkeys(["n", "text", "at", "tags", "blob"])))[0][6]
+        assert (await ECHO.rows(conn, NULLS))[0][6]
         await conn.execute("DEALLOCATE ALL")
-        assert (await ECHO.rows(conn, {**dict.fromkeys(["text", "at", "tags", "blob"]), "n": 1}))[
-            0
-        ][0] == 2
+        assert (await ECHO.rows(conn, {**NULLS, "n": 1}))[0][0] == 2
 
 
 async def test_without_prepared_statements_nothing_is_prepared(database_url: str) -> None:
     async with await _connect(database_url) as conn:
         conn.prepare_threshold = None  # as configure() sets it behind a pooler
-        await ECHO.rows(conn, dict.fromkeys(["n", "text", "at", "tags", "blob"]))
+        await ECHO.rows(conn, NULLS)
         cur = await conn.execute("SELECT count(*) FROM pg_prepared_statements")
         assert await cur.fetchone() == (0,)
 
@@ -88,11 +90,10 @@ async def test_without_prepared_statements_nothing_is_prepared(database_url: str
 async def test_a_statement_interrupted_mid_flight_closes_its_connection(
     database_url: str,
 ) -> None:
-    sleep = DirectStatement("test_sleep", "SELECT pg_sleep(%(s)s::float8)")
     async with await _connect(database_url) as conn:
-        await sleep.rows(conn, {"s": 0})
+        await SLEEP.rows(conn, {"s": 0})
         with pytest.raises(TimeoutError):
-            await asyncio.wait_for(sleep.rows(conn, {"s": 30}), timeout=0.2)
+            await asyncio.wait_for(SLEEP.rows(conn, {"s": 30}), timeout=0.2)
         # its reply would still be on the way: the connection cannot serve a next statement
         assert conn.closed
 
@@ -127,6 +128,20 @@ async def _waiting_on_a_lock(db: psycopg.Connection[Any]) -> bool:
     return row is not None and row[0] > 0
 
 
+@asynccontextmanager
+async def _watched(url: str) -> AsyncIterator[tuple[AsyncConnection[Any], int]]:
+    """A connection kept watched (and its socket's number, which a lost connection no
+    longer tells), unwatched and closed afterwards."""
+    conn = await _connect(url)
+    fd = conn.pgconn.socket
+    direct.watch(conn)
+    try:
+        yield conn, fd
+    finally:
+        direct.unwatch(conn)
+        await conn.close()
+
+
 def _registered(fd: int) -> bool:
     """Whether the running loop's selector has socket ``fd`` (asyncio's default selector
     loop; its map is the only place that says)."""
@@ -137,19 +152,14 @@ def _registered(fd: int) -> bool:
 async def test_a_watched_connection_stays_registered_between_statements(
     database_url: str,
 ) -> None:
-    conn = await _connect(database_url)
-    fd = conn.pgconn.socket
-    try:
-        direct.watch(conn)
-        await ECHO.rows(conn, dict.fromkeys(["n", "text", "at", "tags", "blob"]))
+    async with _watched(database_url) as (conn, fd):
+        await ECHO.rows(conn, NULLS)
         assert _registered(fd)
         direct.unwatch(conn)
         assert not _registered(fd)
         # unwatched, a statement registers for its reply only
-        await ECHO.rows(conn, dict.fromkeys(["n", "text", "at", "tags", "blob"]))
+        await ECHO.rows(conn, NULLS)
         assert not _registered(fd)
-    finally:
-        await conn.close()
 
 
 async def test_a_watched_connection_reads_a_reply_of_many_reads(database_url: str) -> None:
@@ -159,17 +169,12 @@ async def test_a_watched_connection_reads_a_reply_of_many_reads(database_url: st
         "test_many", "SELECT g, repeat('x', 200) FROM generate_series(1, %(n)s::int) AS g"
     )
     big = DirectStatement("test_big", "SELECT length(%(s)s::text)")
-    conn = await _connect(database_url)
-    try:
-        direct.watch(conn)
+    async with _watched(database_url) as (conn, _):
         rows = await many.rows(conn, {"n": 20_000})
         assert len(rows) == 20_000 and rows[-1] == (20_000, "x" * 200)
         # a statement larger than the socket takes at once waits to be written too
         assert await big.rows(conn, {"s": "y" * 4_000_000}) == [(4_000_000,)]
-        assert await ECHO.rows(conn, {**dict.fromkeys(["text", "at", "tags", "blob"]), "n": 1})
-    finally:
-        direct.unwatch(conn)
-        await conn.close()
+        assert await ECHO.rows(conn, {**NULLS, "n": 1})
 
 
 async def test_a_watched_connection_that_hears_from_the_server_between_statements(
@@ -178,11 +183,8 @@ async def test_a_watched_connection_that_hears_from_the_server_between_statement
     """When the server ends the session between statements, the watch stops watching
     (instead of being called on every pass of the loop) and the next statement fails
     the way an unwatched one would."""
-    conn = await _connect(database_url)
-    fd = conn.pgconn.socket
-    try:
-        direct.watch(conn)
-        await ECHO.rows(conn, dict.fromkeys(["n", "text", "at", "tags", "blob"]))
+    async with _watched(database_url) as (conn, fd):
+        await ECHO.rows(conn, NULLS)
         db.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
 
         async def unregistered() -> bool:
@@ -190,37 +192,24 @@ async def test_a_watched_connection_that_hears_from_the_server_between_statement
 
         await wait_for(unregistered)
         with pytest.raises(psycopg.OperationalError):
-            await ECHO.rows(conn, dict.fromkeys(["n", "text", "at", "tags", "blob"]))
+            await ECHO.rows(conn, NULLS)
         assert conn.closed and not _registered(fd)
-    finally:
-        direct.unwatch(conn)
-        await conn.close()
 
 
 async def test_an_interrupted_statement_on_a_watched_connection_unregisters_it(
     database_url: str,
 ) -> None:
-    sleep = DirectStatement("test_sleep", "SELECT pg_sleep(%(s)s::float8)")
-    conn = await _connect(database_url)
-    fd = conn.pgconn.socket
-    try:
-        direct.watch(conn)
+    async with _watched(database_url) as (conn, fd):
         with pytest.raises(TimeoutError):
-            await asyncio.wait_for(sleep.rows(conn, {"s": 30}), timeout=0.2)
+            await asyncio.wait_for(SLEEP.rows(conn, {"s": 30}), timeout=0.2)
         assert conn.closed and not _registered(fd)
-    finally:
-        await conn.close()
 
 
 async def test_a_watched_connection_whose_server_ends_mid_statement_unregisters_it(
     database_url: str, db: psycopg.Connection[Any]
 ) -> None:
-    sleep = DirectStatement("test_sleep", "SELECT pg_sleep(%(s)s::float8)")
-    conn = await _connect(database_url)
-    fd = conn.pgconn.socket
-    try:
-        direct.watch(conn)
-        task = asyncio.ensure_future(sleep.rows(conn, {"s": 30}))
+    async with _watched(database_url) as (conn, fd):
+        task = asyncio.ensure_future(SLEEP.rows(conn, {"s": 30}))
 
         async def sleeping() -> bool:
             row = db.execute(
@@ -234,6 +223,3 @@ async def test_a_watched_connection_whose_server_ends_mid_statement_unregisters_
         with pytest.raises(psycopg.OperationalError):
             await task
         assert conn.closed and not _registered(fd)
-    finally:
-        direct.unwatch(conn)
-        await conn.close()

@@ -110,7 +110,11 @@ async def test_a_busy_lane_gives_its_connection_to_a_caller_waiting_meanwhile(
                     return await tx.fetch_one("SELECT count(*) AS n FROM awa.jobs")
 
             other = asyncio.ensure_future(in_a_transaction())
-            await wait_for(lambda: asyncio.sleep(0.05, result=client._pool.waiting > 0))  # type: ignore[union-attr]
+
+            async def other_waits() -> bool:
+                return client._pool is not None and client._pool.waiting > 0
+
+            await wait_for(other_waits)
         await insert
         assert await asyncio.wait_for(other, timeout=10) == {"n": 2}
 

@@ -74,3 +74,19 @@ async def test_assert_enqueued(client: awa.AsyncClient) -> None:
         await awa.testing.assert_enqueued(client, kind="send_email", count=1)
     with pytest.raises(awa.ValidationError):
         await awa.testing.assert_enqueued(client)
+
+
+async def test_work_one_gives_back_every_connection_it_took(database_url: str) -> None:
+    """Each call's claim lane and completer return their connections when it ends."""
+    async with awa.AsyncClient(database_url, max_connections=10) as client:
+
+        @client.task(SendEmail, queue="email")
+        async def send(job: awa.Job[SendEmail]) -> None:
+            pass
+
+        await client.insert_many([SendEmail(f"{i}@example.com") for i in range(3)])
+        for _ in range(3):
+            done = await awa.testing.work_one(client, queue="email")
+            assert done is not None and done.state is awa.JobState.COMPLETED
+        stats = client._pool.get_stats()  # type: ignore[union-attr]
+        assert stats["pool_available"] == stats["pool_size"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from awa.config import QueueConfig
+from awa.db.lane import ConnectionLane
 from awa.db.rows import FleetHold
 from awa.worker.control import QueueControl
 from awa.worker.dispatcher import Dispatcher
@@ -12,7 +13,14 @@ from awa.worker.permits import QueuePermits
 def _dispatcher() -> Dispatcher:
     # A dispatcher's wake-up logic needs no database: the pool and executor go unused.
     control = QueueControl(QueueConfig("a", max_workers=8))
-    return Dispatcher("a", None, QueuePermits("a", 8), control, None)  # type: ignore[arg-type]
+    return Dispatcher(
+        "a",
+        None,  # type: ignore[arg-type]
+        QueuePermits("a", 8),
+        control,
+        None,  # type: ignore[arg-type]
+        claim_lane=ConnectionLane(),
+    )
 
 
 def _woken(dispatcher: Dispatcher) -> bool:

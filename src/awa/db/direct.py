@@ -20,7 +20,8 @@ transaction changes. A call interrupted mid-statement (a cancelled task) closes 
 connection: its reply is still on the way, so the connection cannot serve the next
 statement, and the pool discards a closed connection.
 
-A connection held for many statements in a row (the insert lane's) can be kept watched
+A connection held for many statements in a row (a lane's: the producer's single inserts,
+the completer's writes, the dispatchers' claims) can be kept watched
 with :func:`watch`: its socket stays registered with the event loop between statements
 instead of being registered for each reply and removed after it (ADR 0048). Its holder
 calls :func:`unwatch` before the connection goes anywhere else.

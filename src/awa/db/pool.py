@@ -104,7 +104,7 @@ class Pool(AsyncConnectionPool[AsyncConnection[Any]]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.waiting = 0  # callers inside getconn: a busy holder gives back to them
-        self._holders: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._holders: weakref.WeakSet[Holder] = weakref.WeakSet()
 
     def held_by(self, holder: Holder) -> None:
         """``holder`` keeps a connection of this pool between uses (see the module doc)."""

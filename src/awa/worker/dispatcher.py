@@ -83,14 +83,14 @@ class Dispatcher(LoopService):
         *,
         args_budget: ArgsBudget | None = None,
         instance_id: str | None = None,
-        claim_lane: ConnectionLane | None = None,
+        claim_lane: ConnectionLane,
     ) -> None:
         super().__init__(f"dispatch-{queue}")
         self.queue = queue
         self._instance_id = instance_id  # named in a pool member's claims (ADR 0037)
         self._pool = pool
         # Shared by the worker's dispatchers: one held connection for claims (ADR 0048).
-        self._claim_lane = claim_lane or ConnectionLane()
+        self._claim_lane = claim_lane
         self.permits = permits
         self.control = control
         self._executor = executor
