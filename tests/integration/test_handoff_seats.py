@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 import awa
+from awa.client.seat_outlook import MISSES, REST_S, SeatOutlook
 from tests.helpers import FAST_WORKER, wait_for
 
 
@@ -71,6 +72,33 @@ async def test_an_idle_queue_parks_seats_and_an_insert_is_handed_over(
     finally:
         await client.shutdown()
     assert _seats(db) == 0  # a stopping worker releases its seats
+
+
+async def test_a_producer_finding_no_seats_rests_from_looking_then_looks_again(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """ADR 0049: once MISSES single inserts of a queue in a row found no idle worker's
+    seat, the producer stops looking for REST_S; its jobs meanwhile wake the queue as
+    jobs without a seat do, and run. After the rest an insert takes a seat again."""
+    now = [1000.0]
+    client._seat_outlook = SeatOutlook(lambda: now[0])  # the producer's clock, by hand
+    first = [(await client.insert({}, kind="k", queue="q")).id for _ in range(MISSES)]
+    ran: list[int] = []
+    await _start(client, ran)  # drains the first jobs, then parks seats
+    try:
+        await wait_for(lambda: _all_completed(client, first))
+        await _parked(db, 4)
+        dispatcher = _worker(client).dispatchers["q"]
+        resting = await client.insert({}, kind="k", queue="q")
+        await wait_for(lambda: _completed(client, resting.id))
+        assert dispatcher.handoffs == 0  # claimed after its notice, no seat taken
+        await _parked(db, 4)
+        now[0] += REST_S
+        looked = await client.insert({}, kind="k", queue="q")
+        await wait_for(lambda: _completed(client, looked.id))
+        assert dispatcher.handoffs == 1
+    finally:
+        await client.shutdown()
 
 
 async def _completed(client: awa.AsyncClient, job_id: int) -> awa.Job[Any] | None:

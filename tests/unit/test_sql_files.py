@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from importlib import resources
 
+import pytest
+
 from awa.db import sql
+
+# Statements made from another file's text less one marked part (awa.db.sql.without).
+DERIVED = {"job_insert_unseated": ("job_insert", "seat")}
 
 
 def test_every_query_file_is_used_and_documented() -> None:
@@ -14,7 +19,27 @@ def test_every_query_file_is_used_and_documented() -> None:
         if entry.name.endswith(".sql")
     }
     constants = {name.lower(): value for name, value in vars(sql).items() if name.isupper()}
+    for name, (source, part) in DERIVED.items():
+        assert constants.pop(name) == sql.without(files[source], part) != files[source]
     assert set(files) == set(constants)
     for name, text in files.items():
         assert text == constants[name]
         assert text.startswith(f"-- {name}"), f"{name}.sql must open with a comment naming it"
+
+
+def test_without_drops_exactly_the_marked_lines() -> None:
+    query = "SELECT 1\n    -- opt {\n    , 2\n    -- } opt\nFROM t\n"
+    assert sql.without(query, "opt") == "SELECT 1\nFROM t\n"
+
+
+def test_without_refuses_a_statement_lacking_the_part() -> None:
+    with pytest.raises(ValueError, match="no single 'seat' part"):
+        sql.without("SELECT 1\n", "seat")
+
+
+def test_the_unseated_insert_still_wakes_the_queue() -> None:
+    seated = sql.JOB_INSERT[sql.JOB_INSERT.index("INSERT INTO") :]
+    unseated = sql.JOB_INSERT_UNSEATED[sql.JOB_INSERT_UNSEATED.index("INSERT INTO") :]
+    assert "handoff_seats" in seated and "take_seat" in seated
+    assert "handoff_seats" not in unseated and "take_seat" not in unseated
+    assert "pg_notify('awa_available', j.queue)" in unseated

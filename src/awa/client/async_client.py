@@ -24,6 +24,7 @@ from awa.client import insert as insert_path
 from awa.client.batch_methods import BatchMethods
 from awa.client.fleet_control import FleetControl
 from awa.client.job_lifecycle import JobLifecycle
+from awa.client.seat_outlook import SeatOutlook
 from awa.client.transaction import Transaction
 from awa.client.unique import UniqueOpts
 from awa.config import DEFAULT_QUEUE, QueueSpec, build_worker_config, resolve_database_url
@@ -89,6 +90,7 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
         self._pool: Pool | None = None
         self._pool_lock = asyncio.Lock()
         self._insert_lane = ConnectionLane()
+        self._seat_outlook = SeatOutlook()  # single inserts: look for idle workers' seats?
         self._worker: Any = None  # awa.worker.runtime.Worker once started
         self._observers: list[Observer] = []
         self._periodic: list[PeriodicJob] = []  # client.periodic(...), see JobLifecycle
@@ -244,7 +246,7 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
         pool = await self._get_pool()
         with mapped():
             async with self._insert_lane.connection(pool) as conn:
-                job = await insert_path.insert_direct(conn, spec)
+                job = await insert_path.insert_direct(conn, spec, self._seat_outlook)
         if self._after_insert is not None:  # awa.testing.inline
             job = await self._after_insert(job)
         return job

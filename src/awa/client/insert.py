@@ -15,6 +15,7 @@ from psycopg import AsyncConnection
 
 from awa import validate
 from awa.client import copy_rows
+from awa.client.seat_outlook import SeatOutlook
 from awa.client.unique import UniqueOpts
 from awa.db import sql
 from awa.db.direct import DirectStatement
@@ -244,14 +245,23 @@ async def insert_one(conn: AsyncConnection[Any], spec: InsertSpec) -> Job[Any]:
 
 
 _JOB_INSERT_DIRECT = DirectStatement("job_insert", sql.JOB_INSERT)
+_JOB_INSERT_UNSEATED = DirectStatement("job_insert_unseated", sql.JOB_INSERT_UNSEATED)
 
 
-async def insert_direct(conn: AsyncConnection[Any], spec: InsertSpec) -> Job[Any]:
+async def insert_direct(
+    conn: AsyncConnection[Any], spec: InsertSpec, outlook: SeatOutlook
+) -> Job[Any]:
     """Write one job on ``conn``, an idle autocommit connection the caller holds alone
-    (see :mod:`awa.db.direct`); one round trip."""
+    (see :mod:`awa.db.direct`); one round trip. Looks for an idle worker's seat while
+    ``outlook`` says it is worth it."""
+    looking = spec.ordering_key is None and outlook.worth_looking(spec.queue)
+    statement = _JOB_INSERT_DIRECT if looking else _JOB_INSERT_UNSEATED
     with mapped():
-        rows = await _JOB_INSERT_DIRECT.rows(conn, spec.params())
-    return spec.inserted(rows[0])
+        rows = await statement.rows(conn, spec.params())
+    row = rows[0]
+    if looking and row[1] == "available":  # a job scheduled for later looked for nothing
+        outlook.looked(spec.queue, found=row[4] is None)
+    return spec.inserted(row)
 
 
 async def insert_many(conn: AsyncConnection[Any], specs: Sequence[InsertSpec]) -> list[Job[Any]]:

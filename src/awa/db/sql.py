@@ -7,6 +7,7 @@ every file is named here and every name has a file.
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from typing import LiteralString
 
@@ -17,8 +18,19 @@ def load(name: str) -> LiteralString:
     return resources.files("awa.sql.queries").joinpath(f"{name}.sql").read_text("utf-8")
 
 
+def without(query: LiteralString, part: str) -> LiteralString:
+    """``query`` without its lines from ``-- <part> {`` to ``-- } <part>`` (a statement's
+    optional part, kept in one file with the rest)."""
+    marked = re.compile(rf"^[ \t]*-- {part} {{\n.*?^[ \t]*-- }} {part}\n", re.M | re.S)
+    left, found = marked.subn("", query)
+    if found != 1:
+        raise ValueError(f"the statement has no single '{part}' part")
+    return left  # our own text, less some of its lines
+
+
 # Producing
 JOB_INSERT = load("job_insert")
+JOB_INSERT_UNSEATED = without(JOB_INSERT, "seat")  # no handoff-seat probe (ADR 0049)
 JOB_RESERVE_IDS = load("job_reserve_ids")
 JOB_COPY_IN = load("job_copy_in")
 JOB_COPY_IN_DEFAULTS = load("job_copy_in_defaults")

@@ -1,0 +1,49 @@
+"""A producer rests from looking for seats after a run of misses (ADR 0049)."""
+
+from __future__ import annotations
+
+import pytest
+
+from awa.client.seat_outlook import MISSES, REST_S, SeatOutlook
+
+
+@pytest.fixture
+def clock() -> list[float]:
+    return [1000.0]
+
+
+def _miss(outlook: SeatOutlook, queue: str, times: int) -> None:
+    for _ in range(times):
+        assert outlook.worth_looking(queue)
+        outlook.looked(queue, found=False)
+
+
+def test_it_keeps_looking_until_a_run_of_misses(clock: list[float]) -> None:
+    outlook = SeatOutlook(lambda: clock[0])
+    _miss(outlook, "q", MISSES - 1)
+    assert outlook.worth_looking("q")
+    outlook.looked("q", found=False)
+    assert not outlook.worth_looking("q")
+    assert outlook.worth_looking("other")  # per queue
+
+
+def test_a_found_seat_ends_the_count(clock: list[float]) -> None:
+    outlook = SeatOutlook(lambda: clock[0])
+    _miss(outlook, "q", MISSES - 1)
+    outlook.looked("q", found=True)
+    _miss(outlook, "q", MISSES - 1)
+    assert outlook.worth_looking("q")
+
+
+def test_after_a_rest_one_look_decides(clock: list[float]) -> None:
+    outlook = SeatOutlook(lambda: clock[0])
+    _miss(outlook, "q", MISSES)
+    clock[0] += REST_S / 2
+    assert not outlook.worth_looking("q")
+    clock[0] += REST_S
+    assert outlook.worth_looking("q")
+    outlook.looked("q", found=False)  # still nobody idle: rest again at once
+    assert not outlook.worth_looking("q")
+    clock[0] += REST_S
+    outlook.looked("q", found=True)  # a worker went idle
+    assert outlook.worth_looking("q")
