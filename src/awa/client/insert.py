@@ -254,13 +254,15 @@ async def insert_direct(
     """Write one job on ``conn``, an idle autocommit connection the caller holds alone
     (see :mod:`awa.db.direct`); one round trip. Looks for an idle worker's seat while
     ``outlook`` says it is worth it."""
+    # A job with an ordering key never takes a seat: the statement without one is the same.
     looking = spec.ordering_key is None and outlook.worth_looking(spec.queue)
     statement = _JOB_INSERT_DIRECT if looking else _JOB_INSERT_UNSEATED
     with mapped():
         rows = await statement.rows(conn, spec.params())
     row = rows[0]
-    if looking and row[1] == "available":  # a job scheduled for later looked for nothing
-        outlook.looked(spec.queue, found=row[4] is None)
+    _, state, _, _, notified = row
+    if looking and state == "available":  # a job scheduled for later looked for nothing
+        outlook.looked(spec.queue, found=notified is None)  # no notice: a seat took it
     return spec.inserted(row)
 
 
