@@ -52,7 +52,10 @@ return true;
 
 
 def click(driver: Any, css: str) -> None:
-    """Click the visible, enabled element ``css`` once it is there."""
+    """Click the visible, enabled element ``css`` once it is there and htmx has taken the
+    page over (its deferred script runs before the page is complete; a form clicked before
+    that submits natively and the action is lost)."""
+    wait(driver).until(lambda d: d.execute_script("return document.readyState") == "complete")
     wait(driver).until(lambda d: d.execute_script(_CLICK, css))
 
 
@@ -181,6 +184,27 @@ def test_pause_and_resume_a_queue_from_the_ui(driver: Any, base: str, seeded: Se
     click(driver, "button[data-action='resume'][data-queue='reports']")
     assert confirm(driver) == "Resume queue reports?"
     wait_until(lambda: not paused())
+
+
+# Clicks the button as soon as a live refresh has swapped the section in: the swap and the
+# processing of its new forms must be one step, or the click submits the form natively.
+_CLICK_AFTER_SWAP = """
+const css = arguments[0];
+document.body.addEventListener("htmx:afterSwap", () => {
+  Promise.resolve().then(() => setTimeout(() => document.querySelector(css).click()));
+}, {once: true});
+"""
+
+
+def test_a_click_right_after_a_live_refresh_still_asks(
+    driver: Any, base: str, seeded: Seeded
+) -> None:
+    open_page(driver, base)
+    wait(driver).until(lambda d: d.execute_script("return document.readyState") == "complete")
+    driver.execute_script(_CLICK_AFTER_SWAP, "button[data-action='pause'][data-queue='email']")
+    assert confirm(driver) == "Pause queue email?"
+    wait_until(lambda: next(s for s in seeded.client.queue_stats() if s.queue == "email").paused)
+    seeded.client.resume_queue("email")
 
 
 def test_dismissed_confirmation_does_nothing(driver: Any, base: str, seeded: Seeded) -> None:
