@@ -123,7 +123,8 @@ async def test_client_insert_after_a_cancelled_insert(
 async def _waiting_on_a_lock(db: psycopg.Connection[Any]) -> bool:
     row = db.execute(
         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-        "AND wait_event_type = 'Lock' AND query LIKE '%%awa.jobs%%'"
+        # The statement's opening line: pg_stat_activity keeps only its first 1 KiB.
+        "AND wait_event_type = 'Lock' AND query LIKE '-- job_insert%%'"
     ).fetchone()
     return row is not None and row[0] > 0
 
