@@ -15,6 +15,7 @@ import argparse
 import compileall
 import json
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -239,10 +240,11 @@ def refresh_notes(session: Session) -> None:
             system["notes"] = adapter.call("describe")["notes"]
 
 
-def plot(results_json: Path, png: Path) -> None:
+def plot(results_json: Path, png: Path, scale_out_png: Path) -> None:
     try:
         python = python_for(TOOLS, results_json.parent / "tools.log")
-        subprocess.run([python, str(BENCH / "plot.py"), str(results_json), str(png)], check=True)
+        command = [python, str(BENCH / "plot.py"), str(results_json), str(png), str(scale_out_png)]
+        subprocess.run(command, check=True)
     except (PeerUnavailable, subprocess.CalledProcessError) as exc:
         print(f"  no plot: {exc}", flush=True)
 
@@ -291,11 +293,17 @@ def main() -> None:
 def render(results: dict[str, Any], out: Path, quick: bool) -> None:
     """results.md and results.png beside results.json; docs/benchmarks.md for a full run."""
     write_results_md(results, out / "results.md")
-    plot(out / "results.json", out / "results.png")
+    scale_out = out / "scale-out.png"
+    scale_out.unlink(missing_ok=True)  # a run without W1×P plots none
+    plot(out / "results.json", out / "results.png", scale_out)
     if out == BENCH / "results" and not quick:
         docs = REPO / "docs" / "benchmarks.md"
         profile = BENCH / "results" / "profile.md"
-        write_docs(results, docs, "../bench/results/results.png", profile)
+        shown = None
+        if scale_out.exists():
+            shutil.copyfile(scale_out, REPO / "docs" / "scale-out.png")
+            shown = "scale-out.png"
+        write_docs(results, docs, "../bench/results/results.png", profile, scale_out=shown)
         print(f"wrote {docs.relative_to(REPO)}")
     print((out / "results.md").read_text())
 

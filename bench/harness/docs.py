@@ -113,7 +113,17 @@ def _kept_part(path: Path) -> list[str]:
     return [KEEP_MARKER + text.split(KEEP_MARKER, 1)[1].rstrip("\n"), ""]
 
 
-def write_docs(results: dict[str, Any], path: Path, plot: str, profile: Path | None) -> None:
+def write_docs(
+    results: dict[str, Any],
+    path: Path,
+    plot: str,
+    profile: Path | None,
+    *,
+    scale_out: str | None = None,
+) -> None:
+    """docs/benchmarks.md: this run's tables and plots (``scale_out``: the W1×P plot's
+    address from the docs, when the run has one), its method and deviations, the
+    profile, then the hand-written part kept as it is."""
     meta = results["meta"]
     machine, server = meta["machine"], meta["server"]
     lines = [
@@ -142,6 +152,11 @@ def write_docs(results: dict[str, Any], path: Path, plot: str, profile: Path | N
         f"![W1 throughput and W2 latency per system]({plot})",
         "",
     ]
+    if scale_out is not None:
+        lines += [
+            f"![W1×P: jobs/s and server CPU per job over 1, 2 and 4 worker processes]({scale_out})",
+            "",
+        ]
     problems = skipped_and_failed(results)
     if problems:
         lines += ["## Skipped or failed", "", *problems, ""]
