@@ -99,12 +99,12 @@ def _by_processes(
     return xs, found
 
 
-def scale_out(results: dict[str, Any], target: str) -> bool:
+def scale_out(results: dict[str, Any], target: str) -> None:
     """W1×P: jobs/s with 32 handlers split over more processes and with 32 in each, and the
-    server's CPU per job; False (nothing written) when the run has no W1×P."""
-    counts = [1, *results["meta"]["settings"].get("processes", [1, 2, 4])[1:]]
+    server's CPU per job; nothing is written when the run has no W1×P."""
+    counts = results["meta"]["settings"].get("processes", [1, 2, 4])
     if not any(r["workload"].startswith("W1x") for r in results["runs"]):
-        return False
+        return
     fig, (split, each, cpu) = plt.subplots(1, 3, figsize=(16, 5))
     colours = iter(_PEER_COLOURS)
     for name in _systems(results):
@@ -129,18 +129,17 @@ def scale_out(results: dict[str, Any], target: str) -> bool:
     cpu.set_title("server CPU per job (solid: split, dashed: 32 each)")
     for axis in (split, each):
         axis.set_ylabel("jobs/s (median; dots = repetitions)")
+        axis.set_ylim(bottom=0)
     cpu.set_ylabel("µs per job (median)")
     cpu.set_yscale("log")
     for axis in (split, each, cpu):
         axis.set_xticks(counts)
         axis.set_xlabel("worker processes")
-        axis.set_ylim(bottom=0 if axis is not cpu else None)
         axis.legend(fontsize=8)
     fig.suptitle(f"W1×P scale-out, {results['meta']['settings']['jobs']} no-op jobs; "
                  + _title(results))  # fmt: skip
     fig.tight_layout()
     fig.savefig(target, dpi=110)
-    return True
 
 
 def main(source: str, target: str, scale_out_target: str | None = None) -> None:

@@ -51,11 +51,15 @@ return true;
 """
 
 
-def click(driver: Any, css: str) -> None:
-    """Click the visible, enabled element ``css`` once it is there and htmx has taken the
-    page over (its deferred script runs before the page is complete; a form clicked before
-    that submits natively and the action is lost)."""
+def wait_complete(driver: Any) -> None:
+    """Wait until the page is complete: htmx's deferred script has taken it over by then (a
+    form clicked before that submits natively and its action is lost)."""
     wait(driver).until(lambda d: d.execute_script("return document.readyState") == "complete")
+
+
+def click(driver: Any, css: str) -> None:
+    """Click the visible, enabled element ``css`` once it is there and the page complete."""
+    wait_complete(driver)
     wait(driver).until(lambda d: d.execute_script(_CLICK, css))
 
 
@@ -69,7 +73,7 @@ def confirm(driver: Any) -> str:
 
 def open_page(driver: Any, url: str) -> None:
     driver.get(url)
-    wait(driver).until(lambda d: d.execute_script("return document.readyState") == "complete")
+    wait_complete(driver)
 
 
 def screenshot(driver: Any, name: str) -> None:
@@ -191,7 +195,7 @@ def test_pause_and_resume_a_queue_from_the_ui(driver: Any, base: str, seeded: Se
 _CLICK_AFTER_SWAP = """
 const css = arguments[0];
 document.body.addEventListener("htmx:afterSwap", () => {
-  Promise.resolve().then(() => setTimeout(() => document.querySelector(css).click()));
+  setTimeout(() => document.querySelector(css).click());
 }, {once: true});
 """
 
@@ -200,7 +204,6 @@ def test_a_click_right_after_a_live_refresh_still_asks(
     driver: Any, base: str, seeded: Seeded
 ) -> None:
     open_page(driver, base)
-    wait(driver).until(lambda d: d.execute_script("return document.readyState") == "complete")
     driver.execute_script(_CLICK_AFTER_SWAP, "button[data-action='pause'][data-queue='email']")
     assert confirm(driver) == "Pause queue email?"
     wait_until(lambda: next(s for s in seeded.client.queue_stats() if s.queue == "email").paused)
