@@ -58,3 +58,15 @@ def test_a_claim_without_a_hold_clears_the_part() -> None:
     assert dispatcher.blocked is None and not dispatcher.at_pool_part
     dispatcher.wake_freed()
     assert _woken(dispatcher)
+
+
+def test_a_control_change_forgets_the_hold_and_its_wait() -> None:
+    dispatcher = _dispatcher()
+    dispatcher._held_back(FleetHold("rate", 50_000.0))  # the next token in 50 s
+    assert dispatcher._reserve() is None  # not asking before then
+    dispatcher.wake_available()
+    assert not _woken(dispatcher)
+    # An operator raises the limit: the old token's time no longer stands.
+    dispatcher.control_changed()
+    assert _woken(dispatcher) and dispatcher.blocked is None
+    assert dispatcher._reserve() is not None

@@ -150,6 +150,16 @@ class Dispatcher(LoopService):
         idle prober saw jobs)."""
         self._wakeup.set()
 
+    def control_changed(self) -> None:
+        """The queue's control row changed (an override, a pause, its fleet limits or pool
+        membership): a hold the fleet gave under the old settings, and the wait it named,
+        no longer stand, so the next claim asks afresh (CONTRACT §8: changes apply within
+        one refresh cadence, however far away the old limit's next token was)."""
+        self._not_before = 0.0
+        self.blocked = None
+        self.at_pool_part = False
+        self._wakeup.set()
+
     def recheck(self) -> None:
         """Notices may have been missed (the listener reconnected): an idle queue is
         looked at by the next probe, a busy one polls at once."""

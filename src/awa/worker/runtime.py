@@ -241,7 +241,7 @@ class Worker:
 
     def _control_changed(self, queue: str, control: QueueControl) -> None:
         self._resize_permits(queue, control)
-        self.dispatchers[queue].wake()
+        self.dispatchers[queue].control_changed()
         self.seater.refresh(queue)
         self.observer.override_changed(queue, control.effective_values(), dict(control.ignored))
 

@@ -2,7 +2,8 @@
 -- Runs right after queue_lock in the same transaction, so no claimer of the queue is
 -- mid-claim while the limits, the rate buckets and the adopted partition keys change. A changed partition_by
 -- (or a removed one) hands the queue's available jobs back to adoption (partition_key
--- NULL); rate buckets are clamped to the new burst and never refilled by a change; a new
+-- NULL) and re-keys its running jobs by the new partition_by, since a key's room is its
+-- cap less the running jobs that carry that key; rate buckets are clamped to the new burst and never refilled by a change; a new
 -- partition key or a removed rate limit starts from no buckets at all. Wakes live workers
 -- on awa_control so they switch claim paths at once.
 WITH previous AS MATERIALIZED (
@@ -17,8 +18,11 @@ WITH previous AS MATERIALIZED (
         burst = EXCLUDED.burst, partition_by = EXCLUDED.partition_by, updated_at = now()
     RETURNING *
 ), rekeyed AS (
-    UPDATE awa.jobs AS j SET partition_key = NULL
-    WHERE j.queue = %(queue)s::text AND j.state = 'available' AND j.partition_key IS NOT NULL
+    UPDATE awa.jobs AS j
+    SET partition_key = CASE WHEN j.state = 'running' AND %(partition_by)s::text IS NOT NULL
+        THEN left(coalesce(j.args ->> %(partition_by)s::text, ''), 200) END
+    WHERE j.queue = %(queue)s::text
+      AND (j.state = 'running' OR (j.state = 'available' AND j.partition_key IS NOT NULL))
       AND %(partition_by)s::text IS DISTINCT FROM (SELECT partition_by FROM previous)
 ), dropped AS (
     DELETE FROM awa.queue_rate_buckets AS b

@@ -1,0 +1,112 @@
+"""What a claim of a fleet-limited queue reports, and what a limits change does to jobs
+already running (CONTRACT §8, migration 0017).
+
+A hold tells the worker what to wait for: a freed slot, or for a rate limit the next
+token's time, before which it does not ask again. So a hold is reported only when it
+bound the claim; a queue that ran dry first reports none. And a per-key cap counts the
+running jobs by the partition_by in force, including jobs claimed before it was set.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+import awa
+from tests.helpers import FAST_WORKER, wait_for
+
+
+def _claim(db: psycopg.Connection[Any], queue: str, limit: int = 4) -> tuple[list[int], list[Any]]:
+    """The claimed ids, and the holds reported as (blocked, retry_in_ms)."""
+    rows = db.execute(
+        "SELECT id, blocked, retry_in_ms FROM awa.claim(%s, %s, 0, 'on')", (queue, limit)
+    ).fetchall()
+    return [r[0] for r in rows if r[0] is not None], [r[1:] for r in rows if r[0] is None]
+
+
+async def test_a_rate_limited_queue_that_ran_dry_is_not_told_to_wait(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    await client.set_queue_limits("r", rate_limit=0.02, burst=1)  # a token every 50 s
+    assert _claim(db, "r") == ([], [])  # a full bucket and no jobs: nothing to wait for
+    await client.insert_many([{}] * 2, kind="k", queue="r")
+    ids, holds = _claim(db, "r")
+    assert len(ids) == 1  # the one token
+    [(blocked, retry_in_ms)] = holds
+    assert blocked == "rate" and retry_in_ms > 40_000  # the next token is that far away
+
+
+async def test_a_rate_limit_with_tokens_to_spare_reports_no_hold(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    await client.set_queue_limits("r", rate_limit=1.0, burst=3)
+    await client.insert_many([{}] * 2, kind="k", queue="r")
+    ids, holds = _claim(db, "r")
+    assert len(ids) == 2 and holds == []  # a token is left: the queue ran dry, not the bucket
+
+
+async def test_a_capped_queue_that_ran_dry_is_not_held(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    await client.set_queue_limits("c", concurrency=3)
+    await client.insert_many([{}] * 2, kind="k", queue="c")
+    ids, holds = _claim(db, "c", limit=4)  # room for 3, 2 waiting
+    assert len(ids) == 2 and holds == []
+    await client.insert_many([{}] * 2, kind="k", queue="c")
+    ids, holds = _claim(db, "c", limit=4)  # room for 1: the cap binds
+    assert len(ids) == 1 and holds == [("concurrency", None)]
+
+
+async def test_a_pool_member_that_ran_dry_is_not_held(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    await client.set_fleet_pool(2, {"m": awa.PoolMember()})
+    assert _claim(db, "m") == ([], [])
+    await client.insert_many([{}] * 3, kind="k", queue="m")
+    ids, holds = _claim(db, "m")
+    assert len(ids) == 2 and holds == [("pool", None)]
+
+
+async def test_a_key_cap_set_while_jobs_run_counts_them(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    await client.insert_many([{"tenant": "x"}, {}], kind="k", queue="p")
+    assert len(_claim(db, "p")[0]) == 2  # running, claimed with no partition_by
+    await client.set_queue_limits("p", concurrency=1, partition_by="tenant")
+    await client.insert_many([{"tenant": "x"}, {}, {"tenant": "y"}], kind="k", queue="p")
+    ids, holds = _claim(db, "p")
+    # Keys "x" and "" (no tenant) each run one already; only "y" has room.
+    (claimed_args,) = db.execute(
+        "SELECT array_agg(args ->> 'tenant') FROM awa.jobs WHERE id = ANY(%s)", (ids,)
+    ).fetchone()
+    assert claimed_args == ["y"] and holds == [("partition", None)]
+    await client.set_queue_limits("p", concurrency=1, partition_by="region")
+    # Re-keyed again by the new partition_by: all four running jobs share key "".
+    assert _claim(db, "p") == ([], [("partition", None)])
+
+
+async def test_a_raised_rate_limit_applies_before_the_old_limits_next_token(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    ran: list[int] = []
+
+    @client.task(None, kind="paced", queue="r")
+    async def paced(job: awa.Job[Any]) -> None:
+        ran.append(job.id)
+
+    await client.set_queue_limits("r", rate_limit=0.02, burst=1)  # a token every 50 s
+    first = await client.insert({}, kind="paced", queue="r")
+    # A long refresh cadence: only the change's own notice can apply it in time.
+    await client.start([("r", 4)], **{**FAST_WORKER, "override_refresh_ms": 600_000})
+    try:
+
+        async def ran_all(*ids: int) -> bool:
+            return set(ids) <= set(ran)
+
+        await wait_for(lambda: ran_all(first.id))  # the bucket's one token: next in 50 s
+        await client.set_queue_limits("r", rate_limit=100.0)
+        second = await client.insert({}, kind="paced", queue="r")
+        await wait_for(lambda: ran_all(second.id))  # long before the old limit's token
+    finally:
+        await client.shutdown()
