@@ -229,7 +229,7 @@ def test_worker_runs_jobs_and_stops_on_sigterm(
     proc = subprocess.Popen(
         [sys.executable, "-m", "awa", "--database-url", database_url, "worker",
          "tests.acceptance.cli_app:client", "--queue", "cli=2"],
-        cwd=ROOT, env=cli_env(AWA_DATABASE_URL=database_url),
+        cwd=ROOT, env=cli_env(),  # the database only from --database-url
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -257,7 +257,7 @@ BAD_INPUT = [
     (["queue", "overrides", "set", "email", "--rate-limit", "inf"], "--rate-limit"),
     (["queue", "overrides", "set", "email", "--deadline-ms", "-5"], "--deadline-ms"),
     (["queue", "overrides", "set", "email"], "--poll-interval-ms"),
-    (["queue", "overrides", "set", "", "--rate-limit", "1"], "queue"),
+    (["queue", "overrides", "set", "", "--rate-limit", "1"], "QUEUE"),
     (["queue", "overrides", "bogus", "email"], "ACTION"),
     (["queue", "pause"], "QUEUE"),
     (["job", "get", "0"], "ID"),

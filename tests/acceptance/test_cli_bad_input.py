@@ -26,19 +26,24 @@ BAD_VALUES = [
     (["job", "list", "--state", ""], "--state"),
     (["job", "list", "--queue", ""], "queue"),
     (["job", "list", "--kind", LONG], "kind"),
-    (["queue", "pause", LONG], "queue"),
-    (["queue", "pause", "q", "--by", ""], "paused_by"),
-    (["queue", "drain", ""], "queue"),
-    (["queue", "pause", "q\udcff"], "queue"),  # the byte 0xff, as the shell's $'q\xff'
-    (["queue", "pause", "q", "--by", "ops\udcff"], "paused_by"),
+    (["queue", "pause", LONG], "argument QUEUE"),
+    (["queue", "pause", ""], "argument QUEUE"),
+    (["queue", "pause", "q", "--by", ""], "argument --by"),
+    (["queue", "drain", ""], "argument QUEUE"),
+    (["queue", "pause", "q\udcff"], "argument QUEUE"),  # the byte 0xff, as the shell's $'q\xff'
+    (["queue", "pause", "q", "--by", "ops\udcff"], "argument --by"),
     (["queue", "overrides", "set", "q", "--rate-limit", "1e-300"], "--rate-limit"),
     (["queue", "overrides", "set", "q", "--rate-limit", "1e308"], "--rate-limit"),
     (["queue", "overrides", "set", "q", "--claim-batch-size", "2147483648"],
      "--claim-batch-size"),
     (["queue", "overrides", "set", "q", "--deadline-ms", "abc"], "--deadline-ms"),
-    (["queue", "overrides", "show", ""], "queue"),
-    (["queue", "overrides", "clear", ""], "queue"),
-    (["cron", "pause", ""], "name"),
+    (["queue", "overrides", "show", ""], "argument QUEUE"),
+    (["queue", "overrides", "clear", ""], "argument QUEUE"),
+    (["queue", "overrides", "set", "", "--weight", "2"], "argument QUEUE"),
+    (["pool", "set", "--total", "5", "--queue", LONG], "argument --queue"),
+    (["pool", "set", "--total", "5", "--queue", "a,weight=2"], "argument --queue"),
+    (["pool", "set", "--total", "5", "--queue", "a:min=1,min=2"], "argument --queue"),
+    (["cron", "pause", ""], "argument NAME"),
     (["dlq", "list", "--older-than", "5x"], "--older-than"),
     (["dlq", "list", "--older-than", "99999999999999999999d"], "--older-than"),
     (["dlq", "list", "--limit", "0"], "--limit"),
@@ -52,6 +57,12 @@ BAD_VALUES = [
     (["worker", "x:y", "--queue", "q=0"], "--queue"),
     (["worker", "x:y", "--queue", "bad"], "--queue"),
     (["worker", "x:y", "--global-max-workers", "0"], "--global-max-workers"),
+    (["worker", "tests.apps.worker_app:client", "--metrics-port", "70000"], "--metrics-port"),
+    (["worker", "tests.apps.worker_app:client", "--queue", "w=2", "--queue", "w=3"],
+     "argument --queue"),
+    (["worker", "tests.apps.worker_app:client", "--queue", "w=2", "--queue", "w=3",
+      "--processes", "2"], "argument --queue"),  # refused once, before any child starts
+    (["worker", "tests.apps.worker_app:client", "--queue", f"{LONG}=2"], "argument --queue"),
     (["runtime", "list", "--fresh-ms", "abc"], "--fresh-ms"),
     (["demo", "--jobs", "0"], "--jobs"),
     (["serve", "--port", "abc"], "--port"),
@@ -102,6 +113,16 @@ def test_bad_values_exit_2_and_unknown_names_exit_1_with_one_line(
     for (args, status, names), result in zip(cases, results, strict=True):
         _check(result, status, names, " ".join(args))
     assert awa_snapshot(database_url) == before
+
+
+def test_a_blank_database_url_is_refused_not_ignored(awa_cli: Awa) -> None:
+    for args in (["--database-url", "", "queue", "list"], ["queue", "list", "--database-url", ""]):
+        _check(awa_cli(*args), 2, "argument --database-url", " ".join(args))
+
+
+def test_a_worker_whose_client_has_its_own_url_refuses_another(awa_cli: Awa) -> None:
+    result = awa_cli("worker", "tests.apps.own_url_app:client")
+    _check(result, 2, "argument --database-url", "worker with a URL of its own")
 
 
 def test_malformed_or_unreachable_database_urls(awa_cli: Awa) -> None:

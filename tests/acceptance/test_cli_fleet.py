@@ -53,6 +53,10 @@ def test_limits_set_show_clear(awa_cli: Awa, sync_client: awa.Client) -> None:
     assert cleared.json() == {"queue": "email", "limits": None}
     assert sync_client.queue_limits("email") is None
     assert "no queue has fleet limits" in awa_cli("queue", "limits", "show").stdout
+    awa_cli("queue", "limits", "set", "reports", "--concurrency", "2")
+    # A queue named: about that queue, though another has limits.
+    named = awa_cli("queue", "limits", "show", "email").stdout
+    assert "queue email has no fleet limits" in named and "reports" not in named
 
 
 def test_pool_set_show_clear(awa_cli: Awa, sync_client: awa.Client) -> None:
@@ -90,7 +94,7 @@ BAD_INPUT = [
     (["queue", "limits", "set", "email", "--partition-by", ""], "--partition-by"),
     (["queue", "limits", "set", "email", "--partition-by", "k" * 64], "--partition-by"),
     (["queue", "limits", "set", "email"], "--concurrency"),
-    (["queue", "limits", "set", "", "--concurrency", "1"], "queue"),
+    (["queue", "limits", "set", "", "--concurrency", "1"], "argument QUEUE"),
     (["pool", "set", "--total", "0", "--queue", "a"], "--total"),
     (["pool", "set", "--total", "3"], "--queue"),
     (["pool", "set", "--total", "3", "--queue", "a:min=4"], "--queue"),

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 import awa
-from awa.cli.args import Parser
+from awa.cli.args import Parser, postgres_url
 from awa.cli.commands import (
     batch,
     cron,
@@ -39,7 +39,7 @@ def build_parser() -> Parser:
         epilog="Database: --database-url > AWA_DATABASE_URL > DATABASE_URL > embedded "
         "server in ./.awa/pgdata.",
     )
-    parser.add_argument("--database-url", metavar="URL", help="PostgreSQL URL")
+    parser.add_argument("--database-url", type=postgres_url, metavar="URL", help="PostgreSQL URL")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--version", action="version", version=f"awa {awa.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -61,23 +61,29 @@ def _add_globals_to_leaves(parser: argparse.ArgumentParser) -> None:
             )
         if "--database-url" not in known:
             parser.add_argument(
-                "--database-url", metavar="URL", default=argparse.SUPPRESS, help="PostgreSQL URL"
+                "--database-url",
+                type=postgres_url,
+                metavar="URL",
+                default=argparse.SUPPRESS,
+                help="PostgreSQL URL",
             )
+        parser.set_defaults(leaf_parser=parser)  # whose arguments an API error may name
         return
     for action in subactions:
         for child in action.choices.values():
             _add_globals_to_leaves(child)
 
 
-def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
-    """Every ``--flag`` of the parser and its subcommands."""
-    found: set[str] = set()
-    for action in parser._actions:
-        found.update(action.option_strings)
-        if isinstance(action, argparse._SubParsersAction):
-            for child in action.choices.values():
-                found |= _option_strings(child)
-    return found
+def _argument_for(field: str, command: argparse.ArgumentParser | None) -> str | None:
+    """How the command that ran spells the API's ``field``: its flag (``--by`` for
+    ``paused_by``) or its positional (``QUEUE``); None when it has no such argument."""
+    flag = "--" + field.replace("_", "-")
+    for action in command._actions if command is not None else ():
+        if flag in action.option_strings or (action.dest == field and field != "help"):
+            if action.option_strings:
+                return max(action.option_strings, key=len)
+            return str(action.metavar or action.dest)
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -95,9 +101,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         outcome = args.handler(args, url)
         status: int = run_async(outcome) if inspect.iscoroutine(outcome) else outcome
     except awa.ValidationError as exc:
-        flag = "--" + exc.field.replace("_", "-")
-        if flag in _option_strings(parser):  # the API's field is one of our flags
-            return fail(f"argument {flag}: {exc.reason}", 2)
+        argument = _argument_for(exc.field, getattr(args, "leaf_parser", None))
+        if argument is not None:  # the API's field is one of this command's arguments
+            return fail(f"argument {argument}: {exc.reason}", 2)
         return fail(str(exc), 2)
     except awa.MissingExtra as exc:
         return fail(str(exc), 2)

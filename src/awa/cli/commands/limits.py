@@ -130,9 +130,9 @@ def _print_workers(
         )
 
 
-def _print_status(statuses: list[awa.QueueLimitsStatus]) -> None:
+def _print_status(statuses: list[awa.QueueLimitsStatus], queue: str | None) -> None:
     if not statuses:
-        print("no queue has fleet limits")
+        print(f"queue {queue} has no fleet limits" if queue else "no queue has fleet limits")
         return
     print_table(
         ("queue", "cap", "running", "rate/s", "burst", "tokens", "per key", "busiest keys",
@@ -181,7 +181,7 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
         else:
             print_json(shown[0] if shown else {"queue": args.queue, "limits": None})
     else:
-        _print_status(statuses)
+        _print_status(statuses, getattr(args, "queue", None))
         _print_workers(statuses, instances)
     if action != "show":
         sys.stderr.write(APPLY_NOTE + "\n")

@@ -13,17 +13,19 @@ from awa.cli.output import fail, print_json, print_table
 def member(text: str) -> tuple[str, awa.PoolMember]:
     """``NAME[:min=N][,weight=N]`` for ``awa pool set --queue``."""
     name, _, options = text.partition(":")
-    if not name:
+    if not name or "=" in name:  # "a,weight=2": a mistyped ':' is not a queue's name
         raise argparse.ArgumentTypeError(f"expected NAME[:min=N][,weight=N], got {text!r}")
-    values = {"min": 0, "weight": 1}
+    values: dict[str, int] = {}
     for option in filter(None, options.split(",")):
         key, sep, raw = option.partition("=")
-        if not sep or key not in values:
+        if not sep or key not in ("min", "weight"):
             raise argparse.ArgumentTypeError(
                 f"expected NAME[:min=N][,weight=N], got {text!r} (unknown {option!r})"
             )
+        if key in values:
+            raise argparse.ArgumentTypeError(f"{key}= given twice in {text!r}")
         values[key] = bounded_int(0 if key == "min" else 1)(raw)
-    return name, awa.PoolMember(min_workers=values["min"], weight=values["weight"])
+    return name, awa.PoolMember(min_workers=values.get("min", 0), weight=values.get("weight", 1))
 
 
 def register(sub: Any) -> None:
@@ -47,7 +49,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--total", type=bounded_int(1), metavar="N", required=True,
                    help="most jobs the members run at once, fleet-wide")  # fmt: skip
-    p.add_argument("--queue", dest="members", type=member, action="append", required=True,
+    p.add_argument("--queue", dest="queues", type=member, action="append", required=True,
                    metavar="NAME[:min=N][,weight=N]", help="a member queue (repeat)")  # fmt: skip
     p.set_defaults(handler=run)
     p = actions.add_parser(
@@ -80,11 +82,11 @@ def pool_json(pool: awa.FleetPool | None) -> dict[str, Any] | None:
 async def run(args: argparse.Namespace, url: str | None) -> int:
     async with awa.AsyncClient(url) as client:
         if args.action == "set":
-            names = [name for name, _ in args.members]
+            names = [name for name, _ in args.queues]
             if len(set(names)) != len(names):
                 return fail("argument --queue: a queue is named twice", 2)
             try:
-                await client.set_fleet_pool(args.total, dict(args.members))
+                await client.set_fleet_pool(args.total, dict(args.queues))
             except awa.MinWorkersExceedGlobal as exc:
                 return fail(f"argument --queue: {exc.reason}", 2)
         elif args.action == "clear":

@@ -17,7 +17,7 @@ from typing import Any
 
 import awa
 from awa.cli.args import (
-    non_negative_int,
+    bounded_int,
     positive_int,
     postgres_url,
     process_count,
@@ -25,6 +25,9 @@ from awa.cli.args import (
     with_example,
 )
 from awa.cli.output import fail
+from awa.config import build_worker_config
+from awa.db import connection
+from awa.errors import BuildError, MinWorkersExceedGlobal
 from awa.extras import require
 from awa.supervisor import ChildLink, Supervisor
 
@@ -56,7 +59,7 @@ def register(sub: Any) -> None:
                    default=os.environ.get("AWA_LISTEN_URL") or None,
                    help="a direct connection for LISTEN and the leader when the client's "
                    "URL goes through PgBouncer (default: $AWA_LISTEN_URL)")  # fmt: skip
-    p.add_argument("--metrics-port", type=non_negative_int, metavar="N",
+    p.add_argument("--metrics-port", type=bounded_int(0, 65535), metavar="N",
                    help="serve /metrics for Prometheus on port N (0 picks one); "
                    "with --processes, one endpoint for all of them")  # fmt: skip
     p.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
@@ -99,13 +102,42 @@ def load_client(target: str) -> awa.AsyncClient:
 def run(args: argparse.Namespace, url: str | None) -> int | Coroutine[Any, Any, int]:
     if args.metrics_port is not None:
         require("metrics", "--metrics-port")
+    if url is not None:
+        # As if run with AWA_DATABASE_URL set (children inherit it): the client is built by
+        # the application's module, so only a client built without a URL can follow it.
+        os.environ["AWA_DATABASE_URL"] = url
     try:
         client = load_client(args.target)  # the supervisor checks it once, before any child
     except (ImportError, ValueError) as exc:
         return fail(f"argument MODULE:CLIENT: {exc}", 2)
+    if url is not None and client.database_url != connection.check_url(url):
+        return fail(
+            f"argument --database-url: {args.target} was built with a database URL of its "
+            "own; build it without one (awa.AsyncClient()) for this flag to choose it",
+            2,
+        )
+    refusal = _configuration_refusal(client, args)  # once, before any child starts
+    if refusal is not None:
+        return fail(refusal, 2)
     if args.processes is None:
         return run_worker(client, args)
     return supervise(args)
+
+
+def _configuration_refusal(client: awa.AsyncClient, args: argparse.Namespace) -> str | None:
+    """Why ``start()`` would refuse the queues the flags give, naming the flag; None when
+    it would not."""
+    try:
+        build_worker_config(
+            args.queues or client.registry.queues(), global_max_workers=args.global_max_workers
+        )
+    except BuildError as exc:
+        if exc.field.startswith("queues") and args.queues:
+            return f"argument --queue: {exc}"
+        if exc.field == "global_max_workers" or isinstance(exc, MinWorkersExceedGlobal):
+            return f"argument --global-max-workers: {exc.reason}"
+        return str(exc)
+    return None
 
 
 def child_command(args: argparse.Namespace) -> list[str]:
