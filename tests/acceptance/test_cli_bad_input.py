@@ -9,11 +9,14 @@ stdout, no traceback, and every table of the ``awa`` schema unchanged.
 from __future__ import annotations
 
 import concurrent.futures
+import os
+import subprocess
+import sys
 
 import pytest
 
 from tests.acceptance.conftest import Awa
-from tests.acceptance.support import Result
+from tests.acceptance.support import ROOT, Result, cli_env
 from tests.integration.test_bad_input import awa_snapshot, seed
 
 LONG = "x" * 201
@@ -131,3 +134,18 @@ def test_malformed_or_unreachable_database_urls(awa_cli: Awa) -> None:
     for (url, status, names), result in zip(BAD_URLS, results, strict=True):
         _check(result, status, names, url)
         assert "s3cret-pw" not in result.stderr  # a password is never echoed
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(database_url: str) -> None:
+    # `awa queue list | head -0`: the pipe's reader is gone before awa writes.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "awa", "--database-url", database_url, "queue", "list"],
+            cwd=ROOT, env=cli_env(), stdout=write_end, stderr=subprocess.PIPE, text=True,
+            timeout=60, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 141 and proc.stderr == ""

@@ -185,10 +185,10 @@ SUPERVISED_APP = "tests.apps.supervised_app:client"
 class Supervised:
     """One ``awa worker --processes`` subprocess and the lines it wrote on stderr."""
 
-    def __init__(self, url: str, *args: str, **env: str) -> None:
+    def __init__(self, url: str, *args: str, app: str = SUPERVISED_APP, **env: str) -> None:
         self.lines: list[str] = []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "awa", "worker", SUPERVISED_APP, *args],
+            [sys.executable, "-m", "awa", "worker", app, *args],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "AWA_DATABASE_URL": url, "PYTHONPATH": str(ROOT), **env},
         )  # fmt: skip

@@ -182,3 +182,35 @@ def test_a_child_failing_before_any_worker_ran_stops_the_supervisor(
     finally:
         with psycopg.connect(pg_server.admin_url, autocommit=True) as admin:
             admin.execute("DROP DATABASE IF EXISTS awa_supervisor_unmigrated WITH (FORCE)")
+
+
+async def test_an_application_that_sets_uvloop_still_gets_its_children(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], supervise: Any
+) -> None:
+    # The supervisor imports the module to check it, which sets uvloop's policy there;
+    # uvloop cannot start a process in a group of its own. The fleet used to start no
+    # child at all and say nothing.
+    install_audit(db)
+    sup = supervise("--processes", "2", "--queue", "fleet=2", app="tests.apps.uvloop_app:client")
+    sup.child_pids(2)
+    job = await client.insert({"ms": 1}, kind="fleet_sleep", queue="fleet")
+
+    async def completed() -> bool:
+        return _states(db) == {"completed": 1}
+
+    await wait_for(completed, timeout=30)
+    assert _pids_that_ran(db).keys() <= set(sup.child_pids(2).values())
+    assert sup.stop() == 0
+    assert (await client.get_job(job.id)).state == awa.JobState.COMPLETED
+
+
+def test_a_stop_while_the_children_start_is_a_clean_stop(supervise: Any, tmp_path: Any) -> None:
+    marker = tmp_path / "importing"
+    sup = supervise(
+        "--processes", "2", "--queue", "fleet=1", app="tests.apps.slow_start_app:client",
+        AWA_TEST_IMPORT_MARKER=str(marker),
+    )  # fmt: skip
+    wait_until(lambda: len(list(tmp_path.glob("importing.*"))) == 2, timeout=60)
+    # Both children are importing the application: no worker runs, no job is held.
+    assert sup.stop() == 0
+    sup.wait_line(r"all worker processes stopped \(exit statuses \[-15, -15\]\)")

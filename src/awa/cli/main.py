@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -100,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # which picks its own loop) its exit status.
         outcome = args.handler(args, url)
         status: int = run_async(outcome) if inspect.iscoroutine(outcome) else outcome
+        sys.stdout.flush()  # here, where a reader that left is caught, not at exit
     except awa.ValidationError as exc:
         argument = _argument_for(exc.field, getattr(args, "leaf_parser", None))
         if argument is not None:  # the API's field is one of this command's arguments
@@ -111,6 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(str(exc), 1)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `awa job list | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # as a shell reports a command ended by SIGPIPE
     return status
 
 

@@ -2,7 +2,7 @@
 
 The supervisor creates a socket pair per child and passes one end down (its file
 descriptor in ``AWA_SUPERVISOR_FD``). The child writes one JSON line when its worker
-runs (pid, instance id, metrics URL). The supervisor never writes: the child only waits
+runs (its instance id and metrics URL). The supervisor never writes: the child only waits
 for end-of-file, which means the supervisor is gone — even killed by SIGKILL — and the
 child then shuts down gracefully instead of running on as an orphan.
 """

@@ -13,7 +13,9 @@ there when its worker runs, and it shuts itself down when the supervisor's end c
   (bad queue, unreachable database), not a crash: the others are stopped and the
   supervisor exits with the child's status, as a single worker would.
 - SIGTERM or SIGINT: every child gets SIGTERM and drains within its own shutdown
-  timeout; the supervisor exits 0 when every child did. A second signal kills them.
+  timeout; the supervisor exits 0 when every child did. A child still starting (its
+  worker not yet running, so holding no job) dies of that SIGTERM, which is a clean stop
+  too. A second signal kills them.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ KILL_GRACE_S = 30.0  # beyond the children's own shutdown timeout, before SIGKIL
 
 def restart_delay(quick_failures: int) -> float:
     """Seconds to wait before a restart, after ``quick_failures`` deaths in a row of
-    children that ran less than ``STABLE_S`` (0 after a stable run)."""
+    children that ran less than ``STABLE_S`` (``RESTART_MIN_S`` after a stable run)."""
     return min(RESTART_MAX_S, RESTART_MIN_S * 2.0 ** max(0, quick_failures - 1))
 
 
@@ -73,6 +75,11 @@ class Child:
     quick_failures: int = 0
     returncode: int | None = None
     process: asyncio.subprocess.Process | None = None
+    ran_worker: bool = False  # the last process reported ready before it exited
+
+    def stopped_cleanly(self) -> bool:
+        """Exited 0, or was stopped by the supervisor's SIGTERM before its worker ran."""
+        return self.returncode == 0 or (self.returncode == -signal.SIGTERM and not self.ran_worker)
 
 
 class Supervisor:
@@ -101,7 +108,11 @@ class Supervisor:
         self._stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal, sig)
-        self._note(f"supervisor (pid {os.getpid()}) starting {len(self.children)} worker processes")
+        count = len(self.children)
+        self._note(
+            f"supervisor (pid {os.getpid()}) starting {count} worker "
+            f"process{'es' if count > 1 else ''}"
+        )
         keepers = [asyncio.create_task(self._keep(child)) for child in self.children]
         try:
             await self._stop.wait()
@@ -120,7 +131,7 @@ class Supervisor:
             return self._fatal
         statuses = [child.returncode for child in self.children]
         self._note(f"all worker processes stopped (exit statuses {statuses})")
-        return 0 if all(status == 0 for status in statuses) else 1
+        return 0 if all(child.stopped_cleanly() for child in self.children) else 1
 
     def _on_signal(self, sig: signal.Signals) -> None:
         assert self._stop is not None
@@ -143,8 +154,8 @@ class Supervisor:
             started = time.monotonic()
             try:
                 status = await self._run_once(child)
-            except OSError as exc:  # could not even start (fork refused, fds exhausted)
-                self._note(f"process {child.index} could not start: {exc}")
+            except Exception as exc:  # could not even start (fork refused, fds exhausted)
+                self._note(f"process {child.index} could not start: {exc!r}")
                 status = 1
             if self._stopping:
                 return
@@ -162,7 +173,8 @@ class Supervisor:
             )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), delay)
-            child.restarts += 1
+            if not self._stopping:
+                child.restarts += 1
 
     async def _run_once(self, child: Child) -> int:
         """Start one process for ``child``, follow its messages, return its exit status."""
@@ -187,6 +199,7 @@ class Supervisor:
         try:
             child.returncode = await process.wait()
         finally:
+            child.ran_worker = child.ready
             child.ready, child.metrics_url = False, None
             listening.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -172,8 +172,11 @@ def supervise(args: argparse.Namespace) -> int:
         except OSError as exc:
             return fail(f"argument --metrics-port: cannot listen: {exc}", 2)
         sys.stderr.write(f"awa: metrics of all worker processes on {server.url}\n")
+    # The standard event loop, whatever policy the application's module set when the check
+    # above imported it (uvloop cannot start a child in a process group of its own). The
+    # supervisor runs none of the application's code; its children keep their policy.
+    asyncio.set_event_loop_policy(None)
     try:
-        # The standard event loop: uvloop cannot start a child in a process group of its own.
         return asyncio.run(supervisor.run())
     finally:
         if server is not None:
@@ -203,7 +206,9 @@ async def run_worker(client: awa.AsyncClient, args: argparse.Namespace) -> int:
         if link is None:
             sys.stderr.write(f"awa: metrics on {metrics_server.url}\n")
     await client.start(args.queues or None, global_max_workers=args.global_max_workers)
-    sys.stderr.write(f"awa: worker running ({', '.join(client.registry.queues())}); Ctrl-C stops\n")
+    queues = ", ".join(client.runtime_snapshot().queues)
+    stops = "SIGTERM stops" if link is not None else "Ctrl-C stops"  # not its terminal's
+    sys.stderr.write(f"awa: worker running ({queues}); {stops}\n")
     if link is not None:
         link.ready(
             instance_id=client.runtime_snapshot().instance_id,
