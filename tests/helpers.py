@@ -57,7 +57,7 @@ def lead_maintenance(conn: psycopg.Connection[Any], holder: str = "test") -> int
     """Take the maintenance lease for an hour, as an elected leader would, and return its
     epoch: what maintenance functions and statements called directly are fenced by."""
     row = conn.execute(
-        sql.LEADER_LEASE_ACQUIRE, {"holder": holder, "lease_ms": 3_600_000}
+        sql.LEADER_LEASE_ACQUIRE, {"holder": holder, "lease_ms": 3_600_000, "watched": True}
     ).fetchone()
     assert row is not None, "the lease is held by a live worker"
     return int(row[0])

@@ -117,12 +117,15 @@ def test_a_fenced_statement_holds_off_a_takeover_but_not_a_renewal(database_url:
         row = statement.execute("SELECT awa.leader_holds(%s)", (epoch,)).fetchone()
         assert row == (True,)  # ...and the transaction stays open, as a long statement would
         renewed = leader.execute(
-            sql.LEADER_LEASE_RENEW, {"epoch": epoch, "holder": "leader", "lease_ms": 60_000}
+            sql.LEADER_LEASE_RENEW,
+            {"epoch": epoch, "holder": "leader", "lease_ms": 60_000, "watched": True},
         ).fetchone()
         assert renewed == (epoch,)
         leader.execute("UPDATE awa.leader_lease SET expires_at = now() - interval '1 s'")
         other.execute("SET lock_timeout = '200ms'")
         with pytest.raises(errors.LockNotAvailable):
-            other.execute(sql.LEADER_LEASE_ACQUIRE, {"holder": "other", "lease_ms": 60_000})
+            other.execute(
+                sql.LEADER_LEASE_ACQUIRE, {"holder": "other", "lease_ms": 60_000, "watched": True}
+            )
         statement.commit()
         assert lead_maintenance(other, holder="other") == epoch + 1

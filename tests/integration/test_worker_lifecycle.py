@@ -342,3 +342,18 @@ async def test_start_validates_before_anything_runs(client: awa.AsyncClient) -> 
             await client.start([("b", 1)])
     finally:
         await client.shutdown()
+
+
+async def test_a_listen_url_that_cannot_connect_fails_start_naming_it(database_url: str) -> None:
+    # Once started, the listener and the leader retry for ever: with a wrong listen_url no
+    # process of the fleet could lead (promote, rescue, cron), and health said healthy.
+    wrong = psycopg.conninfo.make_conninfo(database_url, dbname="awa_no_such_database")
+    client = awa.AsyncClient(database_url, listen_url=wrong)
+    noop_task(client)
+    try:
+        with pytest.raises(awa.DatabaseError, match="cannot connect to listen_url"):
+            await client.start([("q", 1)])
+        with pytest.raises(awa.ValidationError, match="no worker is running"):
+            client.runtime_snapshot()
+    finally:
+        await client.close()

@@ -17,8 +17,9 @@ import psycopg
 import pytest
 
 import awa
+from awa.db import sql
 from tests.chaos.support import Supervised, check_history, install_audit
-from tests.helpers import FAST_WORKER, wait_for, wait_until
+from tests.helpers import FAST_WORKER, noop_task, wait_for, wait_until
 
 POLLING_NOTE = "goes through a connection pooler"
 
@@ -212,3 +213,51 @@ def test_a_supervised_fleet_through_pgbouncer(
         sup.kill()
     notes = [line for line in sup.lines if POLLING_NOTE in line]
     assert len(notes) == (2 if mode == "polling" else 0)  # once per child
+
+
+async def test_a_leader_behind_pgbouncer_keeps_its_lease_when_a_server_session_ends(
+    bouncer_url: str, db: psycopg.Connection[Any]
+) -> None:
+    """PgBouncer closes server sessions on its own (server_lifetime, idle timeouts): a
+    leader with no direct URL must not look crashed when the one its last renewal ran on
+    goes, or another worker takes the lease from a live leader."""
+    client = awa.AsyncClient(bouncer_url, max_connections=4)
+    noop_task(client, queue="bounce")
+    await client.start([("bounce", 1)], **{**FAST_WORKER, "leader_election_interval_ms": 60_000})
+    try:
+
+        async def leading() -> bool:
+            return client.runtime_snapshot().leader
+
+        await wait_for(leading)
+        # Every server session but ours ends, PgBouncer's included.
+        db.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        taken = db.execute(
+            sql.LEADER_LEASE_ACQUIRE, {"holder": "other", "lease_ms": 60_000, "watched": True}
+        ).fetchone()
+        assert taken is None  # the lease is unexpired and no backend of its holder can end
+    finally:
+        await client.shutdown()
+        await client.close()
+
+
+async def test_the_polling_note_names_listen_url_when_it_is_the_pooled_one(
+    bouncer_url: str, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = awa.AsyncClient(database_url, listen_url=bouncer_url)
+    noop_task(client, queue="bounce")
+    caplog.set_level(logging.WARNING, logger="awa")
+    await client.start([("bounce", 1)], **FAST_WORKER)
+    try:
+
+        async def noted() -> list[str]:
+            return [r.getMessage() for r in caplog.records if POLLING_NOTE in r.getMessage()]
+
+        [note] = await wait_for(noted)
+        assert note.startswith("listener: listen_url goes through a connection pooler")
+    finally:
+        await client.shutdown()
+        await client.close()

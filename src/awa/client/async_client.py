@@ -489,6 +489,8 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
         config = build_worker_config(queues, global_max_workers=global_max_workers, **settings)
         self._check_tasks([q.name for q in config.queues])
         pool = await self._get_pool()
+        if self.listen_url is not None:  # LISTEN and the leader: retried for ever once started
+            await connection.probe(self.listen_url, "listen_url (LISTEN and the leader)")
         observers = [*self._observers, *tracing.automatic(self._observers)]
         worker = Worker(
             pool,

@@ -77,15 +77,16 @@ def check_url(url: Any, field: str = "database_url") -> str:
     return url
 
 
-async def probe(url: str) -> None:
-    """Connect once before a pool opens, so that a wrong URL, an unreachable server or a
-    refused login fails at once with libpq's reason, as a DatabaseError — rather than as a
-    bare pool timeout after 30 s of silent retries."""
+async def probe(url: str, what: str = "the database") -> None:
+    """Connect once before a pool opens (or a worker starts on ``listen_url``), so that a
+    wrong URL, an unreachable server or a refused login fails at once with libpq's reason,
+    as a DatabaseError — rather than as a bare pool timeout after 30 s of silent retries,
+    or a listener and leader retrying for ever."""
     options: dict[str, Any] = {}
     if "connect_timeout" not in conninfo.conninfo_to_dict(url):
         options["connect_timeout"] = PROBE_CONNECT_TIMEOUT_S
     try:
         conn = await AsyncConnection.connect(url, **options)
     except psycopg.Error as exc:
-        raise DatabaseError(f"cannot connect to the database: {_one_line(exc)}") from exc
+        raise DatabaseError(f"cannot connect to {what}: {_one_line(exc)}") from exc
     await conn.close()

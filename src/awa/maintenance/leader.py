@@ -21,6 +21,7 @@ import psycopg
 from psycopg import AsyncConnection
 
 from awa.db import sql
+from awa.db.connection import behind_pooler
 from awa.service import LoopService, Periodic
 
 logger = logging.getLogger("awa")
@@ -50,6 +51,7 @@ class Leader(LoopService):
         self._holder = holder
         self._lease_ms = round(lease_s * 1000)
         self.epoch = NOT_LEADING
+        self._watched = True  # the lease connection has a backend of its own to watch
         self.elections = 0
         self.losses = 0  # leases lost to another worker while this one believed it led
 
@@ -75,6 +77,7 @@ class Leader(LoopService):
                 async with await AsyncConnection.connect(
                     self._url, autocommit=True, prepare_threshold=None
                 ) as conn:
+                    self._watched = not await behind_pooler(conn)
                     try:
                         await self._campaign(conn)
                     finally:
@@ -116,15 +119,17 @@ class Leader(LoopService):
             await self._hold(conn, epoch)
             self.losses += 1
             logger.warning(
-                "maintenance lease lost (epoch %d): another worker leads; this one was "
-                "silent past its lease (frozen, blocked or partitioned)", epoch,
+                "maintenance lease lost (epoch %d): another worker leads; this one did not "
+                "renew it in time (frozen, blocked or partitioned) or its lease "
+                "connection's server process ended", epoch,
                 extra={"event": "leader_lost", "epoch": epoch},
             )  # fmt: skip
             await self._step_down()
 
     async def _acquire(self, conn: AsyncConnection[tuple[object, ...]]) -> int | None:
         cur = await conn.execute(
-            sql.LEADER_LEASE_ACQUIRE, {"holder": self._holder, "lease_ms": self._lease_ms}
+            sql.LEADER_LEASE_ACQUIRE,
+            {"holder": self._holder, "lease_ms": self._lease_ms, "watched": self._watched},
         )
         row = await cur.fetchone()
         if row is None:
@@ -136,7 +141,12 @@ class Leader(LoopService):
     async def _hold(self, conn: AsyncConnection[tuple[object, ...]], epoch: int) -> None:
         """Renew the lease every interval; returns when it was taken by another worker.
         A failed renewal (the connection is gone) raises, and the caller steps down."""
-        params = {"epoch": epoch, "holder": self._holder, "lease_ms": self._lease_ms}
+        params = {
+            "epoch": epoch,
+            "holder": self._holder,
+            "lease_ms": self._lease_ms,
+            "watched": self._watched,
+        }
         while True:
             await asyncio.sleep(self._interval)
             cur = await conn.execute(sql.LEADER_LEASE_RENEW, params)

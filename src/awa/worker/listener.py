@@ -42,9 +42,11 @@ class Listener(LoopService):
         on_connect: Callable[[], None],
         handoff: tuple[str, Callable[[str], None]] | None = None,
         on_disconnect: Callable[[], None] | None = None,
+        url_name: str = "the database URL",
     ) -> None:
         super().__init__("listener")
         self._url = url
+        self._url_name = url_name  # which setting ``url`` came from, for the notice
         self._on_available = on_available
         self._on_control = on_control
         self._on_connect = on_connect
@@ -97,12 +99,12 @@ class Listener(LoopService):
         """Say once that this worker polls, then idle until stopped (nothing failed)."""
         self.polling_only, self.healthy = True, True
         logger.warning(
-            "listener: the database URL goes through a connection pooler (PgBouncer?), "
-            "where LISTEN loses notices; polling instead (wake-ups wait up to "
-            "poll_interval_ms). Give listen_url= (awa worker --listen-url) a direct "
-            "connection to PostgreSQL for instant wake-ups",
+            "listener: %s goes through a connection pooler (PgBouncer?), where LISTEN "
+            "loses notices; polling instead (wake-ups wait up to poll_interval_ms). Give "
+            "listen_url= (awa worker --listen-url) a direct connection to PostgreSQL for "
+            "instant wake-ups", self._url_name,
             extra={"event": "listener_polling"},
-        )
+        )  # fmt: skip
         await asyncio.Event().wait()  # until stop() cancels it
 
     def _dispatch(self, channel: str, payload: str) -> None:

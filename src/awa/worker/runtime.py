@@ -153,6 +153,7 @@ class Worker:
             self._listening,
             handoff=(self.seater.channel, self.seater.on_notice),
             on_disconnect=self.seater.mark_all,
+            url_name="listen_url" if listen_url else "the database URL",
         )
         self.heartbeat = Periodic("heartbeat", config.heartbeat_interval_ms / 1000, self._beat)
         self.publisher = Periodic(
