@@ -96,6 +96,14 @@ async def test_paused_queue_without_jobs_still_appears(client: awa.AsyncClient) 
     assert [(s.queue, s.paused, s.available) for s in stats] == [("empty", True, 0)]
 
 
+async def test_resuming_a_queue_never_paused_leaves_no_trace(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    await client.resume_queue("typo")  # nothing to resume: not an error, and no row
+    assert await client.queue_stats() == []
+    assert db.execute("SELECT count(*) FROM awa.queue_meta").fetchone() == (0,)
+
+
 async def test_sync_client_shares_the_behaviour(sync_client: awa.Client) -> None:
     job = sync_client.insert({"x": 1}, kind="k")
     assert sync_client.get_job(job.id) == job

@@ -26,7 +26,6 @@ from awa.cli.args import (
 )
 from awa.cli.output import fail
 from awa.config import build_worker_config
-from awa.db import connection
 from awa.errors import BuildError, MinWorkersExceedGlobal
 from awa.extras import require
 from awa.supervisor import ChildLink, Supervisor
@@ -110,7 +109,7 @@ def run(args: argparse.Namespace, url: str | None) -> int | Coroutine[Any, Any, 
         client = load_client(args.target)  # the supervisor checks it once, before any child
     except (ImportError, ValueError) as exc:
         return fail(f"argument MODULE:CLIENT: {exc}", 2)
-    if url is not None and client.database_url != connection.check_url(url):
+    if url is not None and client.database_url != awa.AsyncClient(url).database_url:
         return fail(
             f"argument --database-url: {args.target} was built with a database URL of its "
             "own; build it without one (awa.AsyncClient()) for this flag to choose it",
