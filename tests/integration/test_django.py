@@ -143,6 +143,20 @@ def test_bad_settings_name_their_key() -> None:
     with pytest.raises(awa.ValidationError, match=r"AWA\['QUEUES'\]\['email'\]"):
         conf.parse({"QUEUES": {"email": "ten"}})
     assert conf.parse({"QUEUES": {"email": 3}}).queues == {"email": 3}
+    with pytest.raises(awa.ValidationError, match=r"AWA\['LISTEN_URL'\]"):
+        conf.parse({"LISTEN_URL": ""})
+
+
+def test_listen_url_reaches_the_projects_client(
+    django_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.test import override_settings
+
+    import awa.contrib.django as integration
+
+    monkeypatch.setattr(integration, "_client", None)  # made afresh from these settings
+    with override_settings(AWA={"LISTEN_URL": django_db}):
+        assert integration.get_client().listen_url == django_db
 
 
 def test_the_queues_page_is_read_only_and_for_staff(django_db: str) -> None:

@@ -38,7 +38,8 @@ def _turn(f: Facts) -> tuple[float, float, str] | None:
     turn = (needed - fleet.tokens) / fleet.rate_limit
     next_token = (math.floor(fleet.tokens) + 1 - fleet.tokens) / fleet.rate_limit
     ahead = f.queue.ahead
-    takers = f"the {count(ahead, 'job')} ahead of it take the first" if ahead else "it takes"
+    verb = "takes" if ahead == 1 else "take"
+    takers = f"the {count(ahead, 'job')} ahead of it {verb} the first" if ahead else "it takes"
     words = (
         f"the bucket ({rate(fleet.rate_limit)}, burst {fleet.effective_burst}) holds "
         f"{fleet.tokens:.2f} tokens, the next is due in {duration(next_token)}, and {takers}, "

@@ -205,7 +205,8 @@ def rate_limited(f: Facts) -> Finding | None:
     ahead = f.queue.ahead
     turn = (ahead + 1) / fleet
     takers = (
-        f"the {count(ahead, 'job')} ahead of it take the next ones"
+        f"the {count(ahead, 'job')} ahead of it {'takes' if ahead == 1 else 'take'} the next "
+        f"{'one' if ahead == 1 else 'ones'}"
         if ahead
         else "it takes the next one"
     )

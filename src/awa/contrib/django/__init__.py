@@ -49,7 +49,9 @@ def get_client() -> AsyncClient:
         if _client is None:
             settings = conf.current()
             url = settings.database_url or conf.database_url(settings.database)
-            client = AsyncClient(url, max_connections=settings.max_connections)
+            client = AsyncClient(
+                url, max_connections=settings.max_connections, listen_url=settings.listen_url
+            )
             client.registry = registry
             _client = client
         return _client

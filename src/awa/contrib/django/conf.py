@@ -5,6 +5,7 @@
     AWA = {
         "DATABASE": "default",       # the Django database alias awa uses
         "DATABASE_URL": None,        # or an explicit URL (default: built from the alias)
+        "LISTEN_URL": None,          # a direct URL for LISTEN and the leader (PgBouncer)
         "MAX_CONNECTIONS": 10,       # the worker's and the read-only view's pool size
         "QUEUES": {"email": 10},     # awa_worker's queues when no --queue is given
         "TASKS_MODULE": "tasks",     # imported from every installed app at start-up
@@ -22,7 +23,15 @@ from awa import validate
 from awa.errors import ValidationError
 
 _KEYS = frozenset(
-    {"DATABASE", "DATABASE_URL", "MAX_CONNECTIONS", "QUEUES", "TASKS_MODULE", "DASHBOARD_URL"}
+    {
+        "DATABASE",
+        "DATABASE_URL",
+        "LISTEN_URL",
+        "MAX_CONNECTIONS",
+        "QUEUES",
+        "TASKS_MODULE",
+        "DASHBOARD_URL",
+    }
 )
 
 
@@ -32,6 +41,7 @@ class AwaSettings:
 
     database: str = "default"
     database_url: str | None = None
+    listen_url: str | None = None
     max_connections: int = 10
     queues: dict[str, int] = field(default_factory=dict)
     tasks_module: str = "tasks"
@@ -75,6 +85,7 @@ def parse(raw: Any) -> AwaSettings:
     return AwaSettings(
         database=validate.text(_key("DATABASE"), raw.get("DATABASE", "default")),
         database_url=_optional_text(raw, "DATABASE_URL"),
+        listen_url=_optional_text(raw, "LISTEN_URL"),
         max_connections=validate.integer(
             _key("MAX_CONNECTIONS"), raw.get("MAX_CONNECTIONS", 10), low=1
         ),
