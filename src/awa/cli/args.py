@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable
 from typing import NoReturn
@@ -13,6 +12,7 @@ from psycopg import conninfo
 
 from awa import validate
 from awa.errors import ValidationError
+from awa.supervisor.cpus import usable_cpus
 
 
 class Parser(argparse.ArgumentParser):
@@ -76,12 +76,10 @@ def rate(text: str) -> float:
 
 
 def process_count(text: str) -> int:
-    """``auto`` (one per core this process may use) or an integer >= 1."""
+    """``auto`` (one per core this process may use, within its cgroup's CPU quota) or an
+    integer >= 1."""
     if text == "auto":
-        try:
-            return len(os.sched_getaffinity(0))
-        except AttributeError:  # not on Linux
-            return os.cpu_count() or 1
+        return usable_cpus()
     try:
         return positive_int(text)
     except argparse.ArgumentTypeError:
