@@ -173,7 +173,9 @@ async def test_unique_conflict_inside_insert_many_writes_nothing(
 
 
 async def test_unique_by_period_and_custom_states(client: awa.AsyncClient) -> None:
-    opts = {"by_args": False, "by_period": 3600, "states": ["available"]}
+    # Guarded while the job lives, not once it completed or was cancelled.
+    states = ["scheduled", "available", "running", "retryable", "waiting_external"]
+    opts = {"by_args": False, "by_period": 3600, "states": states}
     await client.insert(SendEmail("a"), unique_opts=opts)
     with pytest.raises(awa.UniqueConflict):
         await client.insert(SendEmail("b"), unique_opts=opts)
@@ -181,6 +183,21 @@ async def test_unique_by_period_and_custom_states(client: awa.AsyncClient) -> No
     assert cancelled is not None and cancelled.state is awa.JobState.CANCELLED
     await client.insert(SendEmail("c"), unique_opts=opts)
     assert await client.cancel_by_unique_key(SendEmail("x"), kind="nope", unique_opts=opts) is None
+
+
+async def test_a_key_is_guarded_in_every_state_a_job_reaches_on_its_own(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    # A duplicate let in while the first job sat in an unguarded state collided when that
+    # job moved on (a promotion, a completion, a callback's answer), and that statement
+    # failed for every job it wrote. Such state lists are refused...
+    with pytest.raises(awa.ValidationError, match=r"unique_opts\.states.*missing running"):
+        await client.insert(SendEmail("a"), unique_opts={"states": ["scheduled", "available"]})
+    # ...and the default guards a job waiting for its callback too.
+    first = await client.insert(SendEmail("a"), unique_opts={})
+    db.execute("UPDATE awa.jobs SET state = 'waiting_external' WHERE id = %s", (first.id,))
+    with pytest.raises(awa.UniqueConflict):
+        await client.insert(SendEmail("a"), unique_opts={})
 
 
 async def test_registered_task_queue_is_the_insert_default(client: awa.AsyncClient) -> None:

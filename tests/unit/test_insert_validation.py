@@ -83,4 +83,6 @@ def test_unique_key_depends_on_the_chosen_parts() -> None:
     d = build_spec(SendEmail("x"), unique_opts={"by_args": False}).unique_key
     e = build_spec(SendEmail("x"), queue="other", unique_opts={"by_queue": True}).unique_key
     assert a != b and c == d and e != a
-    assert build_spec(SendEmail("x"), unique_opts={}).unique_states == "11111000"
+    assert (
+        build_spec(SendEmail("x"), unique_opts={}).unique_states == "11111001"
+    )  # waiting_external too

@@ -13,13 +13,20 @@ from awa import validate
 from awa.errors import ValidationError
 from awa.types import JobState
 
-DEFAULT_UNIQUE_STATES = (
+# The states a job moves between on its own (the claim, a retry, a snooze, a rescue, a
+# callback's wait and its answer). A key must be guarded in all of them: a duplicate let
+# in while the first job sat in one left out would collide when that job moved on, and
+# the move — a completion, a promotion, a rescue — would fail, for every job written with
+# it. Leaving a terminal state (a retry of a failed job) is an operator's act, which may
+# be refused with UniqueConflict.
+REQUIRED_UNIQUE_STATES = (
     JobState.SCHEDULED,
     JobState.AVAILABLE,
     JobState.RUNNING,
     JobState.RETRYABLE,
-    JobState.COMPLETED,
+    JobState.WAITING_EXTERNAL,
 )
+DEFAULT_UNIQUE_STATES = (*REQUIRED_UNIQUE_STATES, JobState.COMPLETED)
 _STATE_ORDER = list(JobState)  # bit i of the mask is the i-th state of the SQL enum
 _KEYS = {"by_args", "by_queue", "by_period", "states"}
 MIN_PERIOD_S = 0.001
@@ -72,8 +79,14 @@ class UniqueOpts:
                 raise ValidationError(
                     "unique_opts.states", f"unknown state {value!r} (valid: {valid})"
                 ) from None
-        if not states:
-            raise ValidationError("unique_opts.states", "must name at least one state")
+        missing = [s.value for s in REQUIRED_UNIQUE_STATES if s not in states]
+        if missing:
+            raise ValidationError(
+                "unique_opts.states",
+                f"must include {', '.join(s.value for s in REQUIRED_UNIQUE_STATES)} (a job "
+                "moves between these on its own, and a duplicate admitted while it sat in "
+                f"one left out would collide when it moved on); missing {', '.join(missing)}",
+            )
         return tuple(states)
 
     def states_mask(self) -> str:
