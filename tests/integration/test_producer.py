@@ -209,6 +209,22 @@ async def test_registered_task_queue_is_the_insert_default(client: awa.AsyncClie
     assert (await client.insert(SendEmail("a"), queue="other")).queue == "other"
     assert (await client.insert({"x": 1}, kind="k")).queue == "default"
 
+    @client.task(None, kind="charge", queue="pay")
+    async def charge(job: awa.Job[Any]) -> None:
+        return None
+
+    # Dict args name their task by kind: its queue is theirs too, however they are inserted.
+    assert (await client.insert({"x": 1}, kind="charge")).queue == "pay"
+    many = await client.insert_many([{"x": 2}, awa.InsertItem({"x": 3})], kind="charge")
+    assert [job.queue for job in many] == ["pay", "pay"]
+    async with client.transaction() as tx:
+        assert (await tx.insert({"x": 4}, kind="charge")).queue == "pay"
+    unique = await client.insert({"x": 5}, kind="charge", unique_opts={"by_queue": True})
+    cancelled = await client.cancel_by_unique_key(
+        {"x": 5}, kind="charge", unique_opts={"by_queue": True}
+    )
+    assert cancelled is not None and cancelled.id == unique.id
+
 
 async def test_insert_many_round_trips_awkward_values(client: awa.AsyncClient) -> None:
     """COPY rows are formatted by awa: every escape-worthy character must survive."""

@@ -193,7 +193,7 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
         ordering_key: str | None = None,
     ) -> insert_path.InsertSpec:
         if queue is _UNSET or queue is None:
-            queue = self.registry.queue_for(type(args)) or DEFAULT_QUEUE
+            queue = self._default_queue(type(args), kind)
         return insert_path.build_spec(
             args,
             kind=kind,
@@ -207,8 +207,10 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
             ordering_key=ordering_key,
         )
 
-    def _default_queue(self, args_type: type[Any]) -> str:
-        return self.registry.queue_for(args_type) or DEFAULT_QUEUE
+    def _default_queue(self, args_type: type[Any], kind: str | None) -> str:
+        """The queue of the task registered for the args type, else for the kind (dict
+        args name their kind), else ``default``."""
+        return self.registry.default_queue(args_type, kind) or DEFAULT_QUEUE
 
     def _specs(self, args_list: Iterable[Any], **options: Any) -> list[insert_path.InsertSpec]:
         return insert_items.build_specs(args_list, default_queue=self._default_queue, **options)
@@ -343,10 +345,13 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
         args: Any,
         *,
         kind: str | None = None,
-        queue: str = DEFAULT_QUEUE,
+        queue: str | None = None,
         unique_opts: Mapping[str, Any] | None = None,
     ) -> Job[Any] | None:
-        """Cancel the unfinished job holding the unique key these arguments produce."""
+        """Cancel the unfinished job holding the unique key these arguments produce
+        (``queue`` defaults as ``insert``'s does, so ``by_queue`` keys match)."""
+        if queue is None:
+            queue = self._default_queue(type(args), kind)
         async with self._connection() as conn:
             return await admin.cancel_by_unique_key(
                 conn, args, kind=kind, queue=queue, unique_opts=unique_opts

@@ -203,7 +203,7 @@ def build_specs(
     *,
     kind: str | None = None,
     queue: str | None = None,
-    default_queue: Callable[[type[Any]], str] = lambda _: "default",
+    default_queue: Callable[[type[Any], str | None], str] = lambda _type, _kind: "default",
     priority: int = 2,
     max_attempts: int = 25,
     tags: Sequence[str] | None = None,
@@ -230,7 +230,7 @@ def build_specs(
         resolved = per_type.get(cls)
         if resolved is None:
             job_kind = fixed_kind or validate.text("kind", _kind_of(args))
-            job_queue = fixed_queue or validate.text("queue", default_queue(cls))
+            job_queue = fixed_queue or validate.text("queue", default_queue(cls, job_kind))
             resolved = per_type[cls] = (job_kind, job_queue)
         specs.append(_spec(args, resolved[0], resolved[1], shared))
     return specs

@@ -46,7 +46,7 @@ def _item_spec(
     index: int,
     item: InsertItem,
     shared: Mapping[str, Any],
-    default_queue: Callable[[type[Any]], str],
+    default_queue: Callable[[type[Any], str | None], str],
 ) -> InsertSpec:
     options = dict(shared)
     for name in _OPTIONS:
@@ -54,7 +54,7 @@ def _item_spec(
         if value is not None:
             options[name] = value
     if options.get("queue") is None:
-        options["queue"] = default_queue(type(item.args))
+        options["queue"] = default_queue(type(item.args), options.get("kind"))
     try:
         return insert_path.build_spec(item.args, **options)
     except ValidationError as exc:  # say which element of the list is wrong
@@ -64,7 +64,7 @@ def _item_spec(
 def build_specs(
     args_list: Iterable[Any],
     *,
-    default_queue: Callable[[type[Any]], str],
+    default_queue: Callable[[type[Any], str | None], str],
     **shared: Any,
 ) -> list[InsertSpec]:
     """Specs for ``insert_many``: plain args share ``shared``; items override it."""

@@ -70,9 +70,13 @@ class TaskRegistry:
         """The task for ``kind``, or None when no handler is registered."""
         return self._by_kind.get(kind)
 
-    def queue_for(self, args_type: type[Any]) -> str | None:
-        """The queue the args type was registered on, if any."""
-        return self._queue_by_type.get(args_type)
+    def default_queue(self, args_type: type[Any], kind: str | None) -> str | None:
+        """Where a job goes when no queue is named: the queue of the task registered for
+        its args type, else for its kind (how dict args name their task), if any."""
+        queue = self._queue_by_type.get(args_type)
+        if queue is None and kind is not None and (task := self._by_kind.get(kind)):
+            queue = task.queue
+        return queue
 
     def queues(self) -> list[str]:
         """Queues named by registered tasks, in registration order, without repeats."""

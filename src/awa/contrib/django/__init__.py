@@ -95,7 +95,7 @@ def enqueue(args: Any, *, using: str | None = None, **options: Any) -> Job[Any]:
     connection = connections[using or conf.current().database]
     connection.ensure_connection()
     if options.get("queue") is None:
-        options["queue"] = registry.queue_for(type(args)) or DEFAULT_QUEUE
+        options["queue"] = registry.default_queue(type(args), options.get("kind")) or DEFAULT_QUEUE
     job = insert_job(connection.connection, args, **options)
     assert isinstance(job, Job)  # a sync psycopg connection inserts synchronously
     return job
