@@ -185,3 +185,34 @@ async def test_operator_retry_of_a_parked_job_acts(client: awa.AsyncClient) -> N
     with pytest.raises(awa.CallbackNotFound):  # the old token no longer resolves it
         await client.complete_external(tokens[job.id])
     assert (await client.get_job(job.id)).state is awa.JobState.AVAILABLE
+
+
+async def test_a_rescued_attempts_callback_does_not_resolve_the_next_attempt(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    from awa.db import sql
+    from awa.maintenance import rescuer
+    from tests.helpers import lead_maintenance
+
+    job = await client.insert({}, kind="k")
+    (run_lease, attempted_at) = db.execute(
+        "SELECT run_lease, attempted_at FROM awa.claim('default', 1, 0, 'on')"
+    ).fetchone()  # claimed by a worker that then registers a callback...
+    token = uuid.uuid4()
+    db.execute(
+        sql.JOB_REGISTER_CALLBACK,
+        {"callback_id": token, "timeout_ms": 60_000, "id": job.id, "run_lease": run_lease,
+         "attempted_at": attempted_at},
+    )  # fmt: skip
+    db.execute("UPDATE awa.jobs SET heartbeat_at = now() - interval '1 hour' WHERE id = %s",
+               (job.id,))  # fmt: skip
+    # ...and dies: the rescuer returns the job, and its next attempt starts.
+    rescued = await rescuer.rescue_stale_heartbeats(
+        await client._get_pool(), 60_000, lead_maintenance(db)
+    )
+    assert [r[0] for r in rescued] == [job.id]
+    db.execute("UPDATE awa.jobs SET state = 'available' WHERE id = %s", (job.id,))
+    db.execute("SELECT * FROM awa.claim('default', 1, 0, 'on')")
+    with pytest.raises(awa.CallbackNotFound):
+        await client.complete_external(str(token), {"late": True})
+    assert (await client.get_job(job.id)).state is awa.JobState.RUNNING

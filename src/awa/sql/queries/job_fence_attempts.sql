@@ -7,6 +7,7 @@ SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'failed' ELSE 'retryable'
     run_at = now(),
     run_lease = j.run_lease + 1,
     heartbeat_at = NULL,
+    callback_id = NULL, callback_timeout_at = NULL,  -- the lost attempt's callback ends with it
     errors = awa.errors_append(j.errors, jsonb_build_array(jsonb_build_object(
         'error', %(reason)s::text, 'attempt', j.attempt, 'at', now(), 'type', 'Interrupted')))
 FROM unnest(%(ids)s::bigint[], %(run_leases)s::bigint[], %(attempted_ats)s::timestamptz[])

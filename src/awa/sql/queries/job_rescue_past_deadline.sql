@@ -17,6 +17,7 @@ SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'failed' ELSE 'retryable'
     run_at = now(),
     run_lease = j.run_lease + 1,
     heartbeat_at = NULL,
+    callback_id = NULL, callback_timeout_at = NULL,  -- the lost attempt's callback ends with it
     errors = awa.errors_append(j.errors, jsonb_build_array(jsonb_build_object(
         'error', 'rescued: deadline passed at ' || j.deadline_at::text,
         'attempt', j.attempt, 'at', now(), 'type', 'DeadlineExceeded')))
