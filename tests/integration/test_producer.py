@@ -150,6 +150,39 @@ async def test_transaction_rollback_drops_jobs(
     assert db.execute("SELECT count(*) FROM orders").fetchone() == (0,)
 
 
+async def test_a_caught_unique_conflict_leaves_the_transaction_usable(
+    client: awa.AsyncClient, sync_client: awa.Client, db: psycopg.Connection[Any]
+) -> None:
+    db.execute("CREATE TABLE orders (id int PRIMARY KEY)")
+    await client.insert(SendEmail("dup"), unique_opts={})
+    async with client.transaction() as tx:
+        await tx.execute("INSERT INTO orders VALUES (1)")
+        with pytest.raises(awa.UniqueConflict):  # an idempotent enqueue: already there
+            await tx.insert(SendEmail("dup"), unique_opts={})
+        with pytest.raises(awa.UniqueConflict):
+            await tx.insert_many([SendEmail("new"), SendEmail("dup")], unique_opts={})
+        await tx.insert(SendEmail("after"))
+    assert db.execute("SELECT count(*) FROM orders").fetchone() == (1,)
+    assert count_jobs(db) == 2  # "dup" and "after"; "new" went with its batch
+    with sync_client.transaction() as stx:  # the blocking twin shares it
+        stx.execute("INSERT INTO orders VALUES (2)")
+        with pytest.raises(awa.UniqueConflict):
+            stx.insert(SendEmail("dup"), unique_opts={})
+    assert db.execute("SELECT count(*) FROM orders").fetchone() == (2,)
+
+
+async def test_a_failed_statement_caught_in_the_block_is_not_a_silent_rollback(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    db.execute("CREATE TABLE orders (id int PRIMARY KEY)")
+    with pytest.raises(awa.DatabaseError, match="rolled back"):
+        async with client.transaction() as tx:
+            await tx.insert(SendEmail("lost"))
+            with pytest.raises(psycopg.errors.UndefinedTable):
+                await tx.execute("INSERT INTO no_such_table VALUES (1)")
+    assert count_jobs(db) == 0
+
+
 async def test_unique_jobs_conflict_while_guarded(client: awa.AsyncClient) -> None:
     opts = {"by_args": True}
     first = await client.insert(SendEmail("u"), unique_opts=opts)

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg import AsyncConnection
+from psycopg.pq import TransactionStatus
 
 from awa import tracing, validate
 from awa.client import admin, insert_items
@@ -32,7 +33,7 @@ from awa.db import connection, migrations
 from awa.db.errors import mapped, translate
 from awa.db.lane import ConnectionLane
 from awa.db.pool import Pool
-from awa.errors import NoHandlersRegistered, ValidationError
+from awa.errors import DatabaseError, NoHandlersRegistered, ValidationError
 from awa.hooks import Hooks
 from awa.periodic import PeriodicJob
 from awa.types import (
@@ -300,6 +301,13 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
         try:
             async with conn.transaction():
                 yield Transaction(conn, self._spec, self._specs)
+                if conn.info.transaction_status == TransactionStatus.INERROR:
+                    # A statement failed and the block caught its error: COMMIT would
+                    # quietly roll everything back, the block's other work included.
+                    raise DatabaseError(
+                        "the transaction was rolled back: a statement inside it failed and "
+                        "its error was caught in the block, so nothing of it was committed"
+                    )
         except psycopg.OperationalError as exc:
             # The connection died (a restart, a failover): a DatabaseError like every
             # call's. The application's own SQL errors reach it unchanged.

@@ -64,11 +64,20 @@ class Transaction:
         return await cur.fetchall()
 
     async def insert(self, /, args: Any, **options: Any) -> Job[Any]:
-        """Insert a job inside this transaction (same options as ``AsyncClient.insert``)."""
-        return await insert_path.insert_one(self.connection, self._build(args, **options))
+        """Insert a job inside this transaction (same options as ``AsyncClient.insert``).
+        A unique job's insert runs in a savepoint: its ``UniqueConflict`` may be caught
+        and the transaction goes on."""
+        spec = self._build(args, **options)
+        if spec.unique_key is None:
+            return await insert_path.insert_one(self.connection, spec)
+        async with self.connection.transaction():  # a savepoint
+            return await insert_path.insert_one(self.connection, spec)
 
     async def insert_many(self, /, args_list: Sequence[Any], **options: Any) -> list[Job[Any]]:
-        """Insert many jobs inside this transaction (COPY-based)."""
-        return await insert_path.insert_many(
-            self.connection, self._build_many(args_list, **options)
-        )
+        """Insert many jobs inside this transaction (COPY-based); with unique jobs among
+        them, in a savepoint, as ``insert``."""
+        specs = self._build_many(args_list, **options)
+        if all(spec.unique_key is None for spec in specs):
+            return await insert_path.insert_many(self.connection, specs)
+        async with self.connection.transaction():
+            return await insert_path.insert_many(self.connection, specs)
