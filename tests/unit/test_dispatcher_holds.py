@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from awa.config import QueueConfig
 from awa.db.lane import ConnectionLane
 from awa.db.rows import FleetHold
@@ -70,3 +72,14 @@ def test_a_control_change_forgets_the_hold_and_its_wait() -> None:
     dispatcher.control_changed()
     assert _woken(dispatcher) and dispatcher.blocked is None
     assert dispatcher._reserve() is not None
+
+
+def test_a_shorter_poll_interval_reaches_an_idle_queues_next_probe() -> None:
+    dispatcher = _dispatcher()
+    told: list[bool] = []
+    dispatcher.watch_idle(lambda: told.append(True))
+    dispatcher.idle, dispatcher.probe_due = True, time.monotonic() + 30  # started at 30 s
+    dispatcher.control.poll_interval_ms = 200  # what an override applied sets
+    dispatcher.control_changed()
+    assert dispatcher.probe_due <= time.monotonic() + 0.2
+    assert told == [True]  # the prober recomputes its next wake-up

@@ -432,3 +432,42 @@ def test_weighted_permits_resize_their_minimum_and_weight() -> None:
     permits["a"].resize(5, 3)
     assert permits["a"].local_capacity == 5 and permits["a"].weight == 3
     assert permits["a"].capacity() == awa.Weighted(min_workers=5, weight=3, overflow_held=0)
+
+
+# -- live minimums never take the process past global_max_workers (CONTRACT §7, §10) ------
+
+
+def _live_min(permits: dict[str, QueuePermits], queue: str, minimum: int, global_max: int) -> None:
+    """What the worker does on a min_workers override: resize the queue, then the pool."""
+    permits[queue].resize(minimum)
+    pool = permits[queue].pool
+    assert pool is not None
+    pool.resize(global_max - sum(p.local_capacity for p in permits.values()))
+
+
+def _held(permits: dict[str, QueuePermits]) -> int:
+    return sum(p.held for p in permits.values())
+
+
+def test_a_shrunk_minimum_still_held_counts_against_the_grown_pool() -> None:
+    permits = build_permits([("a", 50, 5, 1), ("b", 50, 0, 1)], global_max_workers=10)
+    wakes = Wakes()
+    permits["b"].subscribe(wakes.of("b"))
+    assert permits["a"].try_acquire(5) == Grant(local=5)
+    assert permits["b"].try_acquire(100) == Grant(overflow=5)
+    _live_min(permits, "a", 0, 10)  # the pool grows to 10; a still runs its 5
+    assert permits["b"].try_acquire(100) == Grant()  # not 5 more: 15 would run at once
+    assert _held(permits) == 10
+    wakes.take()
+    permits["a"].release(Grant(local=1))  # one of a's jobs ends: room for one
+    assert wakes.take() == ["b"]
+    assert permits["b"].try_acquire(100) == Grant(overflow=1) and _held(permits) == 10
+
+
+def test_a_grown_minimum_waits_for_overflow_held_above_the_shrunk_pool() -> None:
+    permits = build_permits([("a", 50, 0, 1), ("b", 50, 0, 1)], global_max_workers=10)
+    assert permits["b"].try_acquire(100) == Grant(overflow=10)
+    _live_min(permits, "a", 5, 10)  # the pool shrinks to 5; b still runs 10
+    assert permits["a"].try_acquire(5) == Grant()  # its minimum waits for b's jobs
+    permits["b"].release(Grant(overflow=6))
+    assert permits["a"].try_acquire(5) == Grant(local=5) and _held(permits) == 9

@@ -158,6 +158,12 @@ class Dispatcher(LoopService):
         self._not_before = 0.0
         self.blocked = None
         self.at_pool_part = False
+        if self.idle:  # its next probe follows a poll_interval_ms override at once
+            next_probe = time.monotonic() + self.control.poll_interval_ms / 1000
+            if next_probe < self.probe_due:
+                self.probe_due = next_probe
+                if self._on_idle is not None:
+                    self._on_idle()
         self._wakeup.set()
 
     def recheck(self) -> None:

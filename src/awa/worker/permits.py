@@ -8,7 +8,10 @@ One :class:`QueuePermits` per queue serves both modes:
 
 All three numbers can change live (runtime overrides, CONTRACT §10): a resize never
 takes a permit back — a queue over its new size simply gets nothing until enough of its
-jobs have finished — and a resize that frees room wakes whoever may now take it.
+jobs have finished — and a resize that frees room wakes whoever may now take it. In
+weighted mode a resize moves permits between a queue's minimum and the pool, so the pool
+also bounds the process as a whole: local and overflow permits held together never
+exceed ``global_max_workers`` (CONTRACT §7), however the minimums changed.
 
 Everything runs on the worker's event loop thread, so plain counters suffice: no call
 here ever blocks or awaits. A :class:`Permit` releases its slot exactly once.
@@ -17,6 +20,7 @@ here ever blocks or awaits. A :class:`Permit` releases its slot exactly once.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -47,7 +51,7 @@ class OverflowPool:
     dispatcher handing back permits it did not use never wakes itself.
     """
 
-    def __init__(self, total: int, weights: dict[str, int]) -> None:
+    def __init__(self, total: int, weights: dict[str, int], global_max: int | None = None) -> None:
         if total < 0:
             raise ValueError("overflow total must be >= 0")
         if any(weight < 1 for weight in weights.values()):
@@ -62,6 +66,10 @@ class OverflowPool:
         self._held_total = 0  # Σ held
         self._asking_weight = 0  # Σ weight of queues with demand
         self._settled = 0  # Σ held of queues without demand
+        # The process-wide bound: local permits of every queue plus the pool's, held
+        # together, never above it (None: the pool alone, as built in isolation).
+        self.global_max = global_max
+        self._local_held = 0  # Σ local permits held by the queues sharing this pool
         # Private switch for bench/fairness.py: False restores the record's behaviour
         # (only the releasing queue is woken) so the two can be measured side by side.
         self._wake_others = True
@@ -89,8 +97,29 @@ class OverflowPool:
 
     @property
     def available(self) -> int:
-        """Permits nobody holds (never negative, even while shrunk below what is held)."""
-        return max(0, self.total - self._held_total)
+        """Permits nobody holds (never negative, even while shrunk below what is held),
+        and no more than the process-wide room: after a minimum shrank live, its queue's
+        permits still held above it count against the pool that grew by as much."""
+        return max(0, min(self.total - self._held_total, self.room()))
+
+    def room(self) -> int:
+        """What the process may still hold under ``global_max`` (local or overflow);
+        without one, no bound beyond the pool's own total."""
+        if self.global_max is None:
+            return sys.maxsize
+        return max(0, self.global_max - self._local_held - self._held_total)
+
+    def local_taken(self, count: int) -> None:
+        """A queue took ``count`` of its local permits."""
+        self._local_held += count
+
+    def local_returned(self, queue: str, count: int) -> None:
+        """A queue gave back ``count`` local permits; when locals held beyond the
+        minimums were what kept the pool short, the queues waiting for it are woken."""
+        binding = self.global_max is not None and self.room() < self.total - self._held_total
+        self._local_held -= count
+        if binding and count > 0:
+            self._wake_waiting(exclude=queue)
 
     def _set_demand(self, queue: str, wanted: int) -> None:
         was, now = self._demand[queue] > 0, wanted > 0
@@ -341,6 +370,10 @@ class QueuePermits:
         """
         wanted = max(wanted, 0)
         local = min(wanted, max(0, self.local_capacity - self._local_used))
+        if self._pool is not None:
+            # A minimum grown live waits for overflow held above the shrunk pool.
+            local = min(local, self._pool.room())
+            self._pool.local_taken(local)
         self._local_used += local
         overflow = 0
         if self._pool is not None:
@@ -377,6 +410,8 @@ class QueuePermits:
         if grant.overflow and (self._pool is None or grant.overflow > self._pool.held(self.queue)):
             raise RuntimeError(f"overflow release exceeds permits held by {self.queue!r}")
         self._local_used -= grant.local
+        if grant.local and self._pool is not None:
+            self._pool.local_returned(self.queue, grant.local)
         if grant.overflow and self._pool is not None:
             self._pool.release(self.queue, grant.overflow, wake_self=wake_self)
         elif grant.local and wake_self and self._wake is not None:
@@ -396,7 +431,9 @@ def build_permits(
     if global_max_workers is None:
         return {name: QueuePermits(name, max_workers) for name, max_workers, _, _ in queues}
     overflow = global_max_workers - sum(min_workers for _, _, min_workers, _ in queues)
-    pool = OverflowPool(overflow, {name: weight for name, _, _, weight in queues})
+    pool = OverflowPool(
+        overflow, {name: weight for name, _, _, weight in queues}, global_max_workers
+    )
     return {
         name: QueuePermits(name, min_workers, pool, weight)
         for name, _, min_workers, weight in queues
