@@ -199,11 +199,14 @@ class HardReserved:
 
 @dataclass(frozen=True, slots=True)
 class Weighted:
-    """Capacity of a queue in weighted mode: local minimum, weight and overflow held now."""
+    """Capacity of a queue in weighted mode: local minimum, weight and overflow held now;
+    ``ceiling``, the most it could run at once (its minimum plus the whole overflow pool;
+    None from a worker older than the field)."""
 
     min_workers: int
     weight: int
     overflow_held: int
+    ceiling: int | None = field(default=None, compare=False)  # derived: min + the pool
 
 
 Capacity = HardReserved | Weighted

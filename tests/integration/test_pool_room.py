@@ -98,6 +98,17 @@ def _serving(db: psycopg.Connection[Any], instance: str, queues: dict[str, int])
     )
 
 
+def _serving_weighted(db: psycopg.Connection[Any], instance: str, queue: str, ceiling: int) -> None:
+    """A live weighted-mode instance: its capacity has no max_workers, only a ceiling."""
+    capacity = {"mode": "weighted", "min_workers": 0, "weight": 1, "overflow_held": 0,
+                "ceiling": ceiling}  # fmt: skip
+    db.execute(
+        "INSERT INTO awa.runtime_instances (instance_id, hostname, pid, started_at,"
+        " last_seen_at, snapshot) VALUES (%s, 'h', 1, now(), now(), %s)",
+        (instance, Jsonb({"queues": {queue: {"capacity": capacity}}})),
+    )
+
+
 def _claim_as(db: psycopg.Connection[Any], queue: str, instance: str, held: int) -> list[Any]:
     return db.execute(
         "SELECT id, blocked FROM awa.claim(%s, 16, 0, 'on', %s, %s)", (queue, instance, held)
@@ -143,6 +154,18 @@ async def test_a_process_takes_what_the_others_lack_the_workers_to_run(
     db.execute("UPDATE awa.runtime_instances SET last_seen_at = now() - interval '1 minute'")
     db.execute("UPDATE awa.jobs SET state = 'completed' WHERE state = 'running'")
     assert len([r for r in _claim_as(db, "a", me, 0) if r[0] is not None]) == 9
+
+
+async def test_a_weighted_process_counts_as_no_more_than_it_can_run(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    me, weighted = "00000000-0000-0000-0000-00000000000a", "00000000-0000-0000-0000-00000000000d"
+    await client.set_fleet_pool(10, {"a": awa.PoolMember()})
+    await client.insert_many([{}] * 40, kind="k", queue="a")
+    _serving(db, me, {"a": 20})
+    _serving_weighted(db, weighted, "a", 3)  # global_max_workers 3: at most 3 of a's jobs
+    rows = _claim_as(db, "a", me, 0)
+    assert len([r for r in rows if r[0] is not None]) == 7  # 10 − 3, not an even 5
 
 
 def _jobs_seq_scans_in(db: psycopg.Connection[Any], statement: str, *params: Any) -> int:

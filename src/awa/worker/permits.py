@@ -360,6 +360,7 @@ class QueuePermits:
             min_workers=self.local_capacity,
             weight=self.weight,
             overflow_held=self._running_overflow,
+            ceiling=self.ceiling,
         )
 
     def try_acquire(self, wanted: int) -> Grant:

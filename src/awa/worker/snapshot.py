@@ -130,7 +130,9 @@ def _known(cls: type[Any], data: dict[str, Any]) -> dict[str, Any]:
 def capacity_from_json(data: dict[str, Any]) -> HardReserved | Weighted:
     """Inverse of the capacity part of :func:`snapshot_json`."""
     if data.get("mode") == "weighted":
-        return Weighted(data["min_workers"], data["weight"], data["overflow_held"])
+        return Weighted(
+            data["min_workers"], data["weight"], data["overflow_held"], data.get("ceiling")
+        )
     return HardReserved(data["max_workers"])
 
 
