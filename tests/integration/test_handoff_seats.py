@@ -220,6 +220,44 @@ async def test_a_lapsed_seat_is_not_taken(
     assert row == ("available", None)
 
 
+async def test_a_seat_whose_listener_is_gone_is_not_taken(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], database_url: str
+) -> None:
+    """A worker killed leaves its seats until they lapse; its LISTEN connection's server
+    process ends with it, and producers skip such seats: the job stays available for the
+    live workers instead of waiting for a rescue and losing an attempt."""
+    with psycopg.connect(database_url) as gone:
+        dead_pid = gone.info.backend_pid
+
+    async def ended() -> bool:
+        query = "SELECT pid FROM pg_stat_get_activity(%s)"
+        return db.execute(query, (dead_pid,)).fetchone() is None
+
+    await wait_for(ended)
+    db.execute(
+        "INSERT INTO awa.handoff_seats (queue, channel, expires_at, listener_pid) "
+        "VALUES ('q', 'awa_handoff_dead', now() + interval '1 minute', %s)",
+        (dead_pid,),
+    )
+    job = await client.insert({}, kind="k", queue="q")
+    row = db.execute("SELECT state, attempt FROM awa.jobs WHERE id = %s", (job.id,)).fetchone()
+    assert row == ("available", 0)
+    assert _untaken(db) == 1
+    # A live worker's seats name its listener, and are taken.
+    ran: list[int] = []
+    db.execute("DELETE FROM awa.handoff_seats")
+    await _start(client, ran)
+    try:
+        await _parked(db, 4)
+        pids = db.execute("SELECT DISTINCT listener_pid FROM awa.handoff_seats").fetchall()
+        assert pids == [(_worker(client).listener.backend_pid,)]
+        handed = await client.insert({}, kind="k", queue="q")
+        await wait_for(lambda: _completed(client, handed.id))
+        assert handed.id in ran
+    finally:
+        await client.shutdown()
+
+
 async def test_a_small_queue_keeps_a_permit_out_of_its_seats(
     client: awa.AsyncClient, db: psycopg.Connection[Any]
 ) -> None:

@@ -56,6 +56,9 @@ class Listener(LoopService):
         self._on_disconnect = on_disconnect
         self.connections = 0
         self.polling_only = False  # LISTEN is impossible through the URL given (a pooler)
+        # The LISTEN connection's server process while it is up: seats name it, so a
+        # producer hands no job to a worker whose listener is gone (migration 0019).
+        self.backend_pid: int | None = None
 
     @property
     def connected(self) -> bool:
@@ -78,6 +81,7 @@ class Listener(LoopService):
                     if self._handoff_channel:
                         await conn.execute(f"LISTEN {self._handoff_channel}")  # an identifier
                     self.healthy = True
+                    self.backend_pid = conn.info.backend_pid
                     self.connections += 1
                     backoff = 0.05
                     self._on_connect()
@@ -87,7 +91,7 @@ class Listener(LoopService):
                 raise
             except Exception as exc:
                 logger.warning("listener: %s; reconnecting in %.2fs", exc, backoff)
-            self.healthy = False
+            self.healthy, self.backend_pid = False, None
             if self._on_disconnect is not None:
                 self._on_disconnect()
             await asyncio.sleep(backoff)

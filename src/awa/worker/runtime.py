@@ -145,6 +145,7 @@ class Worker:
             channel_for(self.instance_id),
             config.handoff_seats,
             listening=lambda: self.listener.connected,
+            listener_pid=lambda: self.listener.backend_pid,
         )
         self.listener = Listener(
             session_url,

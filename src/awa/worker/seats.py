@@ -72,6 +72,7 @@ class Seater(LoopService):
         channel: str,
         per_queue: int,
         listening: Callable[[], bool],
+        listener_pid: Callable[[], int | None] = lambda: None,
     ) -> None:
         super().__init__("handoff-seats")
         self._pool = pool
@@ -79,6 +80,7 @@ class Seater(LoopService):
         self.channel = channel
         self.per_queue = per_queue
         self._listening = listening  # seats only while this worker hears its channel
+        self._listener_pid = listener_pid  # whose liveness producers check before a handoff
         self._tasks: set[asyncio.Task[None]] = set()
         self.seats: dict[int, Seat] = {}
         self._dirty: set[str] = set(dispatchers)
@@ -253,6 +255,7 @@ class Seater(LoopService):
             "ttl_ms": SEAT_TTL_MS,
             "queues": queues,
             "deadline_ms": deadlines,
+            "listener_pid": self._listener_pid(),
         }
         try:
             async with self._pool.connection() as conn:

@@ -2,9 +2,11 @@
 -- migration 0015), one row per permit, named by the worker's notice channel. A single
 -- insert of a job for the queue then takes a seat and the job is claimed for this worker
 -- at that insert's commit. Each seat lapses at expires_at unless renewed (seats_renew),
--- so a worker that died stops taking jobs within the TTL.
-INSERT INTO awa.handoff_seats (queue, channel, deadline_ms, expires_at)
+-- so a worker that died stops taking jobs within the TTL; before that, producers skip a
+-- seat whose listener_pid (the worker's LISTEN connection's server process) has ended
+-- (migration 0019).
+INSERT INTO awa.handoff_seats (queue, channel, deadline_ms, expires_at, listener_pid)
 SELECT p.queue, %(channel)s::text, p.deadline_ms,
-    now() + %(ttl_ms)s::bigint * interval '1 millisecond'
+    now() + %(ttl_ms)s::bigint * interval '1 millisecond', %(listener_pid)s::integer
 FROM unnest(%(queues)s::text[], %(deadline_ms)s::bigint[]) AS p(queue, deadline_ms)
 RETURNING seat_id, queue
