@@ -98,3 +98,35 @@ async def test_an_outcome_refused_by_the_database_is_dropped_alone(
     assert completer.applied == len(fine) and completer.stale == 1
     states = dict(db.execute("SELECT id, state::text FROM awa.jobs").fetchall())
     assert states == {poison.id: "running", **{job.id: "completed" for job in fine}}
+
+
+async def test_an_outcome_refused_by_the_unique_index_does_not_block_others(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """Rows written before unique states were checked (or by hand) may hold a key that
+    their completion cannot take: the completer drops that outcome, not every later one."""
+
+    @client.task(None, kind="k", queue="q")
+    async def handler(job: awa.Job[Any]) -> None:
+        return None
+
+    holder = await client.insert({"n": 0}, kind="k", queue="q")
+    stuck = await client.insert({"n": 1}, kind="k", queue="q")
+    # Both share a key guarded only once completed; the holder is completed already.
+    db.execute(
+        "UPDATE awa.jobs SET unique_key = '\\x01'::bytea, unique_states = B'00010000' "
+        "WHERE id = ANY(%s)",
+        ([holder.id, stuck.id],),
+    )
+    db.execute("UPDATE awa.jobs SET state = 'completed', finalized_at = now() WHERE id = %s",
+               (holder.id,))  # fmt: skip
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+        later = await client.insert({"n": 2}, kind="k", queue="q")
+
+        async def later_completed() -> bool:
+            return (await client.get_job(later.id)).state is JobState.COMPLETED
+
+        await wait_for(later_completed)
+    finally:
+        await client.shutdown()

@@ -31,6 +31,8 @@ from awa.worker.observe import Observer
 from awa.worker.results import AttemptKey, Finalization, attempt_key
 
 logger = logging.getLogger("awa")
+# What the server refuses in the outcomes themselves: no retry of the same write succeeds.
+_REFUSED = (psycopg.DataError, psycopg.IntegrityError)
 
 _FINALIZE_MANY = DirectStatement("job_finalize_many", sql.JOB_FINALIZE_MANY)  # the hot path
 GATHER_S = 0.002
@@ -186,10 +188,12 @@ class Completer(LoopService):
                     await self._flush_each(left, applied)
                 else:
                     applied = await self._flush(batch)
-            except psycopg.DataError as exc:
-                # The server refuses a value of the batch (class 22, data exception):
-                # retrying the same statement could never succeed, and every job of the
-                # batch would wait forever. Write the outcomes one by one instead.
+            except _REFUSED as exc:
+                # The server refuses a value of the batch (class 22, data exception) or a
+                # row it would write (class 23, say a unique key another job holds, from
+                # rows written before unique states were checked): retrying the same
+                # statement could never succeed, and every job of the batch would wait
+                # forever. Write the outcomes one by one instead.
                 logger.warning("completer: a batch of %d outcomes was refused (%s); "
                                "writing them one by one", len(batch), exc)  # fmt: skip
                 one_by_one = True
@@ -214,7 +218,7 @@ class Completer(LoopService):
         while left:
             try:
                 applied |= await self._flush(left[:1], ride=False)
-            except psycopg.DataError as exc:
+            except _REFUSED as exc:
                 logger.error(
                     "completer: dropping the outcome of job %s, refused by the database (%s); "
                     "the job will be rescued and run again", left[0].job_id, exc,
