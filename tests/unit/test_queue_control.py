@@ -117,13 +117,30 @@ def test_concurrency_overrides_apply_in_their_own_mode_only(
     assert (hard.max_workers, hard.ignored) == (10, {})
 
 
-def test_minimums_over_the_global_pool_are_refused_for_every_queue() -> None:
+def test_minimums_over_the_global_pool_are_refused() -> None:
     a = QueueControl(QueueConfig("a", min_workers=2), weighted=True)
     b = QueueControl(QueueConfig("b", min_workers=2), weighted=True)
     rows = {"a": {**_row(min_workers=5), "queue": "a"}, "b": {**_row(), "queue": "b"}}
-    assert minimums_refusal([a, b], rows, 8) is None  # 5 + 2 <= 8
+    assert minimums_refusal([a, b], rows, 8) == {}  # 5 + 2 <= 8
     refused = minimums_refusal([a, b], rows, 6)  # 5 + 2 > 6
-    assert refused is not None and "7" in refused and "6" in refused
-    a.apply(rows["a"], minimums_refused=refused)
-    assert a.min_workers == 2 and a.ignored["min_workers"] == refused
-    assert minimums_refusal([a, b], rows, None) is None  # hard-reserved: no such rule
+    assert list(refused) == ["a"] and "7" in refused["a"] and "6" in refused["a"]
+    a.apply(rows["a"], minimums_refused=refused.get("a"))
+    assert a.min_workers == 2 and a.ignored["min_workers"] == refused["a"]
+    assert minimums_refusal([a, b], rows, None) == {}  # hard-reserved: no such rule
+
+
+def test_a_refused_minimum_leaves_the_other_queues_accepted_ones_in_force() -> None:
+    a = QueueControl(QueueConfig("a", min_workers=3), weighted=True)
+    b = QueueControl(QueueConfig("b", min_workers=3), weighted=True)
+    rows = {"a": {**_row(min_workers=5), "queue": "a"}, "b": {**_row(), "queue": "b"}}
+    assert minimums_refusal([a, b], rows, 10) == {}  # 5 + 3
+    a.apply(rows["a"])
+    assert a.min_workers == 5
+    # Then b is given 6: 5 + 6 > 10. b's new override is refused; a's keeps its 5.
+    rows["b"] = {**_row(min_workers=6), "queue": "b"}
+    refused = minimums_refusal([a, b], rows, 10)
+    assert list(refused) == ["b"]
+    a.apply(rows["a"], minimums_refused=refused.get("a"))
+    b.apply(rows["b"], minimums_refused=refused.get("b"))
+    assert (a.min_workers, b.min_workers) == (5, 3) and "min_workers" in b.ignored
+    assert "min_workers" not in a.ignored

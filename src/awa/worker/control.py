@@ -209,20 +209,42 @@ def minimums_refusal(
     controls: Iterable[QueueControl],
     rows: Mapping[str, dict[str, Any]],
     global_max_workers: int | None,
-) -> str | None:
-    """Why the ``min_workers`` overrides in ``rows`` cannot all apply, or None when they
-    can: in weighted mode Σ min_workers must stay within ``global_max_workers``, the rule
-    ``start()`` enforces (MinWorkersExceedGlobal)."""
+) -> dict[str, str]:
+    """Per queue, why its ``min_workers`` override in ``rows`` cannot apply now; queues
+    absent from the result apply theirs. In weighted mode Σ min_workers must stay within
+    ``global_max_workers``, the rule ``start()`` enforces (MinWorkersExceedGlobal). When
+    the overrides together would break it, the ones already in force stay and the new
+    ones are refused — a write to one queue never takes another queue's guarantee away —
+    unless even that breaks it, and then all are refused."""
     if global_max_workers is None:
-        return None
-    total = 0
-    for control in controls:
-        row = rows.get(control.config.name)
-        override = row.get("override_min_workers") if row else None
-        total += control.config.min_workers if override is None else override
-    if total <= global_max_workers:
-        return None
-    return (
-        f"min_workers overrides ignored: with them Σ min_workers would be {total}, over "
-        f"global_max_workers ({global_max_workers})"
+        return {}
+    controls = list(controls)
+    wanted = {c.config.name: _min_override(rows, c) for c in controls}
+    configured = {c.config.name: c.config.min_workers for c in controls}
+
+    def total(applied: set[str]) -> int:
+        """Σ min_workers with the overrides of ``applied`` in force, the rest configured."""
+        return sum(_or(wanted[name], configured[name], name in applied) for name in wanted)
+
+    overridden = {name for name, value in wanted.items() if value is not None}
+    if total(overridden) <= global_max_workers:
+        return {}
+    in_force = {c.config.name for c in controls if wanted[c.config.name] == c.min_workers}
+    kept = overridden & in_force
+    if total(kept) > global_max_workers:
+        kept = set()
+    reason = (
+        f"min_workers override ignored: with it Σ min_workers would be "
+        f"{total(overridden)}, over global_max_workers ({global_max_workers})"
     )
+    return dict.fromkeys(sorted(overridden - kept), reason)
+
+
+def _or(override: int | None, configured: int, applied: bool) -> int:
+    return override if applied and override is not None else configured
+
+
+def _min_override(rows: Mapping[str, dict[str, Any]], control: QueueControl) -> int | None:
+    row = rows.get(control.config.name)
+    value = row.get("override_min_workers") if row else None
+    return None if value is None else int(value)

@@ -49,6 +49,6 @@ class ControlRefresher:
         refused = minimums_refusal(self._controls.values(), rows, self._global_max_workers)
         for queue, control in self._controls.items():
             before = control.state()
-            control.apply(rows.get(queue), minimums_refused=refused)
+            control.apply(rows.get(queue), minimums_refused=refused.get(queue))
             if control.state() != before:
                 self._on_change(queue, control)
