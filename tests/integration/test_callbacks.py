@@ -216,3 +216,34 @@ async def test_a_rescued_attempts_callback_does_not_resolve_the_next_attempt(
     with pytest.raises(awa.CallbackNotFound):
         await client.complete_external(str(token), {"late": True})
     assert (await client.get_job(job.id)).state is awa.JobState.RUNNING
+
+
+async def test_a_callback_of_an_attempt_that_ended_does_not_resolve_the_next_one(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    from awa.db import sql
+
+    job = await client.insert({}, kind="k")
+    (run_lease, attempted_at) = db.execute(
+        "SELECT run_lease, attempted_at FROM awa.claim('default', 1, 0, 'on')"
+    ).fetchone()
+    token = uuid.uuid4()
+    db.execute(
+        sql.JOB_REGISTER_CALLBACK,
+        {"callback_id": token, "timeout_ms": 60_000, "id": job.id, "run_lease": run_lease,
+         "attempted_at": attempted_at},
+    )  # fmt: skip
+    # The handler raised after registering: its outcome is written as a retry, which
+    # leaves the job's columns but its state alone, and the next attempt starts.
+    db.execute("UPDATE awa.jobs SET state = 'available' WHERE id = %s", (job.id,))
+    db.execute("SELECT * FROM awa.claim('default', 1, 0, 'on')")
+    answers = [
+        lambda: client.complete_external(str(token)),
+        lambda: client.fail_external(str(token), "x"),
+        lambda: client.resume_external(str(token)),
+        lambda: client.retry_external(str(token)),
+    ]
+    for answer in answers:
+        with pytest.raises(awa.CallbackNotFound):
+            await answer()
+    assert (await client.get_job(job.id)).state is awa.JobState.RUNNING

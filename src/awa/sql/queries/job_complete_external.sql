@@ -8,5 +8,6 @@ SET state = 'completed', finalized_at = now(), heartbeat_at = NULL, progress = N
     callback_id = NULL, callback_timeout_at = NULL,
     metadata = CASE WHEN %(payload)s::jsonb IS NULL THEN metadata
         ELSE metadata || jsonb_build_object('callback_payload', %(payload)s::jsonb) END
-WHERE callback_id = %(callback_id)s::uuid AND state IN ('waiting_external', 'running')
+WHERE callback_id = %(callback_id)s::uuid AND (state = 'waiting_external'
+    OR (state = 'running' AND callback_lease = run_lease))
 RETURNING *

@@ -5,5 +5,6 @@ SET state = 'failed', finalized_at = now(), heartbeat_at = NULL,
     callback_id = NULL, callback_timeout_at = NULL,
     errors = awa.errors_append(errors, jsonb_build_array(jsonb_build_object(
         'error', %(error)s::text, 'attempt', attempt, 'at', now(), 'type', 'ExternalFailure')))
-WHERE callback_id = %(callback_id)s::uuid AND state IN ('waiting_external', 'running')
+WHERE callback_id = %(callback_id)s::uuid AND (state = 'waiting_external'
+    OR (state = 'running' AND callback_lease = run_lease))
 RETURNING *

@@ -2,5 +2,6 @@
 -- callback's timeout to now() + timeout.
 UPDATE awa.jobs
 SET callback_timeout_at = now() + %(timeout_ms)s::bigint * interval '1 millisecond'
-WHERE callback_id = %(callback_id)s::uuid AND state IN ('waiting_external', 'running')
+WHERE callback_id = %(callback_id)s::uuid AND (state = 'waiting_external'
+    OR (state = 'running' AND callback_lease = run_lease))
 RETURNING *

@@ -16,7 +16,8 @@ WITH resumed AS (
         callback_id = NULL, callback_timeout_at = NULL,
         metadata = metadata || jsonb_build_object(
             'callback_payload', coalesce(%(payload)s::jsonb, 'null'::jsonb))
-    WHERE callback_id = %(callback_id)s::uuid AND state IN ('waiting_external', 'running')
+    WHERE callback_id = %(callback_id)s::uuid AND (state = 'waiting_external'
+    OR (state = 'running' AND callback_lease = run_lease))
     RETURNING *
 )
 SELECT r.*,

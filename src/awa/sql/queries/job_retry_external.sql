@@ -5,7 +5,8 @@ WITH retried AS (
     SET state = 'available', run_at = now(), partition_key = NULL, heartbeat_at = NULL,
         callback_id = NULL, callback_timeout_at = NULL,
         max_attempts = greatest(max_attempts, least(attempt + 1, 1000))
-    WHERE callback_id = %(callback_id)s::uuid AND state IN ('waiting_external', 'running')
+    WHERE callback_id = %(callback_id)s::uuid AND (state = 'waiting_external'
+    OR (state = 'running' AND callback_lease = run_lease))
     RETURNING *
 )
 SELECT r.*, pg_notify('awa_available', r.queue) AS notified FROM retried AS r
