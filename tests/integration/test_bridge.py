@@ -7,6 +7,7 @@ from typing import Any
 import psycopg
 import pytest
 import sqlalchemy
+from psycopg.rows import dict_row
 from sqlalchemy.orm import Session
 
 import awa
@@ -166,4 +167,46 @@ def test_sqlalchemy_session_subclass(database_url: str, db: psycopg.Connection[A
             session.commit()
     finally:
         engine.dispose()
+    assert _count(db) == 1
+
+
+def test_a_connection_returning_dicts_gets_its_job(
+    database_url: str, db: psycopg.Connection[Any]
+) -> None:
+    # The application's own row factory: the job is still read back, not half-inserted.
+    with psycopg.connect(database_url, row_factory=dict_row) as conn:
+        job = insert_job(conn, {"x": 1}, kind="k")
+        assert isinstance(job, awa.Job) and job.kind == "k"
+        conn.commit()
+    assert _count(db) == 1
+
+
+async def test_a_caught_unique_conflict_keeps_the_callers_transaction(
+    database_url: str, db: psycopg.Connection[Any]
+) -> None:
+    db.execute("CREATE TABLE orders (id int)")
+    with psycopg.connect(database_url) as conn:
+        conn.execute("INSERT INTO orders VALUES (1)")
+        insert_job(conn, {"order": 1}, kind="ship", unique_opts={})
+        with pytest.raises(awa.UniqueConflict):  # enqueued already: fine, go on
+            insert_job(conn, {"order": 1}, kind="ship", unique_opts={})
+        conn.execute("INSERT INTO orders VALUES (2)")
+        conn.commit()
+    async with await psycopg.AsyncConnection.connect(database_url) as aconn:
+        with pytest.raises(awa.UniqueConflict):
+            await insert_job(aconn, {"order": 1}, kind="ship", unique_opts={})  # type: ignore[misc]
+        await aconn.execute("INSERT INTO orders VALUES (3)")
+        await aconn.commit()
+    engine = sqlalchemy.create_engine(
+        "postgresql+psycopg://", creator=lambda: psycopg.connect(database_url)
+    )
+    try:
+        with Session(engine) as session:
+            session.execute(sqlalchemy.text("INSERT INTO orders VALUES (4)"))
+            with pytest.raises(awa.UniqueConflict):
+                insert_job(session, {"order": 1}, kind="ship", unique_opts={})
+            session.commit()
+    finally:
+        engine.dispose()
+    assert db.execute("SELECT array_agg(id ORDER BY id) FROM orders").fetchone() == ([1, 2, 3, 4],)
     assert _count(db) == 1

@@ -103,6 +103,15 @@ def test_enqueue_commits_and_rolls_back_with_the_atomic_block(django_db: str) ->
     assert _jobs(django_db, "on_rollback") == []
     assert len(_jobs(django_db, "on_commit")) == 1
 
+    # An idempotent enqueue inside the block: the conflict is caught, the block commits.
+    with transaction.atomic():
+        first = enqueue({"n": 3}, kind="tx_unique", unique_opts={})
+        with pytest.raises(awa.UniqueConflict):
+            enqueue({"n": 3}, kind="tx_unique", unique_opts={})
+        enqueue({"n": 4}, kind="tx_unique")
+    committed = [row[0] for row in _jobs(django_db, "tx_unique")]
+    assert len(committed) == 2 and committed[0] == first.id
+
 
 async def test_aenqueue_joins_the_same_transaction_from_async_code(django_db: str) -> None:
     from asgiref.sync import sync_to_async
