@@ -11,6 +11,7 @@ with the message, which htmx shows in the page's message area, and writes nothin
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 from urllib.parse import quote
 
 from starlette.datastructures import FormData
@@ -33,10 +34,12 @@ def queue_url(queue: str) -> str:
 
 
 def _field(form: FormData, name: str) -> str:
+    """A required field, as sent: a queue name may hold spaces at its ends (the API
+    allows them), and trimming it would act on another queue."""
     value = form.get(name)
     if not isinstance(value, str) or not value.strip():
         raise awa.ValidationError(name, "is required")
-    return value.strip()
+    return value
 
 
 def _next(request: Request, form: FormData, default: str) -> str:
@@ -131,15 +134,14 @@ def _optional_float(form: FormData, name: str) -> float | None:
 
 
 async def set_overrides(request: Request, form: FormData) -> Response:
-    """Replace every override of a queue (an empty field reverts that setting)."""
+    """Replace every override of a queue (an empty field reverts that setting): the form
+    sends all of them, so each is read here (a whole-state write must not drop any)."""
     d, queue, by = dashboard(request), _field(form, "queue"), who(request)
-    stored = await d.client.set_runtime_overrides(
-        queue,
-        poll_interval_ms=_optional_int(form, "poll_interval_ms"),
-        claim_batch_size=_optional_int(form, "claim_batch_size"),
-        rate_limit=_optional_float(form, "rate_limit"),
-        deadline_ms=_optional_int(form, "deadline_ms"),
-    )
+    values: dict[str, Any] = {
+        key: _optional_float(form, key) if key == "rate_limit" else _optional_int(form, key)
+        for key in SETTINGS
+    }
+    stored = await d.client.set_runtime_overrides(queue, **values)
     detail = ", ".join(f"{k}={'-' if getattr(stored, k) is None else getattr(stored, k)}"
                        for k in SETTINGS)  # fmt: skip
     d.audit.record(by, "set overrides", f"queue {queue}", detail)
@@ -235,8 +237,8 @@ async def retry_failed(request: Request, form: FormData) -> Response:
 
 
 def _job_id(form: FormData) -> int:
-    text = _field(form, "job_id")
-    if not text.isdigit():
+    text = _field(form, "job_id").strip()
+    if not (text.isascii() and text.isdigit()):  # "²" is a digit to str.isdigit
         raise awa.ValidationError("job_id", f"must be a positive integer, got {text!r}")
     return int(text)
 

@@ -37,24 +37,40 @@ def _ids(source: Mapping[str, Any]) -> list[int] | None:
     if text is None:
         return None
     parts = [p for p in text.replace(",", " ").split() if p]
-    if not all(p.isdigit() for p in parts):
+    if not all(_decimal(p) and int(p) <= BIGINT_MAX for p in parts):
         raise awa.ValidationError("ids", f"must be job ids separated by commas, got {text!r}")
     return [int(p) for p in parts]
+
+
+BIGINT_MAX = 9_223_372_036_854_775_807  # job ids are PostgreSQL bigints
+
+
+def _decimal(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also accepts "²", which ``int`` refuses."""
+    return text.isascii() and text.isdigit()
+
+
+def _name(source: Mapping[str, Any], name: str) -> str | None:
+    """A queue name as sent, or None when blank: the API allows spaces at its ends, and
+    trimming it would act on another queue."""
+    raw = source.get(name)
+    return raw if isinstance(raw, str) and raw.strip() else None
 
 
 def parse(source: Mapping[str, Any]) -> tuple[awa.MoveQueue | awa.SetPriority, dict[str, Any]]:
     """The operation and the filter a form (or the page's query) describes."""
     op = _text(source, "op")
     if op == "move_queue":
-        operation: awa.MoveQueue | awa.SetPriority = awa.MoveQueue(_text(source, "to") or "")
+        operation: awa.MoveQueue | awa.SetPriority = awa.MoveQueue(_name(source, "to") or "")
     elif op == "set_priority":
         priority = _text(source, "priority") or ""
-        if not priority.isdigit():
+        if not _decimal(priority):
             raise awa.ValidationError("priority", f"must be 1 to 4, got {priority!r}")
         operation = awa.SetPriority(int(priority))
     else:
         raise awa.ValidationError("op", f"must be one of {', '.join(OPS)}, got {op!r}")
     filters: dict[str, Any] = {name: _text(source, name) for name in FILTERS}
+    filters["queue"] = _name(source, "queue")
     filters["ids"] = _ids(source)
     return operation, filters
 
@@ -96,7 +112,7 @@ async def apply(request: Request, form: FormData) -> Response:
     d, by = dashboard(request), who(request)
     operation, filters = parse(form)
     chunk = _text(form, "chunk_size") or "1000"
-    if not chunk.isdigit():
+    if not _decimal(chunk):
         raise awa.ValidationError("chunk_size", f"must be a positive integer, got {chunk!r}")
     submitted = await d.client.apply_batch(
         operation, **filters, chunk_size=int(chunk), submitted_by=by, wait=False,
@@ -111,8 +127,8 @@ async def apply(request: Request, form: FormData) -> Response:
 async def cancel(request: Request, form: FormData) -> Response:
     """Stop an operation after its chunk in flight."""
     d, by = dashboard(request), who(request)
-    text = _field(form, "operation_id")
-    if not text.isdigit():
+    text = _field(form, "operation_id").strip()
+    if not _decimal(text):
         raise awa.ValidationError("operation_id", f"must be a positive integer, got {text!r}")
     stopped = await d.client.cancel_batch(int(text))
     d.audit.record(by, "cancel batch", f"batch {stopped.id}", f"now {stopped.state}")
