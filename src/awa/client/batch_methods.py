@@ -6,7 +6,10 @@ The sync ``Client`` exposes each through one ``_blocking(...)`` line.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any
 
+from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from awa.client import batch
@@ -18,6 +21,8 @@ class BatchMethods:
     """Preview, apply, run, cancel and list batch operations (mixed into AsyncClient)."""
 
     _get_pool: Callable[[], Awaitable[AsyncConnectionPool]]  # provided by AsyncClient
+    # A pooled connection whose pool timeout is a DatabaseError (provided by AsyncClient).
+    _connection: Callable[[], AbstractAsyncContextManager[AsyncConnection[Any]]]
 
     async def preview_batch(
         self,
@@ -31,7 +36,7 @@ class BatchMethods:
     ) -> BatchPreview:
         """How many waiting jobs ``op`` (``awa.MoveQueue(queue)``, ``awa.SetPriority(n)``)
         would change now, and the first ``sample`` by id; nothing is written."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await batch.preview(
                 conn, op, kind=kind, queue=queue, state=state, ids=ids, sample=sample
             )
@@ -60,7 +65,7 @@ class BatchMethods:
         filter at all it refuses unless ``allow_all=True``.
         """
         pool = await self._get_pool()
-        async with pool.connection() as conn:
+        async with self._connection() as conn:
             operation = await batch.submit(
                 conn, op, kind=kind, queue=queue, state=state, ids=ids,
                 chunk_size=chunk_size, submitted_by=submitted_by, allow_all=allow_all,
@@ -78,12 +83,12 @@ class BatchMethods:
 
     async def cancel_batch(self, operation_id: int) -> BatchOperation:
         """Stop an operation after the chunk in flight (changed jobs stay changed)."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await batch.cancel(conn, operation_id)
 
     async def get_batch(self, operation_id: int) -> BatchOperation:
         """One operation and its progress (BatchNotFound when there is none)."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await batch.get(conn, operation_id)
 
     async def list_batches(
@@ -91,5 +96,5 @@ class BatchMethods:
     ) -> list[BatchOperation]:
         """Operations newest first, optionally of one state (pending, running,
         completed, cancelled)."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await batch.list_operations(conn, state=state, limit=limit)

@@ -11,9 +11,11 @@ method through one ``_blocking(...)`` line, like the rest.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
 from typing import Any
 
+from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from awa.client import callbacks, cron, dlq
@@ -35,6 +37,8 @@ class JobLifecycle:
     _after_insert: Callable[[Job[Any]], Awaitable[Job[Any]]] | None
     _spec: Callable[..., InsertSpec]  # provided by AsyncClient
     _get_pool: Callable[[], Awaitable[AsyncConnectionPool]]  # provided by AsyncClient
+    # A pooled connection whose pool timeout is a DatabaseError (provided by AsyncClient).
+    _connection: Callable[[], AbstractAsyncContextManager[AsyncConnection[Any]]]
     _worker: Any  # the running worker, if any
 
     def _before_start(self, what: str) -> None:
@@ -85,27 +89,27 @@ class JobLifecycle:
 
     async def list_cron_schedules(self) -> list[CronSchedule]:
         """Every stored schedule with its pause state, last and next fire."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await cron.list_schedules(conn)
 
     async def pause_cron(self, name: str) -> CronSchedule:
         """Stop firing schedule ``name`` (ScheduleNotFound when there is none)."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await cron.pause(conn, name)
 
     async def resume_cron(self, name: str) -> CronSchedule:
         """Fire schedule ``name`` again from now on; fires missed while paused are skipped."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await cron.resume(conn, name)
 
     async def trigger_cron(self, name: str) -> Job[Any]:
         """Enqueue one job of schedule ``name`` now, outside its timetable."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await cron.trigger(conn, name)
 
     async def remove_cron(self, name: str) -> None:
         """Delete schedule ``name`` (a worker that registers it re-creates it at start)."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             await cron.remove(conn, name)
 
     # -- dead letter queue -----------------------------------------------------------
@@ -121,24 +125,24 @@ class JobLifecycle:
     ) -> list[DeadLetter]:
         """Dead-lettered jobs, most recently moved first (``older_than``: seconds or a
         timedelta since they were moved). Page with ``before=page[-1].cursor``."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await dlq.list_dead(
                 conn, kind=kind, queue=queue, older_than=older_than, limit=limit, before=before
             )
 
     async def get_dlq_job(self, job_id: int) -> DeadLetter:
         """The dead-lettered job with ``job_id`` (JobNotFound when it is not in the DLQ)."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await dlq.get(conn, job_id)
 
     async def dlq_depth(self, queue: str | None = None) -> int:
         """How many jobs are in the dead letter queue (of ``queue``, or in all)."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return sum((await dlq.depth(conn, queue)).values())
 
     async def dlq_depth_by_queue(self) -> dict[str, int]:
         """Dead-lettered jobs per queue (queues with none are absent)."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await dlq.depth(conn)
 
     async def move_failed_to_dlq(
@@ -154,7 +158,7 @@ class JobLifecycle:
         table into the dead letter queue, on any queue; returns how many moved. ``reason``
         defaults to each job's last error. With no filter at all, refuses unless
         ``allow_all=True``."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await dlq.move_failed(
                 conn, ids, kind=kind, queue=queue, reason=reason, allow_all=allow_all
             )
@@ -170,7 +174,7 @@ class JobLifecycle:
     ) -> list[Job[Any]]:
         """Move matching dead-lettered jobs back to ``available`` with a fresh attempt
         budget. With no filter at all, refuses unless ``allow_all=True``."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await dlq.retry(
                 conn, ids, kind=kind, queue=queue, older_than=older_than, allow_all=allow_all
             )
@@ -186,7 +190,7 @@ class JobLifecycle:
     ) -> int:
         """Delete matching dead-lettered jobs; returns how many. With no filter at all,
         refuses unless ``allow_all=True``."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await dlq.purge(
                 conn, ids, kind=kind, queue=queue, older_than=older_than, allow_all=allow_all
             )
@@ -196,12 +200,12 @@ class JobLifecycle:
     async def complete_external(self, callback_id: str, payload: Any = None) -> Job[Any]:
         """Complete the job waiting for ``callback_id`` (payload kept in metadata as
         ``callback_payload``). CallbackNotFound when no job waits for it."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await callbacks.complete(conn, callback_id, payload)
 
     async def fail_external(self, callback_id: str, error: str) -> Job[Any]:
         """Fail the job waiting for ``callback_id`` now, recording ``error``."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await callbacks.fail(conn, callback_id, error)
 
     async def resume_external(self, callback_id: str, payload: Any = None) -> Job[Any]:
@@ -210,17 +214,17 @@ class JobLifecycle:
         attempt (the job stays ``running``); a job parked by returning
         ``WaitForCallback`` becomes ``available`` and runs again with ``payload`` in
         ``metadata.callback_payload``. CallbackNotFound when no job waits for the id."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await callbacks.resume(conn, callback_id, payload)
 
     async def retry_external(self, callback_id: str) -> Job[Any]:
         """Make the job waiting for ``callback_id`` available to run again now."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await callbacks.retry(conn, callback_id)
 
     async def heartbeat_callback(self, callback_id: str, timeout_seconds: float = 3600) -> Job[Any]:
         """Push the callback's timeout to ``timeout_seconds`` from now."""
-        async with (await self._get_pool()).connection() as conn:
+        async with self._connection() as conn:
             return await callbacks.heartbeat(conn, callback_id, timeout_seconds)
 
     # -- lifecycle hooks -------------------------------------------------------------
