@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, overload
+from typing import Any, Literal, TypeVar, overload
 
 from awa import validate
 from awa.client.async_client import AsyncClient
@@ -93,6 +93,9 @@ class _Runner:
         services = AttemptServices(pool)
         services.bind(asyncio.get_running_loop())
         self.executor.services = services
+        # One job at a time: the launched slot is shared, so concurrent inserts under
+        # ``inline`` (asyncio.gather) must each see their own job's outcome.
+        self._serial = asyncio.Lock()
 
     async def __aenter__(self) -> _Runner:
         self.completer.start()
@@ -129,21 +132,23 @@ class _Runner:
             self.observer,
             claim_lane=self.claim_lane,
         )
-        await dispatcher.poll_once()
-        return await self._settle()
+        async with self._serial:
+            await dispatcher.poll_once()
+            return await self._settle()
 
     async def run_by_id(self, job_id: int) -> Job[Any] | None:
         """Claim one specific available job and run it."""
-        async with self.pool.connection() as conn:
-            cur = conn.cursor(row_factory=job_rows)
-            await cur.execute(sql.JOB_CLAIM_ONE, {"id": job_id})
-            job = await cur.fetchone()
-        if job is None:
-            return None
-        permits = QueuePermits(job.queue, 1)
-        (permit,) = permits.split(permits.try_acquire(1), 1)
-        self.executor.launch(job, permit, 0)
-        return await self._settle()
+        async with self._serial:
+            async with self.pool.connection() as conn:
+                cur = conn.cursor(row_factory=job_rows)
+                await cur.execute(sql.JOB_CLAIM_ONE, {"id": job_id})
+                job = await cur.fetchone()
+            if job is None:
+                return None
+            permits = QueuePermits(job.queue, 1)
+            (permit,) = permits.split(permits.try_acquire(1), 1)
+            self.executor.launch(job, permit, 0)
+            return await self._settle()
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,14 +318,18 @@ async def drain_queue(
 ) -> list[Job[Any]]:
     """Run available jobs of ``queue`` one by one until none is left (at most ``limit``)."""
     core = _core(client)
-    done: list[Job[Any]] = []
-    async with _Runner(core, await core._get_pool()) as runner:
-        while len(done) < limit:
-            job = await runner.claim_and_run(queue)
-            if job is None:
-                break
-            done.append(job)
-    return done
+
+    async def run() -> list[Job[Any]]:
+        done: list[Job[Any]] = []
+        async with _Runner(core, await core._get_pool()) as runner:
+            while len(done) < limit:
+                job = await runner.claim_and_run(queue)
+                if job is None:
+                    break
+                done.append(job)
+        return done
+
+    return await _on_client_loop(client, run())
 
 
 @contextlib.asynccontextmanager
@@ -331,6 +340,12 @@ async def inline(client: AnyClient) -> AsyncIterator[None]:
     inside ``client.transaction()`` are not run (they are not committed yet); scheduled
     jobs (``run_at`` in the future) are left for later.
     """
+    if isinstance(client, Client):
+        # Its inserts block on its private loop, where the runner would have to run.
+        raise ValidationError(
+            "client", "inline needs an awa.AsyncClient (a sync Client's inserts would wait "
+            "for themselves); use work_one or drain_queue with a sync Client"
+        )  # fmt: skip
     core = _core(client)
     async with _Runner(core, await core._get_pool()) as runner:
 
@@ -354,6 +369,19 @@ def _matches(job: Job[Any], args: Mapping[str, Any] | None) -> bool:
     return all(k in stored and stored[k] == v for k, v in args.items())
 
 
+@overload
+async def assert_enqueued(  # type: ignore[overload-overlap]  # 0 asserts there is none
+    client: AnyClient,
+    *,
+    kind: str | None = None,
+    args: Mapping[str, Any] | None = None,
+    queue: str | None = None,
+    state: JobState | str | None = None,
+    count: Literal[0],
+) -> None: ...
+
+
+@overload
 async def assert_enqueued(
     client: AnyClient,
     *,
@@ -362,8 +390,20 @@ async def assert_enqueued(
     queue: str | None = None,
     state: JobState | str | None = None,
     count: int | None = None,
-) -> Job[Any]:
-    """Assert a matching job exists (``count``: exactly that many); returns the newest.
+) -> Job[Any]: ...
+
+
+async def assert_enqueued(
+    client: AnyClient,
+    *,
+    kind: str | None = None,
+    args: Mapping[str, Any] | None = None,
+    queue: str | None = None,
+    state: JobState | str | None = None,
+    count: int | None = None,
+) -> Job[Any] | None:
+    """Assert a matching job exists (``count``: exactly that many); returns the newest
+    (None when ``count=0`` asserted that there is none).
 
     ``args`` matches as a subset of the stored args. ``state`` defaults to any state.
     Raises AssertionError describing what was found instead.
@@ -371,11 +411,15 @@ async def assert_enqueued(
     if kind is None and queue is None and args is None:
         raise ValidationError("kind", "assert_enqueued needs kind=, queue= or args=")
     core = _core(client)
-    jobs = await core.list_jobs(state=state, kind=kind, queue=queue, limit=10_000)
+    jobs = await _on_client_loop(
+        client, core.list_jobs(state=state, kind=kind, queue=queue, limit=10_000)
+    )
     matching = [job for job in jobs if _matches(job, args)]
     wanted = f"kind={kind!r} queue={queue!r} args={args!r} state={state!r}"
     if count is not None and len(matching) != count:
         raise AssertionError(f"expected {count} job(s) with {wanted}, found {len(matching)}")
+    if count == 0:
+        return None
     if not matching:
         seen = ", ".join(f"#{j.id} {j.kind}@{j.queue} {j.args!r}" for j in jobs[:10]) or "none"
         raise AssertionError(f"no job enqueued with {wanted}; candidates: {seen}")

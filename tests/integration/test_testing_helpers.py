@@ -90,3 +90,52 @@ async def test_work_one_gives_back_every_connection_it_took(database_url: str) -
             assert done is not None and done.state is awa.JobState.COMPLETED
         stats = client._pool.get_stats()  # type: ignore[union-attr]
         assert stats["pool_available"] == stats["pool_size"]
+
+
+async def test_inline_inserts_made_together_each_get_their_own_outcome(
+    client: awa.AsyncClient,
+) -> None:
+    import asyncio
+
+    @client.task(None, kind="n", queue="q")
+    async def numbered(job: awa.Job[Any]) -> None:
+        if job.args["n"] == 2:
+            raise ValueError("two")
+
+    async with awa.testing.inline(client):
+        jobs = await asyncio.gather(*(client.insert({"n": n}, kind="n") for n in (1, 2, 3)))
+    assert [job.args["n"] for job in jobs] == [1, 2, 3]
+    states = [job.state for job in jobs]
+    assert states == [awa.JobState.COMPLETED, awa.JobState.RETRYABLE, awa.JobState.COMPLETED]
+
+
+@pytest.mark.timeout(120)
+def test_the_helpers_with_a_sync_client(database_url: str) -> None:
+    import asyncio
+
+    with awa.Client(database_url, max_connections=3) as sync:
+
+        @sync.task(None, kind="s", queue="s")
+        def handler(job: awa.Job[Any]) -> None:
+            return None
+
+        sync.insert_many([{"i": i} for i in range(5)], kind="s")
+        done = asyncio.run(awa.testing.drain_queue(sync, "s"))  # used to hang
+        assert [job.state for job in done] == [awa.JobState.COMPLETED] * 5
+        asyncio.run(awa.testing.assert_enqueued(sync, kind="s", count=5))
+
+        async def inline_refused() -> None:
+            async with awa.testing.inline(sync):
+                pass
+
+        with pytest.raises(awa.ValidationError, match="AsyncClient"):
+            asyncio.run(inline_refused())
+
+
+async def test_assert_enqueued_with_count_0_asserts_there_is_none(
+    client: awa.AsyncClient,
+) -> None:
+    assert await awa.testing.assert_enqueued(client, kind="never", count=0) is None
+    await client.insert({}, kind="once")
+    with pytest.raises(AssertionError, match="expected 0"):
+        await awa.testing.assert_enqueued(client, kind="once", count=0)
