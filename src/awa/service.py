@@ -124,6 +124,11 @@ class Periodic(LoopService):
         self._kick.set()
 
     async def _run(self) -> None:
+        # An event of this run's loop: a service started again under another event loop
+        # (an app's lifespan entered twice, as test clients do) must not wait on the old.
+        kicked, self._kick = self._kick.is_set(), asyncio.Event()
+        if kicked:
+            self._kick.set()
         while not self.stopping:
             try:
                 await self._tick()

@@ -18,6 +18,7 @@ from starlette.testclient import TestClient
 import awa
 import awa.dashboard
 from awa.contrib.starlette import mount_dashboard
+from tests.helpers import wait_until
 
 PREFIX = "/ops/awa"
 URL_ATTRIBUTES = re.compile(r'\b(?:href|src|action|hx-get|hx-post)="([^"]*)"')
@@ -104,3 +105,18 @@ def test_templates_build_every_local_url_from_the_mount_root() -> None:
 def test_a_mount_path_must_be_a_sub_path(database_url: str, path: str) -> None:
     with pytest.raises(awa.ValidationError, match="path: must be a sub-path"):
         mount_dashboard(FastAPI(), path, token=None, database_url=database_url)
+
+
+def test_the_app_serves_a_second_lifespan_on_another_loop(database_url: str) -> None:
+    # One app shared by several tests: each TestClient runs the lifespan on a loop of
+    # its own, and the dashboard's sampler must keep sampling in the second one too.
+    app = _app(database_url, token=None)
+    mounted = next(route.app for route in app.routes if getattr(route, "path", "") == PREFIX)
+    for _ in range(2):
+        with TestClient(app) as http:
+            assert http.get(PREFIX + "/").status_code == 200
+            sampler = mounted.state.dashboard.sampler
+            before = sampler.ticks
+            sampler.kick()
+            wait_until(lambda s=sampler, n=before: s.ticks > n and s.alive)
+            assert http.get(PREFIX + "/jobs").status_code == 200

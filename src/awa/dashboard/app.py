@@ -57,12 +57,30 @@ class Dashboard:
         self.settings = settings
         self.client = awa.AsyncClient(settings.database_url, max_connections=4)
         self.sampler = Sampler(self.client, settings.sample_interval_s)
+        self._closed = False
         self.audit = AuditLog()
         self.guard = Guard(settings.token, settings.read_only, settings.public_url)
         self.batch_tasks: set[asyncio.Task[Any]] = set()  # operations applied from here
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         env = self.templates.env
         env.filters.update(ts=_ts, ago=_ago, seconds=_seconds, num=_num, pretty=_pretty)
+
+    def open(self) -> None:
+        """Start a lifespan: after an earlier one closed them, a client and a sampler of
+        this event loop (an app served again, or entered twice by test clients, gets a
+        new loop; the old one's pool and locks cannot be used from it)."""
+        if self._closed:
+            self.client = awa.AsyncClient(self.settings.database_url, max_connections=4)
+            self.sampler = Sampler(self.client, self.settings.sample_interval_s)
+            self._closed = False
+        self.sampler.start()
+
+    async def close(self) -> None:
+        """End a lifespan: the sampler, the batches applied from here, the client."""
+        await self.sampler.stop()
+        await self.stop_batches()
+        await self.client.close()
+        self._closed = True
 
     def render(
         self,
@@ -201,13 +219,11 @@ def create_app(settings: DashboardSettings | None = None) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        state.sampler.start()
+        state.open()
         try:
             yield
         finally:
-            await state.sampler.stop()
-            await state.stop_batches()
-            await state.client.close()
+            await state.close()
 
     # On a loopback bind only loopback Host headers are served (no DNS rebinding), and
     # the public host when a reverse proxy passes the browser's Host on.
