@@ -120,3 +120,4 @@ def test_the_app_serves_a_second_lifespan_on_another_loop(database_url: str) -> 
             sampler.kick()
             wait_until(lambda s=sampler, n=before: s.ticks > n and s.alive)
             assert http.get(PREFIX + "/jobs").status_code == 200
+            assert "awa_queue_depth" in http.get(PREFIX + "/metrics").text

@@ -210,6 +210,22 @@ async def failed(request: Request, exc: Exception) -> Response:
     return dashboard(request).render(request, "error.html", {"message": message}, 500)
 
 
+class _LiveMetrics:
+    """``/metrics`` of the client the dashboard holds now (each lifespan after the first
+    builds its own, see :meth:`Dashboard.open`)."""
+
+    def __init__(self, state: Dashboard) -> None:
+        self._state = state
+        self._client: awa.AsyncClient | None = None
+        self._app: Any = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self._client is not self._state.client:
+            self._client = self._state.client
+            self._app = awa_metrics.asgi_app(self._client)
+        await self._app(scope, receive, send)
+
+
 def create_app(settings: DashboardSettings | None = None) -> Starlette:
     """The dashboard as an ASGI app (``awa serve`` runs it with uvicorn)."""
     from awa.dashboard import actions, batches, pages  # the route modules import this one
@@ -239,7 +255,7 @@ def create_app(settings: DashboardSettings | None = None) -> Starlette:
         Route("/healthz", healthz),
         # Prometheus scrape of the queue gauges (depth, lag, pause); the workers' own
         # counters are on their --metrics-port. Behind the token like every page.
-        Route("/metrics", awa_metrics.asgi_app(state.client), name="metrics"),
+        Route("/metrics", _LiveMetrics(state), name="metrics"),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     middleware = [
