@@ -210,7 +210,11 @@ def test_an_order_is_confirmed_by_manage_py_awa_worker(django_db: str) -> None:
     order_id, job_id = placed.json()["order"], placed.json()["job"]
     assert Client().get(f"/orders/{order_id}/").json()["confirmation_sent"] is False
 
-    worker = _manage(django_db, "awa_worker", "--shutdown-timeout-ms", "2000")
+    # Django's own options are Django's (manage.py applied them), not awa worker's flags.
+    worker = _manage(
+        django_db, "awa_worker", "--settings=shopsite.settings", "--pythonpath", ".",
+        "--shutdown-timeout-ms", "2000",
+    )  # fmt: skip
     try:
         wait_until(
             lambda: Order.objects.get(pk=order_id).confirmation_sent_at is not None,

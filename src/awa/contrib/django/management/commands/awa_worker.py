@@ -27,6 +27,25 @@ def awa_argv(argv: Sequence[str]) -> list[str]:
     return ["worker", TARGET, *argv, *extra]
 
 
+# Django's own options, which manage.py has already applied before calling the command.
+_DJANGO_OPTIONS = ("--settings", "--pythonpath")
+
+
+def without_django_options(argv: Sequence[str]) -> list[str]:
+    """``argv`` less ``--settings``/``--pythonpath`` (with their values): Django applied
+    them already, and ``awa worker``'s parser would refuse them."""
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in _DJANGO_OPTIONS:
+            skip = True
+        elif not arg.startswith(tuple(f"{option}=" for option in _DJANGO_OPTIONS)):
+            kept.append(arg)
+    return kept
+
+
 def run(argv: Sequence[str]) -> int:
     """Run ``awa worker`` with the project's client; returns its exit status."""
     from awa.cli.main import main
@@ -50,7 +69,7 @@ class Command(BaseCommand):
 
     def run_from_argv(self, argv: list[str]) -> None:
         # awa's own parser reads the flags, so they stay those of `awa worker` exactly.
-        sys.exit(run(argv[2:]))
+        sys.exit(run(without_django_options(argv[2:])))
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("awa_args", nargs="*", help="flags of `awa worker`")
