@@ -22,57 +22,36 @@ import psycopg
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
-from awa.client.insert import InsertSpec, build_spec
+from awa.client.insert import (
+    RELEASE,
+    ROLLBACK_TO,
+    SAVEPOINT,
+    InsertSpec,
+    build_spec,
+    guarded,
+    insert_one,
+)
 from awa.db import sql
 from awa.db.errors import mapped
 from awa.errors import ValidationError
 from awa.types import Job
 
-# A unique insert inside the caller's transaction runs in a savepoint: its UniqueConflict
-# may be caught and the caller's transaction goes on (as ``client.transaction()``'s).
-_SAVEPOINT = "SAVEPOINT awa_insert"
-_RELEASE = "RELEASE SAVEPOINT awa_insert"
-_ROLLBACK_TO = "ROLLBACK TO SAVEPOINT awa_insert"
-
-
-def _in_transaction(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
-    """True when the insert runs in a transaction (open now, or begun by it)."""
-    return not conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE
-
 
 def _insert_sync(conn: psycopg.Connection[Any], spec: InsertSpec) -> Job[Any]:
-    guarded = spec.unique_key is not None and _in_transaction(conn)
-    # Its own cursor and row factory: the caller's connection may return dicts or models.
+    """``insert_one``'s blocking twin (its cursor, row factory and savepoint)."""
+    savepoint = guarded(conn, spec)
     with conn.cursor(row_factory=tuple_row) as cur:
-        if guarded:
-            cur.execute(_SAVEPOINT)
+        if savepoint:
+            cur.execute(SAVEPOINT)
         try:
             with mapped():
                 row = cur.execute(sql.JOB_INSERT, spec.params()).fetchone()
         except BaseException:
-            if guarded and conn.info.transaction_status == TransactionStatus.INERROR:
-                cur.execute(_ROLLBACK_TO)
+            if savepoint and conn.info.transaction_status == TransactionStatus.INERROR:
+                cur.execute(ROLLBACK_TO)
             raise
-        if guarded:
-            cur.execute(_RELEASE)
-    return spec.inserted(row)
-
-
-async def _insert_async(conn: psycopg.AsyncConnection[Any], spec: InsertSpec) -> Job[Any]:
-    guarded = spec.unique_key is not None and _in_transaction(conn)
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        if guarded:
-            await cur.execute(_SAVEPOINT)
-        try:
-            with mapped():
-                await cur.execute(sql.JOB_INSERT, spec.params())
-                row = await cur.fetchone()
-        except BaseException:
-            if guarded and conn.info.transaction_status == TransactionStatus.INERROR:
-                await cur.execute(_ROLLBACK_TO)
-            raise
-        if guarded:
-            await cur.execute(_RELEASE)
+        if savepoint:
+            cur.execute(RELEASE)
     return spec.inserted(row)
 
 
@@ -120,7 +99,7 @@ async def _sqlalchemy_async(conn: Any, spec: InsertSpec) -> Job[Any]:
         await conn.begin()
     raw = await conn.get_raw_connection()
     driver: psycopg.AsyncConnection[Any] = _driver(raw, psycopg.AsyncConnection)
-    return await _insert_async(driver, spec)
+    return await insert_one(driver, spec)
 
 
 def _from_sqlalchemy(conn: Any, package: str = "sqlalchemy.") -> bool:
@@ -153,7 +132,7 @@ def insert_job(conn: Any, args: Any, **options: Any) -> Job[Any] | Awaitable[Job
     """
     spec = build_spec(args, **options)
     if isinstance(conn, psycopg.AsyncConnection):
-        return _insert_async(conn, spec)
+        return insert_one(conn, spec)
     if isinstance(conn, psycopg.Connection):
         return _insert_sync(conn, spec)
     if _is_sqlalchemy_async(conn):

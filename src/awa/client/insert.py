@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, LiteralString
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, Connection
+from psycopg.pq import TransactionStatus
+from psycopg.rows import tuple_row
 
 from awa import validate
 from awa.client import copy_rows
@@ -236,11 +238,37 @@ def build_specs(
     return specs
 
 
+# A unique insert inside a caller's transaction runs in a savepoint: its UniqueConflict
+# may be caught and the transaction goes on (``client.transaction()``, the bridge).
+SAVEPOINT = "SAVEPOINT awa_insert"
+RELEASE = "RELEASE SAVEPOINT awa_insert"
+ROLLBACK_TO = "ROLLBACK TO SAVEPOINT awa_insert"
+
+
+def guarded(conn: Connection[Any] | AsyncConnection[Any], spec: InsertSpec) -> bool:
+    """True when ``spec`` may conflict inside a transaction (open now, or begun by the
+    insert): it then runs in a savepoint."""
+    in_transaction = not conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE
+    return spec.unique_key is not None and in_transaction
+
+
 async def insert_one(conn: AsyncConnection[Any], spec: InsertSpec) -> Job[Any]:
-    """Write one job; one round trip."""
-    with mapped():
-        cur = await conn.execute(sql.JOB_INSERT, spec.params())
-        row = await cur.fetchone()
+    """Write one job on ``conn`` (any row factory: the cursor is its own); one round trip,
+    three with a savepoint (see :func:`guarded`)."""
+    savepoint = guarded(conn, spec)
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        if savepoint:
+            await cur.execute(SAVEPOINT)
+        try:
+            with mapped():
+                await cur.execute(sql.JOB_INSERT, spec.params())
+                row = await cur.fetchone()
+        except BaseException:
+            if savepoint and conn.info.transaction_status == TransactionStatus.INERROR:
+                await cur.execute(ROLLBACK_TO)
+            raise
+        if savepoint:
+            await cur.execute(RELEASE)
     return spec.inserted(row)
 
 

@@ -67,11 +67,7 @@ class Transaction:
         """Insert a job inside this transaction (same options as ``AsyncClient.insert``).
         A unique job's insert runs in a savepoint: its ``UniqueConflict`` may be caught
         and the transaction goes on."""
-        spec = self._build(args, **options)
-        if spec.unique_key is None:
-            return await insert_path.insert_one(self.connection, spec)
-        async with self.connection.transaction():  # a savepoint
-            return await insert_path.insert_one(self.connection, spec)
+        return await insert_path.insert_one(self.connection, self._build(args, **options))
 
     async def insert_many(self, /, args_list: Sequence[Any], **options: Any) -> list[Job[Any]]:
         """Insert many jobs inside this transaction (COPY-based); with unique jobs among

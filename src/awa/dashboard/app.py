@@ -55,8 +55,7 @@ class Dashboard:
 
     def __init__(self, settings: DashboardSettings) -> None:
         self.settings = settings
-        self.client = awa.AsyncClient(settings.database_url, max_connections=4)
-        self.sampler = Sampler(self.client, settings.sample_interval_s)
+        self._connect()
         self._closed = False
         self.audit = AuditLog()
         self.guard = Guard(settings.token, settings.read_only, settings.public_url)
@@ -65,13 +64,16 @@ class Dashboard:
         env = self.templates.env
         env.filters.update(ts=_ts, ago=_ago, seconds=_seconds, num=_num, pretty=_pretty)
 
+    def _connect(self) -> None:
+        self.client = awa.AsyncClient(self.settings.database_url, max_connections=4)
+        self.sampler = Sampler(self.client, self.settings.sample_interval_s)
+
     def open(self) -> None:
         """Start a lifespan: after an earlier one closed them, a client and a sampler of
         this event loop (an app served again, or entered twice by test clients, gets a
         new loop; the old one's pool and locks cannot be used from it)."""
         if self._closed:
-            self.client = awa.AsyncClient(self.settings.database_url, max_connections=4)
-            self.sampler = Sampler(self.client, self.settings.sample_interval_s)
+            self._connect()
             self._closed = False
         self.sampler.start()
 

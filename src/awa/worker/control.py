@@ -219,18 +219,19 @@ def minimums_refusal(
     if global_max_workers is None:
         return {}
     controls = list(controls)
-    wanted = {c.config.name: _min_override(rows, c) for c in controls}
     configured = {c.config.name: c.config.min_workers for c in controls}
+    overrides = {
+        c.config.name: value for c in controls if (value := _min_override(rows, c)) is not None
+    }
 
     def total(applied: set[str]) -> int:
         """Σ min_workers with the overrides of ``applied`` in force, the rest configured."""
-        return sum(_or(wanted[name], configured[name], name in applied) for name in wanted)
+        return sum(overrides[n] if n in applied else configured[n] for n in configured)
 
-    overridden = {name for name, value in wanted.items() if value is not None}
+    overridden = set(overrides)
     if total(overridden) <= global_max_workers:
         return {}
-    in_force = {c.config.name for c in controls if wanted[c.config.name] == c.min_workers}
-    kept = overridden & in_force
+    kept = {c.config.name for c in controls if overrides.get(c.config.name) == c.min_workers}
     if total(kept) > global_max_workers:
         kept = set()
     reason = (
@@ -238,10 +239,6 @@ def minimums_refusal(
         f"{total(overridden)}, over global_max_workers ({global_max_workers})"
     )
     return dict.fromkeys(sorted(overridden - kept), reason)
-
-
-def _or(override: int | None, configured: int, applied: bool) -> int:
-    return override if applied and override is not None else configured
 
 
 def _min_override(rows: Mapping[str, dict[str, Any]], control: QueueControl) -> int | None:

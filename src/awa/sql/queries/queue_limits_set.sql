@@ -1,11 +1,12 @@
 -- queue_limits_set: whole-state write of one queue's fleet limits (CONTRACT §8, ADR 0010).
 -- Runs right after queue_lock in the same transaction, so no claimer of the queue is
--- mid-claim while the limits, the rate buckets and the adopted partition keys change. A changed partition_by
--- (or a removed one) hands the queue's available jobs back to adoption (partition_key
--- NULL) and re-keys its running jobs by the new partition_by, since a key's room is its
--- cap less the running jobs that carry that key; rate buckets are clamped to the new burst and never refilled by a change; a new
--- partition key or a removed rate limit starts from no buckets at all. Wakes live workers
--- on awa_control so they switch claim paths at once.
+-- mid-claim while the limits, the rate buckets and the adopted partition keys change. A
+-- changed partition_by (or a removed one) hands the queue's available jobs back to
+-- adoption (partition_key NULL) and re-keys its running jobs by the new partition_by,
+-- since a key's room is its cap less the running jobs that carry that key. Rate buckets
+-- are clamped to the new burst and never refilled by a change; a new partition key or a
+-- removed rate limit starts from no buckets at all. Wakes live workers on awa_control so
+-- they switch claim paths at once.
 WITH previous AS MATERIALIZED (
     SELECT l.partition_by, l.rate_limit FROM awa.queue_limits AS l
     WHERE l.queue = %(queue)s::text

@@ -35,13 +35,14 @@ def without_django_options(argv: Sequence[str]) -> list[str]:
     """``argv`` less ``--settings``/``--pythonpath`` (with their values): Django applied
     them already, and ``awa worker``'s parser would refuse them."""
     kept: list[str] = []
-    skip = False
+    value_next = False
     for arg in argv:
-        if skip:
-            skip = False
-        elif arg in _DJANGO_OPTIONS:
-            skip = True
-        elif not arg.startswith(tuple(f"{option}=" for option in _DJANGO_OPTIONS)):
+        name, equals, _ = arg.partition("=")
+        if value_next:
+            value_next = False
+        elif name in _DJANGO_OPTIONS:
+            value_next = not equals  # "--settings X": X is its value
+        else:
             kept.append(arg)
     return kept
 
