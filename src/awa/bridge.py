@@ -22,15 +22,7 @@ import psycopg
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
-from awa.client.insert import (
-    RELEASE,
-    ROLLBACK_TO,
-    SAVEPOINT,
-    InsertSpec,
-    build_spec,
-    guarded,
-    insert_one,
-)
+from awa.client.insert import InsertSpec, build_spec, guarded, insert_one
 from awa.db import sql
 from awa.db.errors import mapped
 from awa.errors import ValidationError
@@ -42,16 +34,16 @@ def _insert_sync(conn: psycopg.Connection[Any], spec: InsertSpec) -> Job[Any]:
     savepoint = guarded(conn, spec)
     with conn.cursor(row_factory=tuple_row) as cur:
         if savepoint:
-            cur.execute(SAVEPOINT)
+            cur.execute(sql.INSERT_SAVEPOINT)
         try:
             with mapped():
                 row = cur.execute(sql.JOB_INSERT, spec.params()).fetchone()
         except BaseException:
             if savepoint and conn.info.transaction_status == TransactionStatus.INERROR:
-                cur.execute(ROLLBACK_TO)
+                cur.execute(sql.INSERT_SAVEPOINT_ROLLBACK)
             raise
         if savepoint:
-            cur.execute(RELEASE)
+            cur.execute(sql.INSERT_SAVEPOINT_RELEASE)
     return spec.inserted(row)
 
 

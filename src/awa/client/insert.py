@@ -238,13 +238,6 @@ def build_specs(
     return specs
 
 
-# A unique insert inside a caller's transaction runs in a savepoint: its UniqueConflict
-# may be caught and the transaction goes on (``client.transaction()``, the bridge).
-SAVEPOINT = "SAVEPOINT awa_insert"
-RELEASE = "RELEASE SAVEPOINT awa_insert"
-ROLLBACK_TO = "ROLLBACK TO SAVEPOINT awa_insert"
-
-
 def guarded(conn: Connection[Any] | AsyncConnection[Any], spec: InsertSpec) -> bool:
     """True when ``spec`` may conflict inside a transaction (open now, or begun by the
     insert): it then runs in a savepoint."""
@@ -258,17 +251,17 @@ async def insert_one(conn: AsyncConnection[Any], spec: InsertSpec) -> Job[Any]:
     savepoint = guarded(conn, spec)
     async with conn.cursor(row_factory=tuple_row) as cur:
         if savepoint:
-            await cur.execute(SAVEPOINT)
+            await cur.execute(sql.INSERT_SAVEPOINT)
         try:
             with mapped():
                 await cur.execute(sql.JOB_INSERT, spec.params())
                 row = await cur.fetchone()
         except BaseException:
             if savepoint and conn.info.transaction_status == TransactionStatus.INERROR:
-                await cur.execute(ROLLBACK_TO)
+                await cur.execute(sql.INSERT_SAVEPOINT_ROLLBACK)
             raise
         if savepoint:
-            await cur.execute(RELEASE)
+            await cur.execute(sql.INSERT_SAVEPOINT_RELEASE)
     return spec.inserted(row)
 
 

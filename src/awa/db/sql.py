@@ -155,3 +155,9 @@ JOB_CLAIM_ONE = load("job_claim_one")
 
 # Connections: a direct one, or through a pooler (db/connection.py)
 SESSION_BACKEND_PID = load("session_backend_pid")
+
+# A unique insert inside a caller's transaction (client/insert.py insert_one, the bridge):
+# a savepoint, so its UniqueConflict may be caught and the transaction goes on.
+INSERT_SAVEPOINT = load("insert_savepoint")
+INSERT_SAVEPOINT_RELEASE = load("insert_savepoint_release")
+INSERT_SAVEPOINT_ROLLBACK = load("insert_savepoint_rollback")
