@@ -40,6 +40,8 @@ async def test_unknown_kind_is_handed_back_without_spending_an_attempt(
     async def known(job: awa.Job[Known]) -> None:
         return None
 
+    events: list[str] = []
+    client.on_event("*", lambda event: events.append(event.name))
     stranger = await client.insert({"x": 1}, kind="added_in_the_next_release", queue="q")
     await client.start([("q", 2)], **FAST_WORKER)
     try:
@@ -51,6 +53,7 @@ async def test_unknown_kind_is_handed_back_without_spending_an_attempt(
         job: awa.Job[Any] = await wait_for(handed_back)
     finally:
         await client.shutdown()
+    assert events == []  # no handler started, so no "started" (nor any other) event
     assert job.state is awa.JobState.SCHEDULED  # back in line, not failed
     assert job.attempt == 0 and job.finalized_at is None  # the attempt was refunded
     mark = job.metadata["unknown_kind"]

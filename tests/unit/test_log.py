@@ -14,7 +14,7 @@ import pytest
 import awa
 import awa.log
 from awa.worker import results
-from awa.worker.joblog import JobLog
+from awa.worker.joblog import JobLog, outcome_name
 
 AWA = logging.getLogger("awa")
 
@@ -111,3 +111,16 @@ def test_per_job_debug_records_cost_nothing_when_debug_is_off(
     log.job_started(job, 0.1)
     log.job_finished(job, results.from_return(job, None), 0.1)
     log.outcomes_applied([results.from_return(job, None)])
+
+
+def test_a_hand_back_is_named_apart_from_a_snooze(caplog: pytest.LogCaptureFixture) -> None:
+    """A job given back for want of a handler ran nothing: the metrics' outcome label and
+    the log call it ``handed_back``, not ``snoozed`` (which a handler chose)."""
+    caplog.set_level(logging.DEBUG, logger="awa")
+    job = make_job()
+    handed = results.handed_back(job)
+    snoozed = results.from_return(job, awa.Snooze(5))
+    assert outcome_name(handed) == "handed_back" and outcome_name(snoozed) == "snoozed"
+    JobLog().outcomes_applied([handed, snoozed])
+    events = [r.event for r in caplog.records if hasattr(r, "event")]
+    assert events[-2:] == ["job_handed_back", "job_snoozed"]

@@ -86,7 +86,7 @@ class MetricsObserver(Observer):
     def outcomes_applied(self, applied: Sequence[Finalization]) -> None:
         for f in applied:
             if f.job is not None:
-                self._add(spec.JOBS, (f.job.queue, f.job.kind, outcome_name(f.state)))
+                self._add(spec.JOBS, (f.job.queue, f.job.kind, outcome_name(f)))
 
     def outcomes_stale(self, stale: Sequence[Finalization]) -> None:
         for f in stale:

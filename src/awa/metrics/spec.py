@@ -43,7 +43,7 @@ class Instrument:
 JOBS = Instrument(
     "awa_jobs", "awa.jobs", "counter", ("queue", "kind", "outcome"),
     "Job outcomes committed by this worker; outcome is completed, retried, failed, "
-    "cancelled, snoozed or waiting_external.", "{job}",
+    "cancelled, snoozed, handed_back or waiting_external.", "{job}",
 )  # fmt: skip
 RESCUED = Instrument(
     "awa_jobs_rescued", "awa.jobs.rescued", "counter", ("queue", "kind", "reason"),

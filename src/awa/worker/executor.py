@@ -89,7 +89,8 @@ class Executor:
                 outcome = None
             if outcome is None and attempt.cancel_reason is not None:
                 self._observer.attempt_stopped(job, attempt.cancel_reason)  # before finished
-            self._observer.job_finished(job, outcome, time.monotonic() - attempt.started)
+            if outcome is None or not outcome.handed_back:
+                self._observer.job_finished(job, outcome, time.monotonic() - attempt.started)
             if outcome is not None:
                 await self._completer.submit(outcome)
         except asyncio.CancelledError:
@@ -115,11 +116,11 @@ class Executor:
         job = attempt.job
         if not await self._may_start(attempt):
             return None
-        if job.attempted_at is not None:
-            self._observer.job_started(job, (job.attempted_at - job.run_at).total_seconds())
         task = self._registry.get(job.kind)
         if task is None:  # not ours to fail: another process may run it (ADR 0027)
-            return results.handed_back(job)
+            return results.handed_back(job)  # no handler starts, so no job_started
+        if job.attempted_at is not None:
+            self._observer.job_started(job, (job.attempted_at - job.run_at).total_seconds())
         try:
             job.args = decode_args(task.args_type, job.args)
         except SerializationError as exc:

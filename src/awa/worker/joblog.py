@@ -3,7 +3,7 @@
 Every worker installs one. Each record carries structured fields in ``extra``
 (``event``, ``queue``, ``kind``, ``job_id``, ``run_lease``, ``attempt``, and where they
 apply ``state`` (the job's new state), ``outcome`` (completed, retried, failed, cancelled,
-snoozed, as in the metrics) and ``reason``), which :func:`awa.log.configure` renders.
+snoozed, handed_back, as in the metrics) and ``reason``), which :func:`awa.log.configure` renders.
 
 Levels: a job starting or finishing is DEBUG (per job, so it is checked with
 ``isEnabledFor`` before anything is formatted); a retry, a cancellation, a stale outcome
@@ -34,9 +34,12 @@ _OUTCOME_NAMES = {
 }
 
 
-def outcome_name(state: JobState) -> str:
-    """What a finalization's new state means for the job (``retryable`` → ``retried``)."""
-    return _OUTCOME_NAMES.get(state, state.value)
+def outcome_name(outcome: Finalization) -> str:
+    """What ``outcome`` means for its job (``retryable`` → ``retried``; a job given back
+    for want of a handler → ``handed_back``)."""
+    if outcome.handed_back:
+        return "handed_back"
+    return _OUTCOME_NAMES.get(outcome.state, outcome.state.value)
 
 
 def job_fields(job: Job[Any], event: str, **more: Any) -> dict[str, Any]:
@@ -71,7 +74,7 @@ class JobLog(Observer):
 
     def job_finished(self, job: Job[Any], outcome: Finalization | None, duration_s: float) -> None:
         if logger.isEnabledFor(logging.DEBUG):
-            name = outcome_name(outcome.state) if outcome is not None else "abandoned"
+            name = outcome_name(outcome) if outcome is not None else "abandoned"
             logger.debug(
                 "job %s (%s on %s) finished in %.3fs: %s",
                 job.id, job.kind, job.queue, duration_s, name,
@@ -103,10 +106,11 @@ class JobLog(Observer):
                                          reason=_error_message(f)),
                     )  # fmt: skip
             elif logger.isEnabledFor(logging.DEBUG):
+                what = "handed back" if f.handed_back else "snoozed"
                 logger.debug(
-                    "job %s (%s on %s) snoozed for %.1fs",
-                    f.job.id, f.job.kind, f.job.queue, (f.delay_ms or 0) / 1000,
-                    extra=job_fields(f.job, "job_snoozed", state=f.state.value),
+                    "job %s (%s on %s) %s for %.1fs",
+                    f.job.id, f.job.kind, f.job.queue, what, (f.delay_ms or 0) / 1000,
+                    extra=job_fields(f.job, f"job_{what.replace(' ', '_')}", state=f.state.value),
                 )  # fmt: skip
 
     @staticmethod
@@ -124,9 +128,9 @@ class JobLog(Observer):
         for f in stale:
             logger.info(
                 "job %s (%s on %s): outcome %s refused, attempt %d lost its lease (run_lease %d)",
-                f.job.id, f.job.kind, f.job.queue, outcome_name(f.state), f.job.attempt,
+                f.job.id, f.job.kind, f.job.queue, outcome_name(f), f.job.attempt,
                 f.run_lease,
-                extra=job_fields(f.job, "outcome_stale", outcome=outcome_name(f.state)),
+                extra=job_fields(f.job, "outcome_stale", outcome=outcome_name(f)),
             )  # fmt: skip
 
     def override_changed(

@@ -61,6 +61,8 @@ class Finalization:
     # What the attempt recorded (None: nothing), attached by Attempt.outcome().
     progress: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
+    # No handler ran: this process has none for the kind and gave the job back (ADR 0027).
+    handed_back: bool = False
 
     @property
     def job_id(self) -> int:
@@ -185,7 +187,13 @@ def handed_back(job: Job[Any]) -> Finalization:
         )  # fmt: skip
     patch = {UNKNOWN_KIND_KEY: mark}
     return Finalization(
-        job, JobState.SCHEDULED, delay_s * 1000, refund=True, error=error, metadata=patch
+        job,
+        JobState.SCHEDULED,
+        delay_s * 1000,
+        refund=True,
+        error=error,
+        metadata=patch,
+        handed_back=True,
     )
 
 
