@@ -141,7 +141,7 @@ def _queue_from_spec(spec: QueueSpec, poll_interval_ms: int) -> QueueConfig:
 
 def _check_queue(q: QueueConfig) -> None:
     try:
-        validate.text("name", q.name)
+        validate.name("name", q.name)
     except ValidationError as exc:
         raise InvalidSetting(f"queues[{q.name!r}].name", exc.reason) from None
     where = f"queues[{q.name!r}]"

@@ -82,7 +82,7 @@ def check_policy(value: Any) -> str:
 
 def check_name(value: Any) -> str:
     """A valid schedule name."""
-    return validate.text("name", value)
+    return validate.name("name", value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -209,7 +209,7 @@ def _one_task(
         if args_type is dict:
             raise ValidationError("kind", "is required when the args type is dict")
         kind = derive_kind(args_type)
-    kind = validate.text("kind", kind)
+    kind = validate.name("kind", kind)
     registered = core.registry.get(kind)
     if handler is None:
         if registered is None:

@@ -62,6 +62,15 @@ def text(field: str, value: Any, *, max_length: int = 200) -> str:
     return value
 
 
+def name(field: str, value: Any, *, max_length: int = 200) -> str:
+    """A name (a queue, a kind): :func:`text` that is not only whitespace. Spaces at its
+    ends are kept, as given: they are part of the name."""
+    checked = text(field, value, max_length=max_length)
+    if not checked.strip():
+        raise ValidationError(field, f"must not be blank, got {checked!r}")
+    return checked
+
+
 MAX_ORDERING_KEY_LENGTH = 255
 
 

@@ -43,6 +43,7 @@ def test_tuple_dict_and_dataclass_forms_agree() -> None:
         ([awa.QueueConfig("a", min_workers=-1)], {}, awa.InvalidWorkers,
          "queues['a'].min_workers"),
         ([("a", 1)], {"global_max_workers": 0}, awa.InvalidWorkers, "global_max_workers"),
+        ([(" ", 1)], {}, awa.InvalidSetting, "queues[' '].name"),
         ([("a", 1)], {"poll_interval_ms": 0}, awa.InvalidSetting, "poll_interval_ms"),
         ([("a", 1)], {"heartbeat_interval_ms": 0}, awa.InvalidSetting, "heartbeat_interval_ms"),
         ([("a", 1)], {"bogus": 1}, awa.InvalidSetting, "start"),

@@ -39,6 +39,8 @@ def test_defaults_follow_the_contract() -> None:
         ({"tags": [""]}, "tags[]"),
         ({"queue": "q" * 201}, "queue"),
         ({"queue": ""}, "queue"),
+        ({"queue": "   "}, "queue"),
+        ({"kind": "\t"}, "kind"),
         ({"kind": "k" * 201}, "kind"),
         ({"run_at": datetime(2030, 1, 1)}, "run_at"),
         ({"run_at": "2030-01-01"}, "run_at"),

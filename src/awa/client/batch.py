@@ -48,7 +48,7 @@ class MoveQueue:
     queue: str
 
     def __post_init__(self) -> None:
-        validate.text("queue", self.queue)
+        validate.name("queue", self.queue)
 
     def spec(self) -> dict[str, Any]:
         """How the operation is stored."""
@@ -164,8 +164,8 @@ def selection(
     """
     checked = _check_op(op)
     params: dict[str, Any] = {
-        "kind": None if kind is None else validate.text("kind", kind),
-        "queue": None if queue is None else validate.text("queue", queue),
+        "kind": None if kind is None else validate.name("kind", kind),
+        "queue": None if queue is None else validate.name("queue", queue),
         "ids": _ids(ids),
         "states": _states(state),
         "to_queue": checked.queue if isinstance(checked, MoveQueue) else None,

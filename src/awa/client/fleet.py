@@ -41,7 +41,7 @@ def limit_params(
     if partition_by is not None:
         validate.text("partition_by", partition_by, max_length=PARTITION_KEY_MAX)
     return {
-        "queue": validate.text("queue", queue),
+        "queue": validate.name("queue", queue),
         "concurrency": None
         if concurrency is None
         else validate.integer("concurrency", concurrency, low=1, high=INT32_MAX),
@@ -85,7 +85,7 @@ async def set_queue_limits(
 
 async def clear_queue_limits(conn: AsyncConnection[Any], queue: str) -> QueueLimits | None:
     """Remove the queue's limits; returns what was stored (None: nothing was)."""
-    queue = validate.text("queue", queue)
+    queue = validate.name("queue", queue)
     with mapped():
         async with conn.transaction():
             await conn.execute(sql.QUEUE_LOCK, {"queue": queue})
@@ -99,7 +99,7 @@ async def queue_limits(conn: AsyncConnection[Any], queue: str) -> QueueLimits | 
     """The stored limits of ``queue`` (None: unlimited)."""
     with mapped():
         cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(sql.QUEUE_LIMITS_GET, {"queue": validate.text("queue", queue)})
+        await cur.execute(sql.QUEUE_LIMITS_GET, {"queue": validate.name("queue", queue)})
         row = await cur.fetchone()
     return None if row is None else _limits(row)
 
@@ -109,7 +109,7 @@ async def queue_limits_status(
 ) -> list[QueueLimitsStatus]:
     """Every limited queue (or just ``queue``) with the fleet's running count now."""
     if queue is not None:
-        validate.text("queue", queue)
+        validate.name("queue", queue)
     with mapped():
         cur = conn.cursor(row_factory=dict_row)
         await cur.execute(sql.QUEUE_LIMITS_STATUS, {"queue": queue, "top": TOP_PARTITIONS})
@@ -132,7 +132,7 @@ def pool_params(total: int, queues: Mapping[str, PoolMember]) -> dict[str, Any]:
         raise ValidationError("queues", "name at least one member queue: {name: PoolMember}")
     names, minimums, weights = [], [], []
     for name, member in queues.items():
-        validate.text("queues", name)
+        validate.name("queues", name)
         if not isinstance(member, PoolMember):
             raise ValidationError(
                 f"queues[{name!r}]", f"must be an awa.PoolMember, got {type(member).__name__}"

@@ -192,8 +192,8 @@ def build_spec(
     ordering_key: str | None = None,
 ) -> InsertSpec:
     """Validate one job's arguments; every error names the field and its bound."""
-    kind = validate.text("kind", _kind_of(args) if kind is None else kind)
-    queue = validate.text("queue", queue)
+    kind = validate.name("kind", _kind_of(args) if kind is None else kind)
+    queue = validate.name("queue", queue)
     shared = _shared_options(
         priority, max_attempts, tags, metadata, run_at, unique_opts, ordering_key
     )
@@ -223,16 +223,16 @@ def build_specs(
     shared = _shared_options(
         priority, max_attempts, tags, metadata, run_at, unique_opts, ordering_key
     )
-    fixed_kind = None if kind is None else validate.text("kind", kind)
-    fixed_queue = None if queue is None else validate.text("queue", queue)
+    fixed_kind = None if kind is None else validate.name("kind", kind)
+    fixed_queue = None if queue is None else validate.name("queue", queue)
     per_type: dict[type[Any], tuple[str, str]] = {}
     specs = []
     for args in args_list:
         cls = type(args)
         resolved = per_type.get(cls)
         if resolved is None:
-            job_kind = fixed_kind or validate.text("kind", _kind_of(args))
-            job_queue = fixed_queue or validate.text("queue", default_queue(cls, job_kind))
+            job_kind = fixed_kind or validate.name("kind", _kind_of(args))
+            job_queue = fixed_queue or validate.name("queue", default_queue(cls, job_kind))
             resolved = per_type[cls] = (job_kind, job_queue)
         specs.append(_spec(args, resolved[0], resolved[1], shared))
     return specs

@@ -56,8 +56,8 @@ class TaskRegistry:
             if args_type is None or args_type is dict:
                 raise ValidationError("kind", "is required when the args type is dict or None")
             kind = derive_kind(args_type)
-        kind = validate.text("kind", kind)
-        queue = validate.text("queue", queue)
+        kind = validate.name("kind", kind)
+        queue = validate.name("queue", queue)
         if kind in self._by_kind:
             raise ValidationError("kind", f"a handler for {kind!r} is already registered")
         task = Task(kind, args_type, handler, _is_async(handler), queue)

@@ -65,7 +65,7 @@ def _queues(value: Any) -> dict[str, int]:
             _key("QUEUES"), f"must be a dict of queue name → max_workers, got {value!r}"
         )
     return {
-        validate.text(_key("QUEUES"), name): validate.integer(f"{_key('QUEUES')}[{name!r}]", n,
+        validate.name(_key("QUEUES"), name): validate.integer(f"{_key('QUEUES')}[{name!r}]", n,
                                                                low=1)
         for name, n in value.items()
     }  # fmt: skip
