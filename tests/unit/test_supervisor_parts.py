@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from awa.cli.commands.worker import child_command
 from awa.cli.main import build_parser, main
+from awa.config import build_worker_config
 from awa.metrics.supervised import merge
 from awa.supervisor import describe_exit, restart_delay
 
@@ -37,7 +38,8 @@ def _worker_args(*argv: str) -> argparse.Namespace:
     "argv",
     [
         [],
-        ["--queue", "a=2", "--queue", "b=5", "--global-max-workers", "9"],
+        ["--queue", "a=2", "--queue", "b=5"],
+        ["--queue", "a:min=2,weight=3", "--queue", "b", "--global-max-workers", "9"],
         ["--shutdown-timeout-ms", "700", "--max-connections", "3", "--metrics-port", "9464",
          "--metrics-host", "0.0.0.0", "--listen-url", "postgresql://u:pw@db/app"],
     ],
@@ -55,6 +57,18 @@ def test_a_child_runs_the_same_worker_without_the_supervisor_options(argv: list[
         assert child.metrics_port is None
     else:  # a loopback port of its own, which the supervisor scrapes
         assert (child.metrics_port, child.metrics_host) == (0, "127.0.0.1")
+
+
+def test_weighted_queue_flags_give_each_queue_its_minimum_and_weight() -> None:
+    args = _worker_args("--global-max-workers", "9", "--queue", "a:min=2,weight=3",
+                        "--queue", "b:weight=2", "--queue", "c")  # fmt: skip
+    config = build_worker_config(
+        [flag.config() for flag in args.queues], global_max_workers=args.global_max_workers
+    )
+    shares = {q.name: (q.min_workers, q.weight) for q in config.queues}
+    assert shares == {"a": (2, 3), "b": (0, 2), "c": (0, 1)}
+    hard = _worker_args("--queue", "a=4")
+    assert [flag.config() for flag in hard.queues] == [{"name": "a", "max_workers": 4}]
 
 
 def _exposition(completed: int, in_flight: int, depth: int) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from typing import NoReturn
+from dataclasses import dataclass
+from typing import Any, NoReturn
 
 import psycopg
 from psycopg import conninfo
@@ -100,12 +101,54 @@ def postgres_url(text: str) -> str:
     return text
 
 
-def queue_workers(text: str) -> tuple[str, int]:
-    """``NAME=N`` for ``awa worker --queue``."""
+WEIGHTED_FORM = "NAME[:min=N][,weight=N]"
+
+
+def weighted_options(text: str) -> tuple[str, dict[str, int]]:
+    """``NAME[:min=N][,weight=N]``: the name and the options given (``min``, ``weight``)."""
+    name, _, options = text.partition(":")
+    if not name or "=" in name:  # "a,weight=2": a mistyped ':' is not a queue's name
+        raise argparse.ArgumentTypeError(f"expected {WEIGHTED_FORM}, got {text!r}")
+    values: dict[str, int] = {}
+    for option in filter(None, options.split(",")):
+        key, sep, raw = option.partition("=")
+        if not sep or key not in ("min", "weight"):
+            raise argparse.ArgumentTypeError(
+                f"expected {WEIGHTED_FORM}, got {text!r} (unknown {option!r})"
+            )
+        if key in values:
+            raise argparse.ArgumentTypeError(f"{key}= given twice in {text!r}")
+        values[key] = bounded_int(0 if key == "min" else 1)(raw)
+    return name, values
+
+
+@dataclass(frozen=True, slots=True)
+class QueueFlag:
+    """One ``awa worker --queue``: ``NAME=N`` (its ``max_workers``, hard-reserved mode) or
+    ``NAME[:min=N][,weight=N]`` (its share of ``--global-max-workers``, weighted mode)."""
+
+    text: str  # as given, for the supervisor's children
+    name: str
+    max_workers: int | None = None
+    min_workers: int | None = None
+    weight: int | None = None
+
+    def config(self) -> dict[str, Any]:
+        """The queue's entry for ``start()``: only the settings the flag gave."""
+        given = {"max_workers": self.max_workers, "min_workers": self.min_workers,
+                 "weight": self.weight}  # fmt: skip
+        return {"name": self.name, **{k: v for k, v in given.items() if v is not None}}
+
+
+def queue_flag(text: str) -> QueueFlag:
+    """``NAME=N`` or ``NAME[:min=N][,weight=N]`` for ``awa worker --queue``."""
     name, sep, count = text.partition("=")
-    if not sep or not name:
-        raise argparse.ArgumentTypeError(f"expected NAME=N, got {text!r}")
-    return name, positive_int(count)
+    if sep and ":" not in name:
+        if not name:
+            raise argparse.ArgumentTypeError(f"expected NAME=N or {WEIGHTED_FORM}, got {text!r}")
+        return QueueFlag(text, name, max_workers=positive_int(count))
+    name, values = weighted_options(text)
+    return QueueFlag(text, name, min_workers=values.get("min"), weight=values.get("weight"))
 
 
 def with_example(description: str, example: str) -> dict[str, object]:

@@ -6,25 +6,13 @@ import argparse
 from typing import Any
 
 import awa
-from awa.cli.args import bounded_int, with_example
+from awa.cli.args import WEIGHTED_FORM, bounded_int, weighted_options, with_example
 from awa.cli.output import fail, print_json, print_table
 
 
 def member(text: str) -> tuple[str, awa.PoolMember]:
     """``NAME[:min=N][,weight=N]`` for ``awa pool set --queue``."""
-    name, _, options = text.partition(":")
-    if not name or "=" in name:  # "a,weight=2": a mistyped ':' is not a queue's name
-        raise argparse.ArgumentTypeError(f"expected NAME[:min=N][,weight=N], got {text!r}")
-    values: dict[str, int] = {}
-    for option in filter(None, options.split(",")):
-        key, sep, raw = option.partition("=")
-        if not sep or key not in ("min", "weight"):
-            raise argparse.ArgumentTypeError(
-                f"expected NAME[:min=N][,weight=N], got {text!r} (unknown {option!r})"
-            )
-        if key in values:
-            raise argparse.ArgumentTypeError(f"{key}= given twice in {text!r}")
-        values[key] = bounded_int(0 if key == "min" else 1)(raw)
+    name, values = weighted_options(text)
     return name, awa.PoolMember(min_workers=values.get("min", 0), weight=values.get("weight", 1))
 
 
@@ -50,7 +38,7 @@ def register(sub: Any) -> None:
     p.add_argument("--total", type=bounded_int(1), metavar="N", required=True,
                    help="most jobs the members run at once, fleet-wide")  # fmt: skip
     p.add_argument("--queue", dest="queues", type=member, action="append", required=True,
-                   metavar="NAME[:min=N][,weight=N]", help="a member queue (repeat)")  # fmt: skip
+                   metavar=WEIGHTED_FORM, help="a member queue (repeat)")  # fmt: skip
     p.set_defaults(handler=run)
     p = actions.add_parser(
         "clear", help="remove the pool", **with_example("Remove the fleet pool.", "awa pool clear")

@@ -17,11 +17,13 @@ from typing import Any
 
 import awa
 from awa.cli.args import (
+    WEIGHTED_FORM,
+    QueueFlag,
     bounded_int,
     positive_int,
     postgres_url,
     process_count,
-    queue_workers,
+    queue_flag,
     with_example,
 )
 from awa.cli.output import fail
@@ -41,12 +43,15 @@ def register(sub: Any) -> None:
             "--processes N runs N worker processes under a supervisor that restarts a\n"
             "crashed one, forwards SIGTERM/SIGINT to all, and serves one --metrics-port.",
             "awa worker myapp.jobs:client --queue email=10 --queue reports=2\n"
+            "  awa worker myapp.jobs:client --global-max-workers 20 --queue email:min=4,weight=3\n"
             "  awa worker myapp.jobs:client --processes auto --metrics-port 9464",
         ),
     )
     p.add_argument("target", metavar="MODULE:CLIENT")
-    p.add_argument("--queue", dest="queues", action="append", type=queue_workers, default=[],
-                   metavar="NAME=N", help="a queue and its max_workers (repeatable)")  # fmt: skip
+    p.add_argument("--queue", dest="queues", action="append", type=queue_flag, default=[],
+                   metavar="NAME=N|" + WEIGHTED_FORM,
+                   help="a queue and its max_workers; with --global-max-workers, its "
+                   "guaranteed minimum and weight instead (repeatable)")  # fmt: skip
     p.add_argument("--global-max-workers", type=positive_int, metavar="N",
                    help="weighted mode: one shared pool of N workers")  # fmt: skip
     p.add_argument("--shutdown-timeout-ms", type=positive_int, default=5_000, metavar="MS")
@@ -126,9 +131,13 @@ def run(args: argparse.Namespace, url: str | None) -> int | Coroutine[Any, Any, 
 def _configuration_refusal(client: awa.AsyncClient, args: argparse.Namespace) -> str | None:
     """Why ``start()`` would refuse the queues the flags give, naming the flag; None when
     it would not."""
+    mismatch = _mode_mismatch(args.queues, weighted=args.global_max_workers is not None)
+    if mismatch is not None:
+        return f"argument --queue: {mismatch}"
     try:
         build_worker_config(
-            args.queues or client.registry.queues(), global_max_workers=args.global_max_workers
+            _queue_configs(args.queues) or client.registry.queues(),
+            global_max_workers=args.global_max_workers,
         )
     except BuildError as exc:
         if exc.field.startswith("queues") and args.queues:
@@ -139,12 +148,34 @@ def _configuration_refusal(client: awa.AsyncClient, args: argparse.Namespace) ->
     return None
 
 
+def _mode_mismatch(flags: list[QueueFlag], *, weighted: bool) -> str | None:
+    """Why a ``--queue`` gives a setting its mode does not use (None: none does). Taken
+    silently, ``email=10`` beside ``--global-max-workers`` would look like a cap on email
+    and be no cap at all."""
+    for flag in flags:
+        if weighted and flag.max_workers is not None:
+            return (
+                f"{flag.text!r} sets max_workers, which weighted mode (--global-max-workers) "
+                f"does not use: give the queue's share as {flag.name}:min=N,weight=N"
+            )
+        if not weighted and flag.max_workers is None:
+            return (
+                f"expected NAME=N, got {flag.text!r} ({WEIGHTED_FORM} gives a share of "
+                f"--global-max-workers, weighted mode); give the queue's cap as {flag.name}=N"
+            )
+    return None
+
+
+def _queue_configs(flags: list[QueueFlag]) -> list[dict[str, Any]]:
+    return [flag.config() for flag in flags]
+
+
 def child_command(args: argparse.Namespace) -> list[str]:
     """The ``awa`` arguments of one supervised worker: this command without --processes,
     serving its metrics (if asked) on a loopback port of its own for the supervisor."""
     command = ["worker", args.target, "--shutdown-timeout-ms", str(args.shutdown_timeout_ms)]
-    for name, workers in args.queues:
-        command += ["--queue", f"{name}={workers}"]
+    for flag in args.queues:
+        command += ["--queue", flag.text]
     if args.global_max_workers is not None:
         command += ["--global-max-workers", str(args.global_max_workers)]
     if args.max_connections is not None:
@@ -204,7 +235,9 @@ async def run_worker(client: awa.AsyncClient, args: argparse.Namespace) -> int:
             return fail(f"argument --metrics-port: cannot listen: {exc}", 2)
         if link is None:
             sys.stderr.write(f"awa: metrics on {metrics_server.url}\n")
-    await client.start(args.queues or None, global_max_workers=args.global_max_workers)
+    await client.start(
+        _queue_configs(args.queues) or None, global_max_workers=args.global_max_workers
+    )
     queues = ", ".join(client.runtime_snapshot().queues)
     stops = "SIGTERM stops" if link is not None else "Ctrl-C stops"  # not its terminal's
     sys.stderr.write(f"awa: worker running ({queues}); {stops}\n")
