@@ -16,17 +16,26 @@ passed: it is not a dependency of awa.
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
 from awa.client.insert import InsertSpec, build_spec, guarded, insert_one
+from awa.config import DEFAULT_QUEUE
 from awa.db import sql
 from awa.db.errors import mapped
 from awa.errors import ValidationError
 from awa.types import Job
+from awa.worker.registry import TaskRegistry
+
+
+class HasRegistry(Protocol):
+    """A client (``AsyncClient`` or ``Client``): where its tasks' jobs go by default."""
+
+    @property
+    def registry(self) -> TaskRegistry: ...
 
 
 def _insert_sync(conn: psycopg.Connection[Any], spec: InsertSpec) -> Job[Any]:
@@ -116,12 +125,23 @@ def _unsupported(conn: Any) -> ValidationError:
     )
 
 
-def insert_job(conn: Any, args: Any, **options: Any) -> Job[Any] | Awaitable[Job[Any]]:
+def insert_job(
+    conn: Any, args: Any, *, client: HasRegistry | None = None, **options: Any
+) -> Job[Any] | Awaitable[Job[Any]]:
     """Insert one job using ``conn``'s current transaction (options as ``insert``).
 
-    Returns the job, or an awaitable of it for an async connection or session. Bad options
-    raise ValidationError before anything touches the connection.
+    With no ``queue`` (or ``queue=None``) the job goes, as with ``client.insert``, to the
+    queue its task was registered on in ``client`` (an ``AsyncClient`` or ``Client``),
+    else to ``default``. Returns the job, or an awaitable of it for an async connection
+    or session. Bad options raise ValidationError before anything touches the connection.
     """
+    if options.get("queue") is None:
+        registered = (
+            None
+            if client is None
+            else client.registry.default_queue(type(args), options.get("kind"))
+        )
+        options["queue"] = registered or DEFAULT_QUEUE
     spec = build_spec(args, **options)
     if isinstance(conn, psycopg.AsyncConnection):
         return insert_one(conn, spec)

@@ -34,6 +34,23 @@ def test_sync_psycopg_connection_commits_and_rolls_back(
     assert _count(db) == 1
 
 
+def test_the_queue_defaults_as_client_insert_does_when_given_the_client(
+    database_url: str, sync_client: awa.Client
+) -> None:
+    @sync_client.task(None, kind="mail", queue="email")
+    def mail(job: awa.Job[Any]) -> None:
+        return None
+
+    with psycopg.connect(database_url) as conn:
+        registered = insert_job(conn, {"to": "a"}, kind="mail", client=sync_client)
+        no_client = insert_job(conn, {"to": "b"}, kind="mail", queue=None)
+        named = insert_job(conn, {"to": "c"}, kind="mail", queue="other", client=sync_client)
+        conn.commit()
+    assert isinstance(registered, awa.Job) and registered.queue == "email"
+    assert isinstance(no_client, awa.Job) and no_client.queue == "default"
+    assert isinstance(named, awa.Job) and named.queue == "other"
+
+
 async def test_async_psycopg_connection(database_url: str, db: psycopg.Connection[Any]) -> None:
     async with await psycopg.AsyncConnection.connect(database_url) as conn:
         job = await insert_job(conn, {"x": 1}, kind="k")  # type: ignore[misc]
