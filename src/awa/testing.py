@@ -62,13 +62,19 @@ def _core(client: AnyClient) -> AsyncClient:
 
 
 class _Launched(Observer):
-    """Remembers the last job whose handler started."""
+    """Remembers the last job whose handler started, or which was handed back for want
+    of a handler (then none started)."""
 
     def __init__(self) -> None:
         self.job: Job[Any] | None = None
 
     def job_started(self, job: Job[Any], pickup_latency_s: float) -> None:
         self.job = job
+
+    def outcomes_applied(self, applied: Sequence[Finalization]) -> None:
+        for outcome in applied:
+            if outcome.handed_back:
+                self.job = outcome.job
 
 
 class _Runner:

@@ -139,3 +139,34 @@ async def test_assert_enqueued_with_count_0_asserts_there_is_none(
     await client.insert({}, kind="once")
     with pytest.raises(AssertionError, match="expected 0"):
         await awa.testing.assert_enqueued(client, kind="once", count=0)
+
+
+async def test_every_helper_leaves_a_paused_queue_alone_as_a_worker_does(
+    client: awa.AsyncClient,
+) -> None:
+    ran: list[str] = []
+
+    @client.task(SendEmail, queue="email")
+    async def send(job: awa.Job[SendEmail]) -> None:
+        ran.append(job.args.to)
+
+    waiting = await client.insert(SendEmail("a@example.com"))
+    await client.pause_queue("email")
+    assert await awa.testing.work_one(client, "email") is None
+    assert not await awa.testing.work_one(client, SendEmail)  # "no_job"
+    async with awa.testing.inline(client):
+        inserted = await client.insert(SendEmail("b@example.com"))
+    assert inserted.state is awa.JobState.AVAILABLE  # inserted, not run
+    assert ran == [] and (await client.get_job(waiting.id)).state is awa.JobState.AVAILABLE
+    await client.resume_queue("email")
+    result = await awa.testing.work_one(client, SendEmail)
+    assert result.outcome == "completed" and ran == ["a@example.com"]
+
+
+async def test_work_one_returns_a_job_it_handed_back_for_want_of_a_handler(
+    client: awa.AsyncClient,
+) -> None:
+    stranger = await client.insert({}, kind="nobody_here", queue="q")
+    job = await awa.testing.work_one(client, "q")
+    assert job is not None and job.id == stranger.id
+    assert job.state is awa.JobState.SCHEDULED and job.metadata["unknown_kind"]["count"] == 1
