@@ -24,6 +24,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 import awa
 import awa.bridge
 import awa.tracing
+from awa.worker.observe import Observer
 from tests.helpers import FAST_WORKER, wait_for
 
 
@@ -165,6 +166,22 @@ async def test_spans_a_sync_handler_opens_are_children_of_its_attempt(
     children = [s for s in exporter.get_finished_spans() if s.name == "inside the thread"]
     assert len(children) == 2
     assert {c.parent.span_id for c in children if c.parent} == attempts
+
+
+async def test_instrumenting_a_running_worker_is_refused_not_ignored(
+    client: awa.AsyncClient, provider: TracerProvider
+) -> None:
+    client.task(None, kind="k", queue="traced")(lambda job: None)
+    await client.start([("traced", 1)], **FAST_WORKER)
+    try:
+        with pytest.raises(awa.ValidationError) as caught:
+            awa.tracing.instrument(client, tracer_provider=provider)
+        assert caught.value.field == "instrument" and "before start()" in str(caught.value)
+        with pytest.raises(awa.ValidationError, match="before start"):
+            client.add_observer(Observer())
+    finally:
+        await client.shutdown()
+    awa.tracing.instrument(client, tracer_provider=provider)  # for the next start()
 
 
 async def test_a_cancelled_attempt_and_one_abandoned_at_shutdown_end_their_spans(

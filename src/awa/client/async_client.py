@@ -532,7 +532,9 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
             )  # fmt: skip
 
     def add_observer(self, observer: Observer) -> None:
-        """Subscribe an observer (metrics, hooks) to the worker this client starts next."""
+        """Subscribe an observer (metrics, hooks) to the worker this client starts next;
+        refused while a worker runs (it would never see the observer)."""
+        self._before_start("add_observer")
         self._observers.append(observer)
 
     async def shutdown(self, timeout_ms: int = 5_000) -> None:

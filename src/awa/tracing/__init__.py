@@ -74,6 +74,8 @@ def instrument(client: Any, *, tracer_provider: Any = None) -> Observer:
         raise ValidationError(
             "client", f"expected an awa.AsyncClient or awa.Client, got {client!r}"
         )
+    if core._worker is not None:
+        raise ValidationError("instrument", "call awa.tracing.instrument() before start()")
     observer = Tracing(tracer_provider)
     core.add_observer(observer)
     return observer
