@@ -27,6 +27,7 @@ from awa.dashboard.samples import Sampler
 from awa.dashboard.security import (
     CSRF_FIELD,
     LOOPBACK_NAMES,
+    SECURITY_HEADERS,
     Guard,
     GuardMiddleware,
     is_loopback,
@@ -207,9 +208,15 @@ async def unavailable(request: Request, exc: Exception) -> Response:
 
 
 async def failed(request: Request, exc: Exception) -> Response:
-    """Anything else (e.g. no pooled connection in time) as a page naming the error."""
+    """Anything else (e.g. no pooled connection in time) as a page naming the error.
+
+    Starlette answers an unhandled exception outside every middleware, so this page
+    carries the security headers itself: the guard never sees it."""
     message = f"{type(exc).__name__}: {exc}"
-    return dashboard(request).render(request, "error.html", {"message": message}, 500)
+    response = dashboard(request).render(request, "error.html", {"message": message}, 500)
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+    return response
 
 
 class _LiveMetrics:

@@ -1,0 +1,31 @@
+"""The dashboard's error pages: an unexpected failure is a page naming it, sent with the
+same security headers as every other page (Starlette answers it outside the guard)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("starlette")
+
+from starlette.testclient import TestClient
+
+from awa.dashboard.app import DashboardSettings, create_app
+from awa.dashboard.security import SECURITY_HEADERS
+
+
+def test_a_page_that_fails_unexpectedly_keeps_the_security_headers(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = create_app(DashboardSettings(database_url=database_url))
+    with TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False) as http:
+        ok = http.get("/pool")
+        assert ok.status_code == 200
+
+        async def broken() -> None:
+            raise RuntimeError("a bug on the pool page")
+
+        monkeypatch.setattr(app.state.dashboard.client, "fleet_pool", broken)
+        page = http.get("/pool")
+    assert page.status_code == 500 and "a bug on the pool page" in page.text
+    for name, value in SECURITY_HEADERS.items():
+        assert page.headers.get(name) == value == ok.headers.get(name), name
