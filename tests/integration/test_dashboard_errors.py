@@ -9,7 +9,7 @@ pytest.importorskip("starlette")
 
 from starlette.testclient import TestClient
 
-from awa.dashboard.app import DashboardSettings, create_app
+from awa.dashboard.app import PAGE_POOL_TIMEOUT_S, DashboardSettings, create_app
 from awa.dashboard.security import SECURITY_HEADERS
 
 
@@ -29,3 +29,22 @@ def test_a_page_that_fails_unexpectedly_keeps_the_security_headers(
     assert page.status_code == 500 and "a bug on the pool page" in page.text
     for name, value in SECURITY_HEADERS.items():
         assert page.headers.get(name) == value == ok.headers.get(name), name
+
+
+def test_a_page_without_a_connection_gives_up_soon_and_says_so(database_url: str) -> None:
+    """No connection to be had (all held here, as in an outage the pool cannot refill):
+    the page answers 503 after the dashboard's own wait, not a worker's 30 s."""
+    app = create_app(DashboardSettings(database_url=database_url))
+    with TestClient(app, base_url="http://127.0.0.1") as http:
+        assert http.portal is not None
+        client = app.state.dashboard.client
+        pool = http.portal.call(client._get_pool)
+        held = [http.portal.call(pool.getconn) for _ in range(client.max_connections)]
+        try:
+            page = http.get("/pool")
+        finally:
+            for conn in held:
+                http.portal.call(pool.putconn, conn)
+        assert http.get("/pool").status_code == 200  # and back once connections are free
+    assert page.status_code == 503 and "did not answer" in page.text
+    assert f"after {PAGE_POOL_TIMEOUT_S:.2f} sec" in page.text

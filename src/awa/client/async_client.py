@@ -55,13 +55,18 @@ T = TypeVar("T")
 _UNSET: Any = object()
 
 
+DEFAULT_POOL_TIMEOUT_S = 30.0
+
+
 class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
     """Connects to PostgreSQL; inserts, inspects and runs jobs.
 
     Use as an async context manager (or call :meth:`close`). The connection pool opens
     on first use. ``database_url`` falls back to ``AWA_DATABASE_URL`` then ``DATABASE_URL``.
 
-    ``max_connections`` bounds the pool; a running worker holds at most two more, for
+    ``max_connections`` bounds the pool (a call waits at most ``pool_timeout_s``, 30 s
+    unless set before first use, for a pooled connection, then raises DatabaseError); a
+    running worker holds at most two more, for
     LISTEN and the maintenance leader, on ``listen_url`` (else ``AWA_LISTEN_URL``, else
     ``database_url``). Give ``listen_url`` a direct connection when ``database_url`` goes
     through PgBouncer in transaction mode (docs/scaling.md).
@@ -87,6 +92,7 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
             None if listen_url is None else connection.check_url(listen_url, "listen_url")
         )
         self.max_connections = validate.integer("max_connections", max_connections, low=1)
+        self.pool_timeout_s = DEFAULT_POOL_TIMEOUT_S
         self.registry = TaskRegistry()
         self._pool: Pool | None = None
         self._pool_lock = asyncio.Lock()
@@ -112,6 +118,7 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
                         configure=connection.configure,
                         open=False,
                         name="awa",
+                        timeout=self.pool_timeout_s,
                     )
                     await connection.probe(self.database_url)  # fail fast, with the reason
                     with mapped():

@@ -35,6 +35,7 @@ from awa.dashboard.security import (
 )
 
 HERE = Path(__file__).parent
+PAGE_POOL_TIMEOUT_S = 5.0
 OPERATOR_COOKIE = "awa_operator"
 
 
@@ -67,6 +68,9 @@ class Dashboard:
 
     def _connect(self) -> None:
         self.client = awa.AsyncClient(self.settings.database_url, max_connections=4)
+        # A page waits this long for a connection, not a worker's 30 s: with the database
+        # down, the operator sees "did not answer" while still looking at the tab.
+        self.client.pool_timeout_s = PAGE_POOL_TIMEOUT_S
         self.sampler = Sampler(self.client, self.settings.sample_interval_s)
 
     def open(self) -> None:
