@@ -141,3 +141,53 @@ async def test_a_cancel_the_heartbeat_learns_of_first_still_stops_the_handler_as
         await wait_for(hook_fired)
     finally:
         await client.shutdown()
+
+
+async def test_a_job_claimed_again_while_its_old_handler_hangs_still_gets_that_handler_abandoned(
+    client: awa.AsyncClient,
+) -> None:
+    """Cancelled, retried and claimed again by the same worker while its first handler
+    (a plain ``def`` that ignores the cancel) still runs: both hung attempts are
+    abandoned in time and give their permits back, so the queue's two permits can again
+    run two jobs side by side."""
+    release = threading.Event()
+    starts: list[int] = []
+    together = threading.Barrier(2)
+
+    @client.task(None, kind="hang", queue="h")
+    def hang(job: awa.Job[Any]) -> None:
+        starts.append(job.attempt)
+        release.wait(120)
+
+    @client.task(None, kind="pair", queue="h")
+    def pair(job: awa.Job[Any]) -> None:
+        together.wait(30)  # both permits must be free for this to return
+
+    stuck = await client.insert({}, kind="hang", queue="h")
+    await client.start([awa.QueueConfig("h", max_workers=2, deadline_ms=0)], **FAST_WORKER)
+    try:
+
+        async def started(attempts: list[int]) -> bool:
+            return starts == attempts
+
+        await wait_for(lambda: started([1]))
+        await client.cancel(stuck.id)
+        await client.retry(stuck.id)
+        await wait_for(lambda: started([1, 2]))  # the same job, its handler runs twice
+        await client.cancel(stuck.id)
+
+        async def abandoned() -> bool:
+            census = client._worker.executor.census().get("h")
+            return census is not None and census.abandoned == 2 and census.running == 0
+
+        await wait_for(abandoned, timeout=30)
+        jobs = await client.insert_many([{}, {}], kind="pair", queue="h")
+
+        async def both_done() -> bool:
+            states = [(await client.get_job(j.id)).state for j in jobs]
+            return states == [awa.JobState.COMPLETED] * 2
+
+        await wait_for(both_done, timeout=60)
+    finally:
+        release.set()
+        await client.shutdown()

@@ -26,7 +26,7 @@ async def test_expires_due_attempts_and_wakes_for_an_earlier_newcomer() -> None:
     far = FakeAttempt(now + 3600)
     never = FakeAttempt(None)
     attempts: dict[int, Deadlined] = {1: far, 2: never}
-    watch = DeadlineWatch(attempts, expire)
+    watch = DeadlineWatch(attempts.values, expire)
     watch.start()
     try:
         soon = FakeAttempt(time.monotonic() + 0.05)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from awa.service import LoopService
@@ -29,10 +29,12 @@ class DeadlineWatch(LoopService):
     """Expires attempts whose ``due`` time has passed."""
 
     def __init__(
-        self, attempts: Mapping[int, Deadlined], expire: Callable[[Deadlined], None]
+        self,
+        attempts: Callable[[], Iterable[Deadlined]],
+        expire: Callable[[Deadlined], None],
     ) -> None:
         super().__init__("deadlines")
-        self._attempts = attempts
+        self._attempts = attempts  # the attempts in flight, asked afresh each look
         self._expire = expire
         self._wakeup = asyncio.Event()
         self._next = math.inf
@@ -50,7 +52,7 @@ class DeadlineWatch(LoopService):
         while not self.stopping:
             now = time.monotonic()
             nearest = math.inf
-            for attempt in list(self._attempts.values()):
+            for attempt in list(self._attempts()):
                 due = attempt.due
                 if due is None:
                     continue

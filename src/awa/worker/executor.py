@@ -50,7 +50,11 @@ class Executor:
         self._threads = HandlerThreads(threads)
         self.abandoned = Abandoned(self._threads, completer, limit=threads)
         self.attempts: dict[int, Attempt] = {}
-        self.deadlines = DeadlineWatch(self.attempts, self._expire)
+        # Attempts whose job was claimed again (rescued or retried, then claimed by this
+        # worker) while their handler still ran: no longer in ``attempts``, still holding
+        # a permit until they end or are abandoned.
+        self.superseded: dict[results.AttemptKey, Attempt] = {}
+        self.deadlines = DeadlineWatch(self._watched, self._expire)
         self.started = 0
         self.finished = 0
         # Immediate progress writes and callback ids for handlers (set by the worker).
@@ -66,11 +70,38 @@ class Executor:
         """Run ``job``'s handler in a new task that owns ``permit`` (``claimed_at``: the
         ``time.monotonic()`` at which its claim was sent)."""
         attempt = Attempt(job, permit, deadline_ms, self.services, claimed_at)
+        earlier = self.attempts.get(job.id)
+        if earlier is not None:
+            self._supersede(earlier)
         self.attempts[job.id] = attempt
         self.started += 1
         attempt.task = asyncio.create_task(self._run(attempt))
         if attempt.due is not None:
             self.deadlines.noticed(attempt.due)
+
+    def _supersede(self, earlier: Attempt) -> None:
+        """``earlier``'s job was just claimed again, so its lease is gone: it is stopped as
+        a lost lease is, and abandoned ``ABANDON_AFTER_S`` later if it still runs —
+        tracked apart, since the new attempt takes its place under the job's id."""
+        self.superseded[earlier.key] = earlier
+        if earlier.request_cancel("lease lost"):
+            if earlier.interruptible and earlier.task is not None:
+                earlier.task.cancel()
+            self._stop_requested(earlier)
+        elif earlier.due is not None:
+            self.deadlines.noticed(earlier.due)
+
+    def _watched(self) -> list[Attempt]:
+        """Every attempt the deadline watcher looks after: current and superseded."""
+        return [*self.attempts.values(), *self.superseded.values()]
+
+    def _forget(self, attempt: Attempt) -> None:
+        """Drop ``attempt`` from the attempts in flight (only its own entry: the job's id
+        may belong to a newer attempt by now)."""
+        if self.attempts.get(attempt.job.id) is attempt:
+            del self.attempts[attempt.job.id]
+        elif self.superseded.get(attempt.key) is attempt:
+            del self.superseded[attempt.key]
 
     def start(self) -> None:
         """Start the deadline watcher. Idempotent."""
@@ -98,11 +129,10 @@ class Executor:
         except Exception:  # a bug in awa itself: the heartbeat rescuer will retry the job
             logger.exception("awa: unexpected error running job %s", attempt.job.id)
         finally:
-            # Remove only this attempt's own entry: if the job was cancelled or rescued and
-            # then re-claimed by this worker while this (now stale) attempt still ran, the
-            # entry belongs to the new attempt, which must keep its heartbeat and fencing.
-            if self.attempts.get(attempt.job.id) is attempt:
-                del self.attempts[attempt.job.id]
+            # If the job was cancelled or rescued and then re-claimed by this worker while
+            # this (now stale) attempt still ran, the job's entry belongs to the new
+            # attempt, which must keep its heartbeat and fencing.
+            self._forget(attempt)
             self.finished += 1
             if not attempt.abandoned:  # an abandoned attempt's permit is released by that path
                 attempt.permit.release()
@@ -208,8 +238,7 @@ class Executor:
             return
         attempt.due = None
         attempt.stuck = False
-        if self.attempts.get(attempt.job.id) is attempt:
-            del self.attempts[attempt.job.id]  # no more heartbeats, fencing or deadlines
+        self._forget(attempt)  # no more heartbeats, fencing or deadlines
         self.abandoned.take(attempt)
 
     async def _run_async(self, task: Task, attempt: Attempt) -> Any:
@@ -258,7 +287,7 @@ class Executor:
     def census(self) -> dict[str, Census]:
         """Per queue: handlers running (holding permits), of which stuck, and abandoned."""
         counts: dict[str, Census] = {}
-        for attempt in self.attempts.values():
+        for attempt in self._watched():
             census = counts.setdefault(attempt.job.queue, Census())
             census.running += 1
             census.stuck += attempt.stuck
@@ -272,7 +301,7 @@ class Executor:
 
     async def wait_idle(self, timeout: float | None) -> bool:
         """Wait until no handler runs (True) or the timeout passes (False)."""
-        tasks = [a.task for a in self.attempts.values() if a.task is not None]
+        tasks = [a.task for a in self._watched() if a.task is not None]
         if not tasks:
             return True
         _, pending = await asyncio.wait(tasks, timeout=timeout)
@@ -282,7 +311,7 @@ class Executor:
         """Cancel every remaining attempt, wait up to ``grace_s`` for their tasks to end,
         and return those whose handler still runs: a plain ``def`` handler's thread (it
         cannot be interrupted) or a coroutine that ignored its cancellation."""
-        attempts = list(self.attempts.values())
+        attempts = self._watched()
         tasks = []
         for attempt in attempts:
             attempt.request_cancel("shutdown")
