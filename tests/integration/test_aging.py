@@ -86,3 +86,27 @@ async def test_promotion_resets_priority_so_aging_counts_the_new_wait(
 
     assert await promoter.promote_due(await client._get_pool(), lead_maintenance(db)) == 1
     assert _priorities(db)[job.id] == (3, 3)
+
+
+async def test_an_operators_retry_starts_again_from_the_original_priority(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """Retried by hand (one job, every failed job, or from outside by callback), an aged
+    job waits at its original priority again, as a promoted one does."""
+    cancelled = await client.insert({}, kind="k", queue="q", priority=4)
+    failed = await client.insert({}, kind="k", queue="q", priority=3)
+    parked = await client.insert({}, kind="k", queue="q", priority=4)
+    db.execute("UPDATE awa.jobs SET priority = 1, state = 'cancelled' WHERE id = %s",
+               (cancelled.id,))  # fmt: skip
+    db.execute("UPDATE awa.jobs SET priority = 1, state = 'failed' WHERE id = %s", (failed.id,))
+    db.execute(
+        "UPDATE awa.jobs SET priority = 1, state = 'waiting_external', "
+        "callback_id = gen_random_uuid() WHERE id = %s",
+        (parked.id,),
+    )
+    callback = db.execute("SELECT callback_id FROM awa.jobs WHERE id = %s", (parked.id,))
+    (callback_id,) = callback.fetchone() or (None,)
+    assert (await client.retry(cancelled.id)).priority == 4
+    assert [j.priority for j in await client.retry_failed(queue="q")] == [3]
+    assert (await client.retry_external(str(callback_id))).priority == 4
+    assert _priorities(db) == {cancelled.id: (4, 4), failed.id: (3, 3), parked.id: (4, 4)}

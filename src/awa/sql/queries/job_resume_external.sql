@@ -3,14 +3,15 @@
 --   waiting yet): it stays running under the same attempt; the waiting handler returns
 --   the payload. The worker is told on awa_control, so it does not wait for its poll.
 -- * The job was parked by returning WaitForCallback (waiting_external): no handler waits,
---   so it becomes available (partition_key NULL: its queue's claim adopts it again) and
---   runs again, the payload in metadata.callback_payload.
+--   so it becomes available (partition_key NULL: its queue's claim adopts it again, at
+--   its original_priority: a new wait ages afresh) and runs again, the payload in metadata.callback_payload.
 -- The callback id is cleared either way (it resolves once); the payload replaces
 -- metadata.callback_payload (JSON null when none was given). Expects jobs_callback_idx.
 WITH resumed AS (
     UPDATE awa.jobs
     SET state = CASE WHEN state = 'running' THEN 'running' ELSE 'available' END::awa.job_state,
         run_at = CASE WHEN state = 'running' THEN run_at ELSE now() END,
+        priority = CASE WHEN state = 'running' THEN priority ELSE original_priority END,
         partition_key = CASE WHEN state = 'running' THEN partition_key END,
         heartbeat_at = CASE WHEN state = 'running' THEN heartbeat_at END,
         callback_id = NULL, callback_timeout_at = NULL,

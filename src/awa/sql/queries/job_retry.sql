@@ -1,11 +1,12 @@
 -- job_retry: make a finished, scheduled or parked job available again now. An exhausted
--- attempt budget is widened by one so the retry can actually run. A job waiting for its
+-- attempt budget is widened by one so the retry can actually run; an aged priority goes
+-- back to original_priority (a new wait ages afresh). A job waiting for its
 -- callback loses the callback: its id stops resolving (CallbackNotFound), as after a
 -- timeout, so a late callback cannot finish a job that is running again.
 WITH retried AS (
     UPDATE awa.jobs
     SET state = 'available', run_at = now(), partition_key = NULL, finalized_at = NULL,
-        heartbeat_at = NULL, callback_id = NULL, callback_timeout_at = NULL,
+        priority = original_priority, heartbeat_at = NULL, callback_id = NULL, callback_timeout_at = NULL,
         max_attempts = greatest(max_attempts, least(attempt + 1, 1000))
     WHERE id = %(id)s
       AND state IN ('scheduled', 'retryable', 'failed', 'cancelled', 'completed',
