@@ -145,22 +145,21 @@ def _check_queue(q: QueueConfig) -> None:
     except ValidationError as exc:
         raise InvalidSetting(f"queues[{q.name!r}].name", exc.reason) from None
     where = f"queues[{q.name!r}]"
-    validate.integer(f"{where}.max_workers", q.max_workers, low=1, error=InvalidWorkers)
-    validate.integer(f"{where}.min_workers", q.min_workers, low=0, error=InvalidWorkers)
-    if isinstance(q.weight, bool) or not isinstance(q.weight, int) or q.weight < 1:
+    # Each bound is its runtime override's (a PostgreSQL integer), so a value that starts
+    # can also be set live.
+    top = validate.INT32_MAX
+    validate.integer(f"{where}.max_workers", q.max_workers, low=1, high=top, error=InvalidWorkers)
+    validate.integer(f"{where}.min_workers", q.min_workers, low=0, high=top, error=InvalidWorkers)
+    if isinstance(q.weight, bool) or not isinstance(q.weight, int) or not 1 <= q.weight <= top:
         raise InvalidWeight(q.name, q.weight)
     if isinstance(q.claim_batch_size, bool) or not isinstance(q.claim_batch_size, int):
         raise InvalidClaimBatchSize(q.name, q.claim_batch_size)
-    if q.claim_batch_size < 1:
+    if not 1 <= q.claim_batch_size <= top:
         raise InvalidClaimBatchSize(q.name, q.claim_batch_size)
-    validate.integer(f"{where}.poll_interval_ms", q.poll_interval_ms, low=1, error=InvalidSetting)
-    validate.integer(f"{where}.deadline_ms", q.deadline_ms, low=0, error=InvalidSetting)
-    validate.integer(
-        f"{where}.priority_aging_interval_ms",
-        q.priority_aging_interval_ms,
-        low=0,
-        error=InvalidSetting,
-    )
+    for setting, low in (("poll_interval_ms", 1), ("deadline_ms", 0),
+                         ("priority_aging_interval_ms", 0)):  # fmt: skip
+        value = getattr(q, setting)
+        validate.integer(f"{where}.{setting}", value, low=low, high=top, error=InvalidSetting)
     if not isinstance(q.dlq, bool):
         raise InvalidSetting(f"{where}.dlq", f"must be True or False, got {q.dlq!r}")
     if q.rate_limit is not None:
@@ -239,7 +238,9 @@ def build_worker_config(
                 raise InvalidSetting(name, f"must be True or False, got {value!r}")
             continue
         low = 0 if name in _ZERO_MEANS_OFF else 1
-        validate.integer(name, value, low=low, error=InvalidSetting)
+        # Durations reach PostgreSQL as milliseconds (intervals, bigints); counts as integers.
+        high = validate.MAX_DURATION_MS if name.endswith("_ms") else validate.INT32_MAX
+        validate.integer(name, value, low=low, high=high, error=InvalidSetting)
     if "override_refresh_ms" in settings:
         refresh, warning = floor_override_refresh_ms(
             settings["override_refresh_ms"], "override_refresh_ms"

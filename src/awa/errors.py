@@ -223,10 +223,12 @@ class MinWorkersExceedGlobal(BuildError):
 
 
 class InvalidWeight(BuildError):
-    """A queue's weight is below 1."""
+    """A queue's weight is not an integer from 1 to 2 147 483 647."""
 
     def __init__(self, queue: str, weight: object) -> None:
-        super().__init__(f"queues[{queue!r}].weight", f"must be an integer >= 1, got {weight!r}")
+        super().__init__(
+            f"queues[{queue!r}].weight", f"must be an integer from 1 to 2147483647, got {weight!r}"
+        )
         self.queue = queue
 
 
@@ -239,11 +241,12 @@ class InvalidRateLimit(BuildError):
 
 
 class InvalidClaimBatchSize(BuildError):
-    """A queue's claim_batch_size is below 1."""
+    """A queue's claim_batch_size is not an integer from 1 to 2 147 483 647."""
 
     def __init__(self, queue: str, value: object) -> None:
         super().__init__(
-            f"queues[{queue!r}].claim_batch_size", f"must be an integer >= 1, got {value!r}"
+            f"queues[{queue!r}].claim_batch_size",
+            f"must be an integer from 1 to 2147483647, got {value!r}",
         )
         self.queue = queue
 

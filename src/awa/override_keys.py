@@ -15,7 +15,7 @@ from typing import Any
 from awa import validate
 from awa.errors import ValidationError
 
-INT32_MAX = 2_147_483_647  # the override columns are PostgreSQL integers
+INT32_MAX = validate.INT32_MAX  # the override columns are PostgreSQL integers
 
 
 def _integer(low: int) -> Callable[[str, Any], int]:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 from awa.errors import ValidationError
 
 ErrorFactory = Callable[[str, str], Exception]
+
+INT32_MAX = 2_147_483_647  # PostgreSQL integer: settings and overrides stored or sent as one
+BIGINT_MAX = 9_223_372_036_854_775_807  # PostgreSQL bigint: job and operation ids
+MAX_DURATION_MS = 100 * 31_557_600_000  # 100 years: every duration PostgreSQL gets as ms
 
 
 def integer(
@@ -30,6 +34,21 @@ def integer(
     return value
 
 
+def row_id(field: str, value: Any) -> int:
+    """A job's (or an operation's) id: a PostgreSQL bigint >= 1."""
+    return integer(field, value, low=1, high=BIGINT_MAX)
+
+
+def row_ids(field: str, value: Any, *, max_count: int | None = None) -> list[int]:
+    """A non-empty list of ids (at most ``max_count``), each checked as ``field[]``."""
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+        raise ValidationError(field, f"must be a list of job ids, got {type(value).__name__}")
+    if not value or (max_count is not None and len(value) > max_count):
+        bound = f"1 to {max_count}" if max_count is not None else "at least 1"
+        raise ValidationError(field, f"must hold {bound} job ids, got {len(value)}")
+    return [row_id(f"{field}[]", i) for i in value]
+
+
 def number(
     field: str,
     value: Any,
@@ -40,7 +59,11 @@ def number(
     """``value`` as a finite float strictly above ``above``."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise error(field, f"must be a number, got {value!r}")
-    if not math.isfinite(value):
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an int past any float
+        raise error(field, f"must be finite, got an integer of {len(str(value))} digits") from None
+    if not finite:
         raise error(field, f"must be finite, got {value!r}")
     if above is not None and value <= above:
         raise error(field, f"must be > {above:g}, got {value!r}")

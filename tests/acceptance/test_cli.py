@@ -90,11 +90,14 @@ def test_queue_commands(awa_cli: Awa, sync_client: awa.Client, database_url: str
         ).fetchone()
     assert row2 == (True, "alice")
     assert awa_cli("queue", "list", "--json").json() == [{"queue": "mail", "paused": True}]
-    assert awa_cli("queue", "resume", "mail").returncode == 0
+    resumed = awa_cli("queue", "resume", "mail", "--json")
+    assert resumed.returncode == 0 and resumed.json() == {"queue": "mail", "paused": False}
     assert awa_cli("queue", "list", "--json").json() == [{"queue": "mail", "paused": False}]
 
     drained = awa_cli("queue", "drain", "mail")
     assert drained.returncode == 0 and "3 job(s) cancelled" in drained.stdout
+    again = awa_cli("queue", "drain", "mail", "--json")
+    assert again.json() == {"queue": "mail", "cancelled": 0}
 
 
 def test_job_commands(awa_cli: Awa, sync_client: awa.Client) -> None:

@@ -53,6 +53,13 @@ BAD_VALUES = [
     (["dlq", "retry"], "filter"),
     (["dlq", "purge"], "filter"),
     (["dlq", "purge", "0"], "ID"),
+    (["dlq", "retry", "99999999999999999999999"], "argument ID"),  # past bigint
+    (["dlq", "get", "99999999999999999999999"], "argument ID"),
+    (["dlq", "list", "--before", "2026-01-01T00:00:00+00:00|99999999999999999999999"],
+     "argument --before"),
+    (["batch", "preview", "move-queue", "--to", "x", "--id", "99999999999999999999999"],
+     "argument --id"),
+    (["dlq", "purge", "--older-than", "9" * 400 + "d"], "argument --older-than"),
     (["dlq", "purge", "--kind", ""], "kind"),
     (["worker", "no_such_module_xyz:client"], "MODULE:CLIENT"),
     (["worker", "tests.apps.worker_app"], "MODULE:CLIENT"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -250,9 +251,14 @@ def test_cron_cli(database_url: str, capsys: pytest.CaptureFixture[str]) -> None
     assert cli([*base, "pause", "nightly"]) == 0
     assert cli([*base, "list", "--json"]) == 0
     assert '"paused": true' in capsys.readouterr().out
-    assert cli([*base, "resume", "nightly"]) == 0
+    assert cli([*base, "resume", "nightly", "--json"]) == 0
+    resumed = json.loads(capsys.readouterr().out)
+    assert resumed["name"] == "nightly" and resumed["paused"] is False
     assert cli([*base, "trigger", "nightly"]) == 0
     assert "enqueued job" in capsys.readouterr().out
-    assert cli([*base, "remove", "nightly"]) == 0
+    assert cli([*base, "trigger", "nightly", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kind"] == "k"
+    assert cli([*base, "remove", "nightly", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"removed": "nightly"}
     assert cli([*base, "trigger", "nightly"]) == 1
     assert "not found" in capsys.readouterr().err

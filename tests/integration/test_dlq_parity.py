@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
 import psycopg
@@ -146,3 +147,23 @@ def test_dlq_cli(
     )
     assert cli([*base, "list", "--before", "garbage"]) == 2
     assert "--before" in capsys.readouterr().err
+
+    # A full page's "next page" command lists the next page of the same listing.
+    assert cli([*base, "list", "--queue", "mail", "--limit", "2"]) == 0
+    out = capsys.readouterr().out
+    (hint,) = [line for line in out.splitlines() if line.startswith("next page: ")]
+    words = shlex.split(hint.removeprefix("next page: "))
+    assert words[:3] == ["awa", "dlq", "list"]
+    assert words[3:7] == ["--queue", "mail", "--limit", "2"]
+    assert cli([*base[:-1], *words[1:], "--json"]) == 0
+    following = json.loads(capsys.readouterr().out)
+    assert [e["job"]["queue"] for e in following] == ["mail"]  # the third mail job only
+
+    # --json on the commands that change things: one document each.
+    assert cli([*base, "retry", str(ids[3]), "--json"]) == 0
+    assert [j["id"] for j in json.loads(capsys.readouterr().out)] == [ids[3]]
+    assert cli([*base, "purge", "--queue", "mail", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"purged": 3}
+    db.execute("UPDATE awa.jobs SET state = 'failed' WHERE id = %s", (ids[3],))
+    assert cli([*base, "move", str(ids[3]), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"moved": 1}

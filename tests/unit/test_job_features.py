@@ -57,6 +57,30 @@ def test_dlq_filters_refuse_an_empty_bulk_action() -> None:
         filters(None, None, None, timedelta(seconds=-1), allow_all=False)
 
 
+@pytest.mark.parametrize(
+    ("ids", "older_than", "field"),
+    [
+        (42, None, "ids"),  # one id where a list of them belongs
+        ("42", None, "ids"),
+        ([2**70], None, "ids[]"),  # past PostgreSQL's bigint
+        (None, 10**400, "older_than"),  # past any float
+    ],
+)
+def test_dlq_filters_refuse_what_the_database_could_not_take(
+    ids: Any, older_than: Any, field: str
+) -> None:
+    with pytest.raises(awa.ValidationError) as info:
+        filters(ids, None, None, older_than, allow_all=False)
+    assert info.value.field == field
+
+
+def test_a_dlq_cursor_past_bigint_is_refused_as_the_cursor() -> None:
+    from awa.client.dlq import parse_cursor
+
+    with pytest.raises(awa.ValidationError, match="before"):
+        parse_cursor("2026-01-01T00:00:00+00:00|99999999999999999999999")
+
+
 def test_event_names_and_types() -> None:
     assert event_type("completed") is awa.JobCompleted
     assert event_type(awa.JobRetried) is awa.JobRetried

@@ -46,7 +46,7 @@ def non_negative_int(text: str) -> int:
     return value
 
 
-INT4_MAX = 2_147_483_647  # settings stored as PostgreSQL integers
+INT4_MAX = validate.INT32_MAX  # settings stored as PostgreSQL integers
 
 
 def bounded_int(low: int, high: int = INT4_MAX) -> Callable[[str], int]:
@@ -62,6 +62,10 @@ def bounded_int(low: int, high: int = INT4_MAX) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+row_id = bounded_int(1, validate.BIGINT_MAX)
+"""A job's or an operation's id (a PostgreSQL bigint)."""
 
 
 def rate(text: str) -> float:

@@ -35,6 +35,14 @@ def print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(to_jsonable(value), indent=2, sort_keys=False) + "\n")
 
 
+def report(as_json: bool, value: Any, text: str) -> None:
+    """What a command did: ``value`` as one JSON document with ``--json``, else ``text``."""
+    if as_json:
+        print_json(value)
+    else:
+        print(text)
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return "-"

@@ -140,13 +140,7 @@ def _states(state: JobState | str | None) -> list[str]:
 
 
 def _ids(ids: Sequence[int] | None) -> list[int] | None:
-    if ids is None:
-        return None
-    if isinstance(ids, str | bytes) or not isinstance(ids, Sequence):
-        raise ValidationError("ids", f"must be a list of job ids, got {type(ids).__name__}")
-    if not ids or len(ids) > MAX_IDS:
-        raise ValidationError("ids", f"must hold 1 to {MAX_IDS} job ids, got {len(ids)}")
-    return [validate.integer("ids[]", i, low=1) for i in ids]
+    return None if ids is None else validate.row_ids("ids", ids, max_count=MAX_IDS)
 
 
 def selection(
@@ -254,7 +248,7 @@ def _picked_rows(cursor: Cursor[Any] | AsyncCursor[Any]) -> RowMaker[BatchOperat
 
 
 def _operation_id(value: Any) -> int:
-    return validate.integer("operation_id", value, low=1)
+    return validate.row_id("operation_id", value)
 
 
 async def get(conn: AsyncConnection[Any], operation_id: int) -> BatchOperation:

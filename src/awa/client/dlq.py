@@ -23,6 +23,7 @@ from awa.db.errors import mapped
 from awa.db.rows import job_rows
 from awa.errors import JobNotFound, ValidationError
 from awa.types import Job
+from awa.validate import BIGINT_MAX
 
 MAX_LIST_LIMIT = 10_000
 
@@ -48,7 +49,7 @@ def parse_cursor(value: Any) -> tuple[datetime, int]:
         at, _, job_id = value.rpartition("|")
         try:
             parsed = datetime.fromisoformat(at)
-            if parsed.tzinfo is not None and job_id.isdigit():
+            if parsed.tzinfo is not None and job_id.isdigit() and int(job_id) <= BIGINT_MAX:
                 return parsed, int(job_id)
         except ValueError:
             pass
@@ -94,7 +95,7 @@ def filters(
 ) -> dict[str, Any]:
     """Validated filter parameters; a bulk action with no filter needs ``allow_all``."""
     params = {
-        "ids": None if ids is None else [validate.integer("ids[]", i, low=1) for i in ids],
+        "ids": None if ids is None else validate.row_ids("ids", ids),
         "kind": None if kind is None else validate.name("kind", kind),
         "queue": None if queue is None else validate.name("queue", queue),
         "older_than_ms": _older_than_ms(older_than),
@@ -164,6 +165,8 @@ async def purge(
 async def get(conn: AsyncConnection[Any], job_id: int) -> DeadLetter:
     """The dead-lettered job with ``job_id``, or :class:`JobNotFound`."""
     key = validate.integer("id", job_id, low=1)
+    if key > BIGINT_MAX:  # no job has it (as get_job says), rather than a database error
+        raise JobNotFound(key)
     with mapped():
         cur = conn.cursor(row_factory=dead_letter_rows)
         await cur.execute(sql.DLQ_GET, {"id": key})

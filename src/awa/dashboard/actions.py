@@ -20,11 +20,12 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 import awa
+from awa import validate
 from awa.dashboard.app import OPERATOR_COOKIE, dashboard, mount_root, who
 from awa.dashboard.security import CSRF_FIELD, CSRF_HEADER, local_redirect
 from awa.dashboard.views import SETTINGS
 
-INT4_MAX = 2_147_483_647
+INT4_MAX = validate.INT32_MAX
 Action = Callable[[Request, FormData], Awaitable[Response]]
 
 

@@ -19,6 +19,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 import awa
+from awa import validate
 from awa.dashboard.actions import _done, _field, guarded
 from awa.dashboard.app import dashboard, mount_root, who
 
@@ -42,7 +43,7 @@ def _ids(source: Mapping[str, Any]) -> list[int] | None:
     return [int(p) for p in parts]
 
 
-BIGINT_MAX = 9_223_372_036_854_775_807  # job ids are PostgreSQL bigints
+BIGINT_MAX = validate.BIGINT_MAX  # job ids are PostgreSQL bigints
 
 
 def _decimal(text: str) -> bool:

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 import awa
-from awa.cli.args import positive_int, with_example
+from awa.cli.args import positive_int, row_id, with_example
 from awa.cli.output import ProgressLine, print_json, print_table
 
 OPS = ("move-queue", "set-priority")
@@ -19,7 +19,7 @@ def _operation(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kind")
     p.add_argument("--queue")
     p.add_argument("--state", choices=["available", "scheduled", "retryable"])
-    p.add_argument("--id", dest="ids", type=positive_int, action="append", metavar="ID",
+    p.add_argument("--id", dest="ids", type=row_id, action="append", metavar="ID",
                    help="only this job (repeat for several)")  # fmt: skip
 
 
@@ -56,7 +56,7 @@ def register(sub: Any) -> None:
         ("resume", "carry an interrupted operation on to its end", "awa batch resume 7"),
     ):
         p = actions.add_parser(name, help=help_text, **with_example(help_text, example))
-        p.add_argument("id", type=positive_int, metavar="ID")
+        p.add_argument("id", type=row_id, metavar="ID")
         p.set_defaults(handler=run)
     p = actions.add_parser(
         "list",

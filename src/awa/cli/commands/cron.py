@@ -7,7 +7,7 @@ from typing import Any
 
 import awa
 from awa.cli.args import with_example
-from awa.cli.output import print_json, print_table
+from awa.cli.output import print_json, print_table, report
 
 
 def register(sub: Any) -> None:
@@ -47,15 +47,15 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
                 )  # fmt: skip
             return 0
         if args.action == "pause":
-            await client.pause_cron(args.name)
-            print(f"paused {args.name}")
+            schedule = await client.pause_cron(args.name)
+            report(args.json, schedule, f"paused {args.name}")
         elif args.action == "resume":
-            await client.resume_cron(args.name)
-            print(f"resumed {args.name}")
+            schedule = await client.resume_cron(args.name)
+            report(args.json, schedule, f"resumed {args.name}")
         elif args.action == "trigger":
             job = await client.trigger_cron(args.name)
-            print(f"enqueued job {job.id} ({job.kind} on {job.queue})")
+            report(args.json, job, f"enqueued job {job.id} ({job.kind} on {job.queue})")
         else:
             await client.remove_cron(args.name)
-            print(f"removed {args.name}")
+            report(args.json, {"removed": args.name}, f"removed {args.name}")
     return 0

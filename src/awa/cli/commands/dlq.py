@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 from typing import Any
 
 import awa
-from awa.cli.args import positive_int, with_example
-from awa.cli.output import print_json, print_table, to_jsonable
+from awa.cli.args import positive_int, row_id, with_example
+from awa.cli.output import print_json, print_table, report, to_jsonable
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -30,7 +31,7 @@ def _filters(p: argparse.ArgumentParser, *, bulk: bool, age: bool = True) -> Non
         p.add_argument("--older-than", type=duration, metavar="DURATION",
                        help="moved to the DLQ longer ago than this (30s, 15m, 2h, 7d)")  # fmt: skip
     if bulk:
-        p.add_argument("ids", nargs="*", type=positive_int, metavar="ID")
+        p.add_argument("ids", nargs="*", type=row_id, metavar="ID")
         p.add_argument("--all", action="store_true", dest="allow_all",
                        help="act on every matching job when no filter is given")  # fmt: skip
 
@@ -53,7 +54,7 @@ def register(sub: Any) -> None:
         help="one dead-lettered job",
         **with_example("One dead-lettered job, with why and when it moved.", "awa dlq get 42"),
     )
-    p.add_argument("id", type=positive_int, metavar="ID")
+    p.add_argument("id", type=row_id, metavar="ID")
     p.set_defaults(handler=run)
     p = actions.add_parser(
         "depth",
@@ -102,7 +103,22 @@ async def _list(client: awa.AsyncClient, args: argparse.Namespace) -> None:
           d.dlq_at, d.reason) for d in dead),
     )  # fmt: skip
     if len(dead) == args.limit:
-        print(f"next page: awa dlq list --before '{dead[-1].cursor}'")
+        print(f"next page: {_next_page(args, dead[-1].cursor)}")
+
+
+def _next_page(args: argparse.Namespace, cursor: str) -> str:
+    """The command that lists the next page of the same listing: its filters and limit,
+    and the cursor of this page's last entry."""
+    words = ["awa", "dlq", "list"]
+    if args.kind is not None:
+        words += ["--kind", args.kind]
+    if args.queue is not None:
+        words += ["--queue", args.queue]
+    if args.older_than is not None:
+        seconds = f"{args.older_than:.3f}".rstrip("0").rstrip(".")  # the form duration() reads
+        words += ["--older-than", f"{seconds}s"]
+    words += ["--limit", str(args.limit), "--before", cursor]
+    return shlex.join(words)
 
 
 async def _depth(client: awa.AsyncClient, args: argparse.Namespace) -> None:
@@ -142,11 +158,11 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
             )
         if args.action == "move":
             count = await client.move_failed_to_dlq(ids, reason=args.reason, **common)
-            print(f"moved {count} job(s)")
+            report(args.json, {"moved": count}, f"moved {count} job(s)")
         elif args.action == "retry":
             jobs = await client.retry_from_dlq(ids, older_than=args.older_than, **common)
-            print(f"retried {len(jobs)} job(s)")
+            report(args.json, jobs, f"retried {len(jobs)} job(s)")
         else:
             count = await client.purge_dlq(ids, older_than=args.older_than, **common)
-            print(f"purged {count} job(s)")
+            report(args.json, {"purged": count}, f"purged {count} job(s)")
     return 0

@@ -8,7 +8,7 @@ from typing import Any
 import awa
 from awa.cli.args import with_example
 from awa.cli.commands import limits, overrides
-from awa.cli.output import print_json, print_table
+from awa.cli.output import print_json, print_table, report
 
 
 def register(sub: Any) -> None:
@@ -61,11 +61,12 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
             return 0
         if args.action == "pause":
             await client.pause_queue(args.queue, paused_by=args.paused_by)
-            print(f"paused {args.queue}")
+            report(args.json, {"queue": args.queue, "paused": True}, f"paused {args.queue}")
         elif args.action == "resume":
             await client.resume_queue(args.queue)
-            print(f"resumed {args.queue}")
+            report(args.json, {"queue": args.queue, "paused": False}, f"resumed {args.queue}")
         else:
             count = await client.drain_queue(args.queue)
-            print(f"drained {args.queue}: {count} job(s) cancelled")
+            report(args.json, {"queue": args.queue, "cancelled": count},
+                   f"drained {args.queue}: {count} job(s) cancelled")  # fmt: skip
     return 0
