@@ -172,3 +172,39 @@ async def test_progress_out_of_range_is_clamped_not_an_error(
         {"percent": 100.0, "message": "above"},
         {"percent": 100.0, "message": "infinite"},
     ]
+
+
+async def test_a_shutdown_keeps_what_unfinished_handlers_recorded(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """Handlers still running at shutdown are fenced back to retryable with the progress
+    and checkpoint they recorded since the last heartbeat (none ran here: heartbeats are
+    minutes apart), so the next attempt resumes from it."""
+    recorded = threading.Event()
+    async_recorded = asyncio.Event()
+    release = threading.Event()
+
+    @client.task(None, kind="slow_async", queue="q")
+    async def slow_async(job: awa.Job[Any]) -> None:
+        job.set_progress(30, "async", checkpoint={"row": 5})
+        async_recorded.set()
+        await asyncio.Event().wait()
+
+    @client.task(None, kind="slow_sync", queue="q")
+    def slow_sync(job: awa.Job[Any]) -> None:
+        job.set_progress(20, "sync", checkpoint={"row": 2})
+        recorded.set()
+        release.wait(30)
+
+    jobs = [await client.insert({}, kind=kind, queue="q") for kind in ("slow_async", "slow_sync")]
+    await client.start([("q", 2)], heartbeat_interval_ms=600_000, heartbeat_staleness_ms=900_000)
+    try:
+        await asyncio.wait_for(async_recorded.wait(), 10)
+        assert await asyncio.to_thread(recorded.wait, 10)
+        await client.shutdown(timeout_ms=100)
+    finally:
+        release.set()
+    rows = [_row(db, job.id) for job in jobs]
+    assert [state for state, _, _ in rows] == ["retryable", "retryable"]
+    assert rows[0][1] == {"percent": 30.0, "message": "async", "checkpoint": {"row": 5}}
+    assert rows[1][1] == {"percent": 20.0, "message": "sync", "checkpoint": {"row": 2}}

@@ -3,9 +3,10 @@
 1. Stop claiming (dispatchers), then maintenance (the leader's lock passes on at once,
    and this process's promoter cannot race the fencing below).
 2. Give running handlers ``timeout_ms`` to finish.
-3. Within a grace of at most ``GRACE_S``: write the outcomes already queued, fence the
-   attempts still running back to retryable (so no job this process claimed is left
-   ``running``), cancel their tasks, stop the remaining services and deregister.
+3. Within a grace of at most ``GRACE_S``: write the outcomes already queued, write the
+   progress the attempts still running recorded, fence them back to retryable (so no
+   job this process claimed is left ``running``), cancel their tasks, stop the remaining
+   services and deregister.
 4. Handlers that are still running then — a plain ``def`` stuck in a thread, a coroutine
    that swallows its cancellation — are abandoned and named in a WARNING. They cannot
    hold the process: handler threads are daemons, and the ``awa`` CLI gives up on tasks
@@ -21,6 +22,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from awa.db import sql
+from awa.worker import progress
 from awa.worker.attempt import Attempt
 
 if TYPE_CHECKING:
@@ -73,12 +75,15 @@ async def _within(end: float, step: str, work: Awaitable[None]) -> bool:
 
 
 async def _fence(worker: Worker) -> None:
-    """Return the attempts still running to retryable (lease-guarded, one statement)."""
+    """Return the attempts still running to retryable (lease-guarded, one statement),
+    after writing what they recorded since the last heartbeat: the next attempt resumes
+    from the checkpoint, as after any retry."""
     unfinished = list(worker.executor.attempts.values())
     if not unfinished:
         return
     for attempt in unfinished:
         attempt.request_cancel("shutdown")
+    await progress.write_many(worker.pool, unfinished)
     params = {
         "ids": [a.key[0] for a in unfinished],
         "run_leases": [a.key[1] for a in unfinished],
