@@ -46,7 +46,8 @@ def register(actions: Any) -> None:
     p.add_argument("queue", metavar="QUEUE")
     p.add_argument("--concurrency", type=bounded_int(1), metavar="N",
                    help="most jobs running fleet-wide (>= 1)")  # fmt: skip
-    p.add_argument("--rate-limit", type=rate, metavar="F", help="jobs started per second (> 0)")
+    p.add_argument("--rate-limit", type=rate, metavar="F",
+                   help="jobs started per second (1e-6 to 1e6)")  # fmt: skip
     p.add_argument("--burst", type=bounded_int(1), metavar="N",
                    help="bucket size (>= 1; default ceil(rate))")  # fmt: skip
     p.add_argument("--partition-by", metavar="KEY",
