@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from urllib.parse import quote
 
 from awa.errors import AwaError
 from awa.extras import require
@@ -106,7 +107,8 @@ class EmbeddedPostgres:
 
     def url(self, database: str = "postgres") -> str:
         """A libpq URL over the Unix socket (the fastest local transport)."""
-        return f"postgresql://postgres@/{database}?host={self._socket_dir()}&port={self.port()}"
+        host = quote(str(self._socket_dir()), safe="/")  # a path may hold spaces, & or %
+        return f"postgresql://postgres@/{database}?host={host}&port={self.port()}"
 
     def tcp_url(self, database: str = "postgres") -> str:
         """A libpq URL over TCP on 127.0.0.1."""
@@ -131,6 +133,11 @@ class EmbeddedPostgres:
                 f"{name} failed: {' | '.join(detail)} (log: {self.log_file})"
             ) from exc
 
+    @property
+    def _conf(self) -> Path:
+        # Written last when the directory is set up: its presence means the set-up finished.
+        return self.data_dir / "postgresql.awa.conf"
+
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -143,33 +150,62 @@ class EmbeddedPostgres:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
     def _initdb(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        """Set up the data directory beside it, then move it into place: a set-up cut
+        short (Ctrl-C, a kill) leaves only the scratch directory, which the next one
+        replaces, never a data directory that cannot start."""
+        if self.data_dir.exists() and any(self.data_dir.iterdir()):
+            raise EmbeddedError(
+                f"{self.data_dir} is not an awa data directory, or its set-up was cut short "
+                "by an earlier version of awa: move it away or delete it to start afresh"
+            )
+        scratch = self.data_dir.with_name(f".{self.data_dir.name}.setup")
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir(mode=0o700)
         if self._user is not None:
             _open_path_for(self.data_dir.parent)
-            shutil.chown(self.data_dir, user=self._user, group=self._user)
-        self.data_dir.chmod(0o700)
+            shutil.chown(scratch, user=self._user, group=self._user)
         self._run(
             "initdb",
-            "-D", str(self.data_dir),
+            "-D", str(scratch),
             "--auth=trust", "--username=postgres", "--encoding=UTF8", "--no-sync",
         )  # fmt: skip
+        with open(scratch / "postgresql.conf", "a") as main:
+            main.write("\ninclude 'postgresql.awa.conf'\n")
+        self._write_conf(scratch / self._conf.name, port=_free_port())
+        with contextlib.suppress(FileNotFoundError):
+            self.data_dir.rmdir()  # an empty one, made by hand or by an earlier version
+        scratch.rename(self.data_dir)
+
+    def _write_conf(self, path: Path, *, port: int) -> None:
+        conf = {
+            "port": str(port),
+            "listen_addresses": "'127.0.0.1'",
+            "unix_socket_directories": self._socket_setting(),
+            "max_connections": "300",
+            **self.settings,
+        }
+        path.write_text("".join(f"{k} = {v}\n" for k, v in conf.items()))
+        if self._user is not None:
+            shutil.chown(path, user=self._user, group=self._user)
+
+    def _socket_setting(self) -> str:
+        """``unix_socket_directories``'s value for where the data directory is now (the
+        socket directory made ready for the server user)."""
         socket_dir = self._socket_dir()
         socket_dir.mkdir(parents=True, exist_ok=True)
         if self._user is not None and socket_dir != self.data_dir:
             socket_dir.chmod(0o777)
-        conf = {
-            "port": str(_free_port()),
-            "listen_addresses": "'127.0.0.1'",
-            "unix_socket_directories": f"'{socket_dir}'",
-            "max_connections": "300",
-            **self.settings,
-        }
-        include = self.data_dir / "postgresql.awa.conf"
-        include.write_text("".join(f"{k} = {v}\n" for k, v in conf.items()))
-        with open(self.data_dir / "postgresql.conf", "a") as main:
-            main.write("\ninclude 'postgresql.awa.conf'\n")
-        if self._user is not None:
-            shutil.chown(include, user=self._user, group=self._user)
+        return "'" + str(socket_dir).replace("'", "''") + "'"
+
+    def _follow_moves(self) -> None:
+        """The project directory was moved since set-up: the socket follows it (only that
+        line of the configuration changes)."""
+        wanted = f"unix_socket_directories = {self._socket_setting()}"
+        lines = self._conf.read_text().splitlines()
+        if wanted in lines:
+            return
+        kept = [line for line in lines if not line.startswith("unix_socket_directories")]
+        self._conf.write_text("".join(f"{line}\n" for line in [*kept, wanted]))
 
     def is_running(self) -> bool:
         """True while a server process serves this data directory."""
@@ -184,15 +220,19 @@ class EmbeddedPostgres:
 
     def start(self) -> str:
         """Initialise if needed, start if not running, and return :meth:`url`."""
-        with self._locked():
-            if not (self.data_dir / "PG_VERSION").exists():
-                self._initdb()
-            if not self.is_running():
-                self._socket_dir().mkdir(parents=True, exist_ok=True)
-                self._run(
-                    "pg_ctl", "start", "-w", "-t", "60",
-                    "-D", str(self.data_dir), "-l", str(self.log_file),
-                )  # fmt: skip
+        try:
+            with self._locked():
+                if not self._conf.exists():
+                    self._initdb()
+                if not self.is_running():
+                    self._follow_moves()
+                    self._run(
+                        "pg_ctl", "start", "-w", "-t", "60",
+                        "-D", str(self.data_dir), "-l", str(self.log_file),
+                    )  # fmt: skip
+        except OSError as exc:  # an unwritable directory, a full disk: one line, not a trace
+            where = self.data_dir
+            raise EmbeddedError(f"cannot run the embedded server in {where}: {exc}") from exc
         return self.url()
 
     def stop(self, mode: str = "fast") -> None:
