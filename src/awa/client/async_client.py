@@ -28,8 +28,14 @@ from awa.client.job_lifecycle import JobLifecycle
 from awa.client.seat_outlook import SeatOutlook
 from awa.client.transaction import Transaction
 from awa.client.unique import UniqueOpts
-from awa.config import DEFAULT_QUEUE, QueueSpec, build_worker_config, resolve_database_url
-from awa.db import connection, migrations
+from awa.config import (
+    DEFAULT_QUEUE,
+    QueueSpec,
+    WorkerConfig,
+    build_worker_config,
+    resolve_database_url,
+)
+from awa.db import connection, forking, migrations
 from awa.db.errors import mapped, translate
 from awa.db.lane import ConnectionLane
 from awa.db.pool import Pool
@@ -103,6 +109,18 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
         self._periodic: list[PeriodicJob] = []  # client.periodic(...), see JobLifecycle
         self._hooks: Hooks | None = None  # client.on_event(...)
         self._after_insert: Callable[[Job[Any]], Awaitable[Job[Any]]] | None = None  # testing
+        self._starting = False  # a start() is under way (several threads may call it)
+        forking.reset_in_child(self)
+
+    def _forget_parent(self) -> None:
+        """In a forked child: the pool, its held connections and any worker were the
+        parent's (see :mod:`awa.db.forking`); this process opens its own on first use."""
+        self._pool = None
+        self._pool_lock = asyncio.Lock()
+        self._insert_lane = ConnectionLane()
+        self._seat_outlook = SeatOutlook()
+        self._worker = None
+        self._starting = False
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -500,14 +518,21 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
         when omitted, the queues named by registered tasks run with default settings.
         Invalid configuration raises a BuildError naming the field before anything starts.
         """
-        from awa.worker.runtime import Worker  # the worker is loaded only by processes that run one
-
-        if self._worker is not None:
+        if self._worker is not None or self._starting:
             raise ValidationError("start", "this client already runs a worker")
         if queues is None:
             queues = self.registry.queues()
         config = build_worker_config(queues, global_max_workers=global_max_workers, **settings)
         self._check_tasks([q.name for q in config.queues])
+        self._starting = True  # from here on it awaits: a second start() must see it
+        try:
+            await self._start(config)
+        finally:
+            self._starting = False
+
+    async def _start(self, config: WorkerConfig) -> None:
+        from awa.worker.runtime import Worker  # the worker is loaded only by processes that run one
+
         pool = await self._get_pool()
         if self.listen_url is not None:  # LISTEN and the leader: retried for ever once started
             await connection.probe(self.listen_url, "listen_url (LISTEN and the leader)")

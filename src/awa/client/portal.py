@@ -1,8 +1,16 @@
-"""A private event loop in a daemon thread, so blocking code can call the async core."""
+"""A private event loop in a daemon thread, so blocking code can call the async core.
+
+A call is a future on that loop: interrupted (Ctrl-C) it is cancelled, not left to run
+on; a call in flight when the portal closes is cancelled and raises
+:class:`~awa.errors.ClientClosed`. A process forked from the one that made the portal
+(gunicorn's ``--preload``) has no loop thread: its first call starts its own.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import os
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -11,20 +19,31 @@ from awa.errors import BlockingCallOnLoop, ClientClosed
 
 R = TypeVar("R")
 
+CLOSE_WAIT_S = 5.0  # for calls in flight to end once cancelled
+
 
 class Portal:
     """Runs coroutines on one background event loop and waits for their results."""
 
     def __init__(self, name: str = "awa-sync") -> None:
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
-        self._ready.wait()
+        self._name = name
+        self._lock = threading.Lock()  # submissions against close()
+        self._closed = False
+        self._calls: set[asyncio.Task[Any]] = set()  # in flight (not a worker's own tasks)
+        self._start()
 
-    def _run(self) -> None:
+    def _start(self) -> None:
+        self._pid = os.getpid()
+        self._loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(ready,), name=self._name,
+                                        daemon=True)  # fmt: skip
+        self._thread.start()
+        ready.wait()
+
+    def _run(self, ready: threading.Event) -> None:
         asyncio.set_event_loop(self._loop)
-        self._loop.call_soon(self._ready.set)
+        self._loop.call_soon(ready.set)
         self._loop.run_forever()
 
     @property
@@ -40,15 +59,58 @@ class Portal:
                 "a blocking awa.Client call was made from its own event loop (from a hook?): "
                 "use the AsyncClient there"
             )
-        if self._loop.is_closed():
-            coro.close()
-            raise ClientClosed("this client is closed")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        with self._lock:
+            if self._closed:
+                coro.close()
+                raise ClientClosed("this client is closed")
+            if self._pid != os.getpid():  # forked: the loop thread stayed in the parent
+                self._start()
+            future = asyncio.run_coroutine_threadsafe(self._tracked(coro), self._loop)
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:
+            if self._closed:
+                raise ClientClosed("this client was closed during the call") from None
+            raise
+        except BaseException:
+            future.cancel()  # interrupted (KeyboardInterrupt): the call must not go on
+            raise
 
-    def close(self) -> None:
-        """Stop the loop and join the thread. Idempotent."""
-        if self._loop.is_closed():
+    def close(self, last: Coroutine[Any, Any, Any] | None = None) -> None:
+        """Refuse new calls, cancel those in flight, run ``last`` (the client's own close),
+        then stop the loop and join its thread. Idempotent."""
+        with self._lock:
+            if self._closed:
+                if last is not None:
+                    last.close()
+                return
+            self._closed = True
+        if self._pid != os.getpid():  # forked, and never used here: nothing runs
+            if last is not None:
+                last.close()
             return
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
-        self._loop.close()
+        done = asyncio.run_coroutine_threadsafe(self._wind_down(last), self._loop)
+        try:
+            done.result()
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            self._loop.close()
+
+    async def _tracked(self, coro: Coroutine[Any, Any, R]) -> R:
+        task = asyncio.current_task()
+        assert task is not None
+        self._calls.add(task)
+        try:
+            return await coro
+        finally:
+            self._calls.discard(task)
+
+    async def _wind_down(self, last: Coroutine[Any, Any, Any] | None) -> None:
+        calls = list(self._calls)
+        for task in calls:
+            task.cancel()
+        if calls:  # their connections go back to the pool before ``last`` closes it
+            await asyncio.wait(calls, timeout=CLOSE_WAIT_S)
+        if last is not None:
+            await last

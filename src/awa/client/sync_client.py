@@ -17,6 +17,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, over
 from awa.client.async_client import AsyncClient
 from awa.client.portal import Portal
 from awa.client.transaction import Transaction
+from awa.errors import ClientClosed
 from awa.periodic import PeriodicJob
 from awa.types import RuntimeSnapshot
 
@@ -84,6 +85,7 @@ class Client:
             database_url, max_connections=max_connections, listen_url=listen_url
         )
         self._portal = Portal()
+        self._transactions: set[Any] = set()  # open, each between two calls of its thread
         self.registry = self._core.registry
         self.database_url = self._core.database_url
 
@@ -170,6 +172,7 @@ class Client:
         """A transaction for the application's SQL and job inserts; commits on success."""
         manager = self._core.transaction()
         tx = self._portal.call(manager.__aenter__())
+        self._transactions.add(manager)
         try:
             yield SyncTransaction(tx, self._portal)
         except BaseException as exc:
@@ -177,12 +180,21 @@ class Client:
                 raise
         else:
             self._portal.call(manager.__aexit__(None, None, None))
+        finally:
+            self._transactions.discard(manager)
 
     def close(self) -> None:
-        """Stop the worker if running, close the pool and the private loop. Idempotent."""
-        with contextlib.suppress(RuntimeError):  # already closed
-            self._portal.call(self._core.close())
-        self._portal.close()
+        """Refuse new calls and cancel those in flight (they raise ClientClosed), roll back
+        the transactions other threads hold open, stop the worker if running, close the
+        pool and the private loop. Idempotent."""
+        self._portal.close(self._close())
+
+    async def _close(self) -> None:
+        for manager in list(self._transactions):  # between two calls of another thread
+            closed = ClientClosed("this client was closed during the transaction")
+            with contextlib.suppress(Exception):  # its connection goes back either way
+                await manager.__aexit__(ClientClosed, closed, None)
+        await self._core.close()
 
     def __enter__(self) -> Client:
         return self

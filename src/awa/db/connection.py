@@ -9,7 +9,7 @@ import psycopg
 from psycopg import AsyncConnection, conninfo
 from psycopg.types.json import set_json_loads
 
-from awa.db import sql
+from awa.db import forking, sql
 from awa.errors import DatabaseError, ValidationError
 
 PROBE_CONNECT_TIMEOUT_S = 10
@@ -50,6 +50,7 @@ async def configure(conn: AsyncConnection[Any]) -> None:
     psycopg's prepared statements off behind a pooler — in transaction mode each statement
     may run on another server connection, where the prepared one does not exist
     (PgBouncer before 1.21 supports none at all)."""
+    forking.track(conn)
     set_json_loads(load_json, conn)
     if await behind_pooler(conn):
         conn.prepare_threshold = None

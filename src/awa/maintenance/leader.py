@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import psycopg
 from psycopg import AsyncConnection
 
-from awa.db import sql
+from awa.db import forking, sql
 from awa.db.connection import behind_pooler
 from awa.service import LoopService, Periodic
 
@@ -74,9 +74,10 @@ class Leader(LoopService):
         while not self.stopping:
             try:
                 # Never prepared: through a pooler each statement may meet another session.
-                async with await AsyncConnection.connect(
+                connect = AsyncConnection.connect(
                     self._url, autocommit=True, prepare_threshold=None
-                ) as conn:
+                )
+                async with forking.track(await connect) as conn:
                     self._watched = not await behind_pooler(conn)
                     try:
                         await self._campaign(conn)

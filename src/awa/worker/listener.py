@@ -22,6 +22,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
+from awa.db import forking
 from awa.db.connection import behind_pooler
 from awa.service import LoopService
 
@@ -73,7 +74,8 @@ class Listener(LoopService):
         self.healthy = False
         while not self.stopping:
             try:
-                async with await AsyncConnection.connect(self._url, autocommit=True) as conn:
+                connect = AsyncConnection.connect(self._url, autocommit=True)
+                async with forking.track(await connect) as conn:
                     if await behind_pooler(conn):
                         break
                     await conn.execute(f"LISTEN {AVAILABLE_CHANNEL}")
