@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
+from typing import Any
 
 from awa.config import QueueConfig
 from awa.db.lane import ConnectionLane
 from awa.db.rows import FleetHold
+from awa.types import Job, JobState
 from awa.worker.control import QueueControl
 from awa.worker.dispatcher import Dispatcher
 from awa.worker.permits import QueuePermits
+from awa.worker.rate_limit import TokenBucket
 
 
 def _dispatcher() -> Dispatcher:
@@ -83,3 +87,45 @@ def test_a_shorter_poll_interval_reaches_an_idle_queues_next_probe() -> None:
     dispatcher.control_changed()
     assert dispatcher.probe_due <= time.monotonic() + 0.2
     assert told == [True]  # the prober recomputes its next wake-up
+
+
+class _Launcher:
+    """Stands in for the executor: records the jobs a claim launched."""
+
+    def __init__(self) -> None:
+        self.launched: list[int] = []
+
+    def launch(self, job: Job[Any], *_: Any) -> None:
+        self.launched.append(job.id)
+
+
+def _claimed(job_id: int) -> Job[Any]:
+    now = datetime.now(UTC)
+    return Job(
+        id=job_id, kind="k", queue="a", args={}, state=JobState.RUNNING, priority=2,
+        attempt=1, max_attempts=3, run_lease=1, tags=[], metadata={}, progress=None,
+        errors=[], created_at=now, run_at=now, attempted_at=now, deadline_at=None,
+        finalized_at=None,
+    )  # fmt: skip
+
+
+def test_a_claim_the_token_bucket_cut_polls_again_with_the_next_token() -> None:
+    """Rate 50/s, burst 1, polls a second apart: the bucket, not the work, ends each
+    claim, so the next poll is due with the next token (20 ms), not a second later —
+    else 49 of every 50 tokens overflow the burst unused."""
+    config = QueueConfig("a", max_workers=8, rate_limit=(50.0, 1), poll_interval_ms=1_000)
+    launcher = _Launcher()
+    control = QueueControl(config, TokenBucket(50.0, 1))  # as the worker builds it
+    dispatcher = Dispatcher(
+        "a", None, QueuePermits("a", 8), control, launcher,  # type: ignore[arg-type]
+        claim_lane=ConnectionLane(),
+    )  # fmt: skip
+    reservation = dispatcher._reserve()
+    assert reservation is not None and reservation.limit == 1  # one token for 8 permits
+    dispatcher._settle(reservation, [_claimed(1)], None, [16])
+    assert launcher.launched == [1] and not dispatcher.idle
+    wait = dispatcher._sleep_seconds()
+    assert wait is not None and wait <= 1 / 50
+    assert dispatcher._reserve() is None  # no token yet: the same wait, not a poll interval
+    wait = dispatcher._sleep_seconds()
+    assert wait is not None and wait <= 1 / 50
