@@ -56,6 +56,8 @@ def test_help_runs_as_a_subprocess(awa_cli: Awa) -> None:
 def test_migrate_and_health(awa_cli: Awa, empty_database_url: str) -> None:
     before = awa_cli("health", "--json", url=empty_database_url)
     assert before.returncode == 1 and before.json()["ready"] is False
+    sql = awa_cli("migrate", "--sql", url=empty_database_url)  # all of it, for an empty one
+    assert sql.returncode == 0 and "CREATE TABLE" in sql.stdout
     applied = awa_cli("migrate", "--json", url=empty_database_url)
     assert applied.returncode == 0
     versions = applied.json()["applied"]
@@ -66,8 +68,8 @@ def test_migrate_and_health(awa_cli: Awa, empty_database_url: str) -> None:
     assert health.returncode == 0
     assert health.json() == {"ready": True, "postgres_connected": True,
                              "schema_current": True, "reason": "ok"}  # fmt: skip
-    sql = awa_cli("migrate", "--sql")
-    assert sql.returncode == 0 and "CREATE TABLE" in sql.stdout
+    sql = awa_cli("migrate", "--sql", url=empty_database_url)  # nothing is pending now
+    assert sql.returncode == 0 and "nothing to apply" in sql.stdout
 
 
 # -- queues and jobs ------------------------------------------------------------------

@@ -52,6 +52,44 @@ def test_render_sql_contains_every_migration() -> None:
     for m in migrations.migrations():
         assert f"-- {m.version:04d}_{m.name}" in script
     assert "CREATE TABLE awa.jobs" in script
+    assert script.startswith("BEGIN;") and script.rstrip().endswith("COMMIT;")
+
+
+async def test_the_sql_for_a_partly_migrated_schema_is_its_pending_migrations(
+    empty_database_url: str,
+) -> None:
+    """What ``awa migrate --sql`` prints for a database at version 10 applies there as it
+    stands, and brings it to the latest version; for a current one there is nothing."""
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        conn.execute(migrations.render_sql().split("-- 0011_")[0] + "COMMIT;")
+    async with awa.AsyncClient(empty_database_url) as client:
+        script = await client.migration_sql()
+        assert "-- 0011_" in script and "-- 0010_" not in script
+        with psycopg.connect(empty_database_url, autocommit=True) as conn:
+            conn.execute(script)
+        await client.check_schema()
+        assert (await client.migration_sql()).startswith("-- the awa schema is at version")
+        assert await client.migrate() == []
+
+
+async def test_migrate_with_nothing_pending_needs_no_right_to_create(
+    database_url: str,
+) -> None:
+    """An application role (docs/security.md) may call migrate() at start-up: with the
+    schema current it only reads the version, and creates nothing."""
+    role = f"awa_reader_{abs(hash(database_url)) % 10**8}"
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+        conn.execute(f'GRANT USAGE ON SCHEMA awa TO "{role}"')
+        conn.execute(f'GRANT SELECT ON awa.schema_version TO "{role}"')
+    try:
+        as_role = psycopg.conninfo.make_conninfo(database_url, user=role)
+        async with awa.AsyncClient(as_role) as client:
+            assert await client.migrate() == []
+    finally:
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute(f'DROP OWNED BY "{role}"')
+            conn.execute(f'DROP ROLE "{role}"')
 
 
 _BAD_WRITES = [

@@ -198,6 +198,12 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
             with mapped():
                 return await migrations.migrate(conn)
 
+    async def migration_sql(self) -> str:
+        """The SQL ``migrate()`` would run now — the pending migrations, in one
+        transaction under its lock — for review or to apply by hand; SchemaTooNew when
+        the schema is newer than this code."""
+        return await self._read(migrations.pending_sql)
+
     async def check_schema(self) -> None:
         """Raise SchemaNotMigrated/SchemaTooNew unless the schema matches this code."""
         await self._read(migrations.check_schema)

@@ -91,6 +91,7 @@ class Client:
 
     migrate = _blocking(AsyncClient.migrate)
     check_schema = _blocking(AsyncClient.check_schema)
+    migration_sql = _blocking(AsyncClient.migration_sql)
     insert = _blocking(AsyncClient.insert)
     insert_many = _blocking(AsyncClient.insert_many)
     get_job = _blocking(AsyncClient.get_job)

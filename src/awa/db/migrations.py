@@ -60,14 +60,21 @@ def latest_version() -> int:
 
 
 def render_sql(from_version: int = 0) -> str:
-    """The SQL script ``awa migrate --sql`` prints: what migrate() would run."""
-    parts = [_VERSION_TABLE.strip() + ";"]
-    for m in migrations():
-        if m.version > from_version:
-            parts.append(f"-- {m.version:04d}_{m.name}\n{m.sql.strip()}")
-            parts.append(
-                f"INSERT INTO awa.schema_version (version, name) VALUES ({m.version}, '{m.name}');"
-            )
+    """The SQL script ``awa migrate --sql`` prints: what migrate() would run on a schema
+    at ``from_version`` — the migrations after it, in one transaction under the same
+    advisory lock (a script run twice, or beside ``migrate()``, waits its turn; the
+    second run then fails on a version already recorded and changes nothing)."""
+    pending = [m for m in migrations() if m.version > from_version]
+    if not pending:
+        return f"-- the awa schema is at version {from_version}: nothing to apply\n"
+    parts = ["BEGIN;", f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY});"]
+    parts.append(_VERSION_TABLE.strip() + ";")
+    for m in pending:
+        parts.append(f"-- {m.version:04d}_{m.name}\n{m.sql.strip()}")
+        parts.append(
+            f"INSERT INTO awa.schema_version (version, name) VALUES ({m.version}, '{m.name}');"
+        )
+    parts.append("COMMIT;")
     return "\n\n".join(parts) + "\n"
 
 
@@ -82,18 +89,33 @@ async def current_version(conn: AsyncConnection[Any]) -> int:
     return int(row[0]) if row else 0
 
 
+def _too_new(version: int) -> SchemaTooNew:
+    return SchemaTooNew(
+        f"database schema is at version {version}, this awa knows up to "
+        f"{latest_version()}: upgrade awa"
+    )
+
+
+async def pending_sql(conn: AsyncConnection[Any]) -> str:
+    """:func:`render_sql` for the schema ``conn`` reaches, as it is now."""
+    version = await current_version(conn)
+    if version > latest_version():
+        raise _too_new(version)
+    return render_sql(version)
+
+
 async def migrate(conn: AsyncConnection[Any]) -> list[int]:
     """Apply pending migrations; returns the versions applied (empty when up to date)."""
     applied: list[int] = []
+    version = await current_version(conn)
+    if version == latest_version():  # nothing to do: needs no right to create anything
+        return applied
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
         await conn.execute(_VERSION_TABLE)
         version = await current_version(conn)
         if version > latest_version():
-            raise SchemaTooNew(
-                f"database schema is at version {version}, this awa knows up to "
-                f"{latest_version()}: upgrade awa"
-            )
+            raise _too_new(version)
         for m in migrations():
             if m.version <= version:
                 continue

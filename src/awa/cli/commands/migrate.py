@@ -8,6 +8,7 @@ from typing import Any
 
 import awa
 from awa.cli.args import with_example
+from awa.config import resolve_database_url
 from awa.db.migrations import render_sql
 
 
@@ -17,13 +18,22 @@ def register(sub: Any) -> None:
         help="apply pending schema migrations",
         **with_example("Create or upgrade the awa schema.", "awa migrate --sql > awa.sql"),
     )
-    p.add_argument("--sql", action="store_true", help="print the SQL instead of applying it")
+    p.add_argument("--sql", action="store_true",
+                   help="print the pending migrations' SQL instead of applying it (every "
+                   "migration when no database is named)")  # fmt: skip
     p.set_defaults(handler=run, needs_db=lambda a: not a.sql)
 
 
 async def run(args: argparse.Namespace, url: str | None) -> int:
     if args.sql:
-        sys.stdout.write(render_sql())
+        # With a database named (flag or environment): its pending migrations. Without
+        # one, every migration, for an empty database (no embedded server is started).
+        target = resolve_database_url(url)
+        if target is None:
+            sys.stdout.write(render_sql())
+            return 0
+        async with awa.AsyncClient(target) as client:
+            sys.stdout.write(await client.migration_sql())
         return 0
     async with awa.AsyncClient(url) as client:
         applied = await client.migrate()
