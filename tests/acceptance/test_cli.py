@@ -328,3 +328,18 @@ def test_demo_runs_to_completion(awa_cli: Awa) -> None:
     result = awa_cli("demo", "--jobs", "20", timeout=50)
     assert result.returncode == 0, result.stderr
     assert "done: 60 jobs" in result.stdout
+    summary = awa_cli("demo", "--jobs", "3", "--json", timeout=50)
+    assert summary.returncode == 0, summary.stderr
+    assert summary.json()["jobs"] == 9  # the live table went to stderr
+
+
+def test_a_second_demo_on_the_same_database_is_refused(awa_cli: Awa, database_url: str) -> None:
+    from awa.cli.commands.demo import DEMO_LOCK_KEY
+
+    with psycopg.connect(database_url, autocommit=True) as running:  # as a demo holds it
+        running.execute("SELECT pg_advisory_lock(%s)", (DEMO_LOCK_KEY,))
+        second = awa_cli("demo", "--jobs", "3", timeout=50)
+    assert second.returncode == 1
+    assert second.stderr.strip() == (
+        "awa: error: another awa demo is running on this database: wait for it to end"
+    )

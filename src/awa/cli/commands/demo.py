@@ -18,7 +18,9 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TextIO
+
+import psycopg
 
 import awa
 from awa.cli.args import positive_int, with_example
@@ -29,11 +31,12 @@ from awa.cli.demo_worker import (
     ResizeImage,
     SendEmail,
 )
-from awa.cli.output import Redraw, format_table
+from awa.cli.output import Redraw, fail, format_table, print_json
 
 PROCESSES = 2
 RATE = 100.0  # jobs/s per process: the runtime override the demo sets on demo_email
 CAP = 3  # the fleet-wide concurrency cap the demo sets on demo_reports
+DEMO_LOCK_KEY = 0x61776100_64656D6F  # held by the running demo (a session advisory lock)
 
 
 def register(sub: Any) -> None:
@@ -170,7 +173,7 @@ async def _reset(client: awa.AsyncClient) -> dict[str, int]:
     }
 
 
-async def _enqueue(client: awa.AsyncClient, per_queue: int) -> None:
+async def _enqueue(client: awa.AsyncClient, per_queue: int, out: TextIO) -> None:
     started = time.monotonic()
     emails = [SendEmail(f"user{i}@example.com") for i in range(per_queue)]
     await client.insert_many(emails, queue="demo_email")
@@ -178,7 +181,7 @@ async def _enqueue(client: awa.AsyncClient, per_queue: int) -> None:
     await client.insert_many(images, queue="demo_images")
     await client.insert_many([BuildReport(i) for i in range(per_queue)], queue="demo_reports")
     enqueued = time.monotonic() - started
-    print(f"enqueued {3 * per_queue} jobs in {enqueued * 1000:.0f} ms (COPY)", flush=True)
+    print(f"enqueued {3 * per_queue} jobs in {enqueued * 1000:.0f} ms (COPY)", file=out, flush=True)
 
 
 Step = tuple[float, str, Callable[[awa.AsyncClient], Any]]
@@ -197,17 +200,28 @@ STEPS: list[Step] = [
 
 
 async def run(args: argparse.Namespace, url: str | None) -> int:
-    per_queue = args.jobs
     assert url is not None
+    # One demo per database at a time: each resets the demo queues the other is using.
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as guard:
+        cur = await guard.execute("SELECT pg_try_advisory_lock(%s)", (DEMO_LOCK_KEY,))
+        row = await cur.fetchone()
+        if not (row and row[0]):
+            return fail("another awa demo is running on this database: wait for it to end", 1)
+        return await _demo(args, url)
+
+
+async def _demo(args: argparse.Namespace, url: str) -> int:
+    per_queue = args.jobs
+    out = sys.stderr if args.json else sys.stdout  # --json: stdout holds the summary only
     async with awa.AsyncClient(url, max_connections=4) as client:
         await client.migrate()
         baseline = await _reset(client)
-        await _enqueue(client, per_queue)
+        await _enqueue(client, per_queue, out)
         with _workers(url) as procs:
             progress = Progress(per_queue, baseline)
             progress.note(f"{PROCESSES} worker processes, weighted mode, shares 2:1:1")
             steps = list(STEPS)
-            live = Redraw()
+            live = Redraw(out)
             while True:
                 live.update(await progress.render(client))
                 while steps and progress.fraction() >= steps[0][0]:
@@ -222,8 +236,12 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
             live.close()
             elapsed = time.monotonic() - progress.started
         await _reset(client)
+    total = 3 * per_queue
+    if args.json:
+        print_json({"jobs": total, "seconds": round(elapsed, 3), "jobs_per_s": total / elapsed})
+        return 0
     print(
-        f"done: {3 * per_queue} jobs in {elapsed:.1f}s "
-        f"({3 * per_queue / elapsed:,.0f} jobs/s end to end, including retries and snoozes)"
+        f"done: {total} jobs in {elapsed:.1f}s "
+        f"({total / elapsed:,.0f} jobs/s end to end, including retries and snoozes)"
     )
     return 0
