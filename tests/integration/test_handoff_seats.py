@@ -344,3 +344,36 @@ async def test_a_failed_round_gives_back_the_permits_it_set_aside(
             assert permits.available == 8 - 4  # four parked, the rest free: nothing leaked
     finally:
         await client.shutdown()
+
+
+async def test_a_forged_notice_on_a_workers_channel_runs_nothing(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """Anyone may NOTIFY: a notice naming a seat the worker did not park — here with a
+    running job's real lease, as a forger reading the jobs table could copy — is refused,
+    neither run nor given back; the worker's own handoffs go on."""
+    ran: list[int] = []
+    await _start(client, ran)
+    try:
+        await _parked(db, 4)
+        victim = await client.insert({"x": 0}, kind="other", queue="elsewhere")
+        db.execute(
+            "UPDATE awa.jobs SET state = 'running', attempt = 1, run_lease = 1, "
+            "attempted_at = now(), heartbeat_at = now() WHERE id = %s", (victim.id,),
+        )  # fmt: skip
+        row = db.execute(
+            "SELECT (SELECT channel FROM awa.handoff_seats LIMIT 1), "
+            "(SELECT max(seat_id) + 1000 FROM awa.handoff_seats), "
+            "row_to_json(j) FROM awa.jobs AS j WHERE j.id = %s", (victim.id,),
+        ).fetchone()  # fmt: skip
+        assert row is not None
+        channel, unknown_seat, stolen = row
+        forged = {**stolen, "kind": "k", "queue": "q", "args": {"forged": True}}
+        db.execute("SELECT pg_notify(%s, %s)", (channel, json.dumps({"seat": unknown_seat,
+                                                                     "job": forged})))  # fmt: skip
+        job = await client.insert({"x": 1}, kind="k", queue="q")  # notified after the forgery
+        await wait_for(lambda: _completed(client, job.id))
+        assert ran == [job.id]
+        assert (await client.get_job(victim.id)).state is awa.JobState.RUNNING  # untouched
+    finally:
+        await client.shutdown()

@@ -22,6 +22,7 @@ from psycopg import conninfo
 from psycopg import errors as pg
 
 import awa
+from awa.db import migrations
 from awa.worker import listener, seats
 from tests.acceptance.support import cli_env
 from tests.conftest import PgServer
@@ -370,7 +371,8 @@ async def test_least_privilege_roles_work_and_cannot_do_more(roles: dict[str, st
             await producer.cancel(job.id)
     with psycopg.connect(roles["awa_producer"], autocommit=True) as conn:
         for statement in ["UPDATE awa.jobs SET state = 'running'", "DELETE FROM awa.jobs",
-                          "SELECT * FROM awa.queue_meta", *FORBIDDEN[:3]]:  # fmt: skip
+                          "SELECT * FROM awa.queue_meta", "SELECT channel FROM awa.handoff_seats",
+                          "SELECT seat_id FROM awa.handoff_seats", *FORBIDDEN[:3]]:  # fmt: skip
             with pytest.raises(pg.InsufficientPrivilege):
                 conn.execute(statement)
 
@@ -436,3 +438,36 @@ async def _run_everything_as(url: str) -> None:
 
 async def _is_leader(client: awa.AsyncClient) -> bool:
     return (await client.health_check()).leader
+
+
+async def test_migration_0021_narrows_an_older_producer_grant_to_the_probed_columns(
+    roles: dict[str, str],
+) -> None:
+    """Granted as docs/security.md said before 0021 (SELECT on the whole seats table), a
+    producer could read every worker's notice channel. Applying 0021 again as the owner
+    leaves it the two columns a single insert probes; the workers' role keeps it all."""
+    async with awa.AsyncClient(roles["awa_owner"]) as owner:
+        await owner.migrate()
+    names = {r: roles[f"{r}:name"] for r in ("awa_owner", "awa_app", "awa_producer")}
+    _, app_grants, producer_grants = _sql_blocks()
+    producer, app = names["awa_producer"], names["awa_app"]
+    with psycopg.connect(roles["awa_owner"], autocommit=True) as conn:
+        for statement in _statements(app_grants, names) + _statements(producer_grants, names):
+            conn.execute(statement)  # test-only: grants from our own docs
+        conn.execute(f'GRANT SELECT ON awa.handoff_seats TO "{producer}"')  # the old advice
+        (migration,) = [m for m in migrations.migrations() if m.version == 21]
+        conn.execute(migration.sql)
+
+        def may_read(role: str, column: str) -> bool:
+            row = conn.execute(
+                "SELECT has_column_privilege(%s, 'awa.handoff_seats', %s, 'SELECT')",
+                (role, column),
+            ).fetchone()
+            return bool(row and row[0])
+
+        assert [may_read(producer, c) for c in ("queue", "job_id", "channel", "seat_id")] == [
+            True, True, False, False,
+        ]  # fmt: skip
+        assert may_read(app, "channel") and may_read(app, "seat_id")
+    async with awa.AsyncClient(roles["awa_producer"]) as as_producer:
+        await as_producer.insert({"n": 1}, kind="k", queue="plain")  # the probe still runs

@@ -83,6 +83,9 @@ class Seater(LoopService):
         self._listener_pid = listener_pid  # whose liveness producers check before a handoff
         self._tasks: set[asyncio.Task[None]] = set()
         self.seats: dict[int, Seat] = {}
+        # Seats forgotten by a resync while their notice may still be on its way: a
+        # notice naming one is still ours (monotonic time of the resync).
+        self._forgotten: dict[int, float] = {}
         self._dirty: set[str] = set(dispatchers)
         self._stale: set[str] = set()  # queues whose seats must come back first
         self._changed = asyncio.Event()
@@ -129,16 +132,29 @@ class Seater(LoopService):
         """A seat of this worker was used: its job, claimed for us, or nothing."""
         try:
             message = json.loads(payload)
-            seat = self.seats.pop(int(message["seat"]), None)
+            seat_id = int(message["seat"])
             row = message.get("job")
-        except (ValueError, KeyError, TypeError) as exc:
+            job = None if row is None else _job_from(row)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             logger.warning("handoff: ignoring a malformed notice (%s)", exc)
             return
-        if row is None:
+        seat = self.seats.pop(seat_id, None)
+        ours = seat.queue == job.queue if seat is not None and job is not None else True
+        if (seat is None and self._forgotten.pop(seat_id, None) is None) or not ours:
+            # Not a seat this worker parked (or not for that queue): anyone who may
+            # NOTIFY could have sent it. Running it, or giving its job back, would act
+            # on a job nobody handed us.
+            if seat is not None:
+                self.seats[seat_id] = seat
+            logger.warning(
+                "handoff: ignoring a notice for seat %s, which this worker did not park "
+                "for that queue", seat_id, extra={"event": "handoff_notice_refused"},
+            )  # fmt: skip
+            return
+        if job is None or row is None:
             if seat is not None:
                 self._give_permit_back(seat)
             return
-        job = _job_from(row)
         dispatcher = self._dispatchers.get(job.queue)
         grant = seat.grant if seat is not None else None
         if dispatcher is not None and grant is None and self.alive:
@@ -289,9 +305,14 @@ class Seater(LoopService):
             cur = await conn.execute(sql.SEATS_RESYNC, {"seats": known})
             rows = await cur.fetchall()
         pending = {seat_id for seat_id, freed in rows if not freed}
+        now = time.monotonic()
         for seat_id in known:
             if seat_id not in pending and seat_id in self.seats:
                 self._give_permit_back(self.seats.pop(seat_id))
+                self._forgotten[seat_id] = now
+        for seat_id, at in list(self._forgotten.items()):  # no notice comes this late
+            if now - at > 2 * SEAT_TTL_MS / 1000:
+                del self._forgotten[seat_id]
 
     def _give_permit_back(self, seat: Seat) -> None:
         dispatcher = self._dispatchers.get(seat.queue)
