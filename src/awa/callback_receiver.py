@@ -106,7 +106,9 @@ def _parse_header(header: str) -> tuple[int, list[str]]:
     digests: list[str] = []
     for part in header.split(","):
         name, _, value = part.strip().partition("=")
-        if name == "t" and value.isdigit():
+        # Unix seconds in ASCII digits, of a sane length: a huge number would overflow
+        # the window check, and str.isdigit() also takes digits int() refuses ("²").
+        if name == "t" and value.isascii() and value.isdigit() and len(value) <= 12:
             timestamp = int(value)
         elif name == "v1" and value:
             digests.append(value)

@@ -50,6 +50,8 @@ def test_sign_and_verify() -> None:
         "from the future": (SECRET, CB, body, header, "complete", now - 301),
         "missing": (SECRET, CB, body, None, "complete", now),
         "malformed": (SECRET, CB, body, "v1=abc", "complete", now),
+        "huge timestamp": (SECRET, CB, body, "t=" + "9" * 400 + ",v1=aa", "complete", now),
+        "not ascii digits": (SECRET, CB, body, "t=\u00b2,v1=aa", "complete", now),
     }  # fmt: skip
     for case, (secret, cb, data, hdr, action, at) in refusals.items():
         with pytest.raises(awa.InvalidSignature):
