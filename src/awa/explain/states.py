@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from awa.explain.facts import Facts
@@ -9,6 +10,10 @@ from awa.explain.finding import Finding, finding
 from awa.explain.waiting import short_error
 from awa.explain.wording import ago, at, duration, names, process, when
 from awa.types import ReasonCode
+
+# A snapshot is built just before it is stored: one stored this soon after a claim may
+# have been built before it.
+_SLACK = timedelta(seconds=1)
 
 
 def _where(f: Facts) -> tuple[str, str, dict[str, Any]]:
@@ -19,7 +24,16 @@ def _where(f: Facts) -> tuple[str, str, dict[str, Any]]:
         if instance.snapshot is not None and job.id in instance.snapshot.running_job_ids:
             here = f"on {process(instance)}"
             return here, here, {"host": instance.hostname, "pid": instance.pid}
-    candidates = [s.instance for s in f.serving()]
+    claimed = job.attempted_at
+    # A process that started after the claim, or whose snapshot was taken after it and
+    # does not list the job, is not running it.
+    candidates = [
+        s.instance for s in f.serving()
+        if claimed is None or not (
+            s.instance.started_at > claimed
+            or (s.instance.snapshot is not None and s.instance.last_seen_at > claimed + _SLACK)
+        )
+    ]  # fmt: skip
     queue = f"queue '{f.queue.name}'"
     if len(candidates) == 1:
         only = candidates[0]
@@ -32,6 +46,15 @@ def _where(f: Facts) -> tuple[str, str, dict[str, Any]]:
             f"on one of the {len(candidates)} live processes serving {queue} ({listed}); "
             "none has listed it in a snapshot yet",
             f"on one of {len(candidates)} processes",
+            {},
+        )
+    if f.serving():
+        return (
+            f"but none of the live processes serving {queue} runs it (none lists it in a "
+            "snapshot taken since its claim): the process that claimed it has probably "
+            "stopped, and the maintenance leader's rescuer returns the job once its "
+            "heartbeat is older than the staleness limit",
+            "with no live process running it",
             {},
         )
     return (
