@@ -272,6 +272,29 @@ async def test_queued_behind_counts_higher_priority_jobs_first(
         await client.shutdown()
 
 
+async def test_queued_behind_counts_ordered_jobs_at_their_turn(
+    client: awa.AsyncClient, gate: asyncio.Event
+) -> None:
+    """Ordered jobs whose key's turn has come are claimed in the same order as plain
+    ones: they count as ahead; an ordered job still behind its key's first does not."""
+    register_blocking(client, gate)
+    register_quick(client)
+    await client.start([("q", 1)], **LIVE)
+    try:
+        held = await client.insert({}, kind="block", queue="q")
+        await wait_for(lambda: _is_running(client, held.id))  # the only permit is taken
+        for key in ("a", "b"):  # each the first of its key: at its turn
+            await client.insert({}, kind="quick", queue="q", ordering_key=key)
+        await client.insert({}, kind="quick", queue="q", ordering_key="a")  # behind a's first
+        mine = await client.insert({}, kind="quick", queue="q")
+        found = await explained(client, mine.id, first=C.WORKERS_BUSY)
+        behind = found.reasons[1]
+        assert behind.code == C.QUEUED_BEHIND and behind.details["ahead"] == 2
+    finally:
+        gate.set()
+        await client.shutdown()
+
+
 async def test_rate_limited_gives_the_rate_and_the_turn(client: awa.AsyncClient) -> None:
     register_quick(client)
     # One token per 100 s and a burst of one: the first job takes it, the rest wait.

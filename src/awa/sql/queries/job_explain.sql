@@ -7,7 +7,9 @@
 --   ahead           available jobs before it in claim order (priority, run_at, id): of its
 --                   queue on jobs_claim_idx, or, in a partitioned queue, of its partition
 --                   on jobs_partition_idx (plus those not adopted yet, on jobs_claim_idx);
---                   counted up to %(ahead_cap)s;
+--                   and, in a queue without partitions, ordered jobs at their key's turn
+--                   on jobs_ordered_claim_idx (ordering_pick claims them in the same
+--                   order); each counted up to %(ahead_cap)s;
 --   queue_running   the queue's running jobs on jobs_running_idx (queue, heartbeat_at);
 --   part_running    the running jobs of its partition, in the same range;
 --   completed_*     the queue's newest completions within %(rate_window_s)s, at most
@@ -42,7 +44,7 @@ WITH found AS (
 )
 SELECT j.*, now() AS db_now,
     coalesce(m.paused, false) AS paused, m.paused_at, m.paused_by,
-    coalesce(plain.n, 0) + coalesce(adopted.n, 0) AS ahead,
+    coalesce(plain.n, 0) + coalesce(adopted.n, 0) + coalesce(ordered.n, 0) AS ahead,
     running.n AS queue_running, part_running.n AS part_running,
     done.n AS completed_recently, done.oldest AS completed_since,
     least(coalesce(j.fleet_burst, ceil(j.fleet_rate)),
@@ -77,6 +79,16 @@ LEFT JOIN LATERAL (
         LIMIT %(ahead_cap)s
     ) AS s
 ) AS adopted ON true
+LEFT JOIN LATERAL (
+    SELECT count(*) AS n FROM (
+        SELECT 1 FROM awa.jobs AS a
+        WHERE j.state = 'available' AND j.part IS NULL AND a.state = 'available'
+          AND a.partition_key IS NULL AND a.ordering_key IS NOT NULL AND a.queue = j.queue
+          AND (a.priority, a.run_at, a.id) < (j.priority, j.run_at, j.id)
+          AND awa.ordering_ready(a.ordering_key, a.id)
+        LIMIT %(ahead_cap)s
+    ) AS s
+) AS ordered ON true
 LEFT JOIN LATERAL (
     SELECT count(*) AS n FROM awa.jobs AS r
     WHERE j.state = 'available' AND r.state = 'running' AND r.queue = j.queue
