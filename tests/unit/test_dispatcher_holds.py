@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from awa.config import QueueConfig
@@ -129,3 +129,25 @@ def test_a_claim_the_token_bucket_cut_polls_again_with_the_next_token() -> None:
     assert dispatcher._reserve() is None  # no token yet: the same wait, not a poll interval
     wait = dispatcher._sleep_seconds()
     assert wait is not None and wait <= 1 / 50
+
+
+def test_a_handed_over_job_counts_as_claimed_at_its_commit_not_at_its_notice() -> None:
+    """A notice read long after its commit (the process was frozen meanwhile) launches a
+    job whose claim is that old: the executor re-checks such a claim before its handler
+    starts, as it does for any claim older than half the staleness limit."""
+    claims: list[float] = []
+
+    class _Recorder(_Launcher):
+        def launch(self, job: Job[Any], permit: Any, deadline_ms: int, claimed_at: float) -> None:
+            super().launch(job, permit)
+            claims.append(claimed_at)
+
+    dispatcher = Dispatcher(
+        "a", None, QueuePermits("a", 8), QueueControl(QueueConfig("a")), _Recorder(),  # type: ignore[arg-type]
+        claim_lane=ConnectionLane(),
+    )  # fmt: skip
+    old = _claimed(7)
+    old.attempted_at = datetime.now(UTC) - timedelta(seconds=60)
+    grant = dispatcher.permits.try_acquire(1)
+    dispatcher.take_handoff(old, grant, 0, 16)
+    assert time.monotonic() - claims[0] >= 59

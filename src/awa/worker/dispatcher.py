@@ -63,6 +63,18 @@ _WAITING_FOR_FREED = frozenset({"concurrency", "pool"})
 _AT_POOL_PART = "pool_part"
 
 
+def _claimed_at(job: Job[Any]) -> float:
+    """When ``job`` was claimed, on this process's monotonic clock. A handed-over job was
+    claimed at its insert's commit (``attempted_at``, the database's clock), which may be
+    long before its notice is read here — after this process was frozen, say — and an old
+    claim is checked again before its handler starts (Executor._may_start). Clock skew
+    between the hosts shifts the estimate by as much; never later than now."""
+    if job.attempted_at is None:
+        return time.monotonic()
+    age = max(0.0, time.time() - job.attempted_at.timestamp())
+    return time.monotonic() - age
+
+
 class Dispatcher(LoopService):
     """Claims and launches the jobs of one queue.
 
@@ -146,7 +158,7 @@ class Dispatcher(LoopService):
         self._observer.polled(self.queue, 1, False)  # claimed, as a claim's jobs count
         self._args_budget.observe([size])
         permit.also_release(self._args_budget.hold(size))
-        self._executor.launch(job, permit, deadline_ms, time.monotonic())
+        self._executor.launch(job, permit, deadline_ms, _claimed_at(job))
 
     def wake(self) -> None:
         """Poll as soon as possible (permits came back, the queue's control changed, or the
