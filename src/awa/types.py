@@ -299,6 +299,9 @@ class RuntimeSnapshot:
     running_job_ids: tuple[int, ...] = ()
     shutting_down: bool = False
     services: dict[str, bool] = field(default_factory=dict)
+    # How long its jobs may go without a heartbeat before a leader rescues them: every
+    # leader waits at least this long for the jobs of a queue this process serves.
+    heartbeat_staleness_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

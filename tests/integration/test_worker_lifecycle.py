@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from typing import Any
 
@@ -10,7 +11,7 @@ import psycopg
 import pytest
 
 import awa
-from tests.helpers import FAST_WORKER, noop_task, wait_for
+from tests.helpers import FAST_WORKER, lead_maintenance, noop_task, wait_for
 
 
 async def _state(client: awa.AsyncClient, job_id: int, state: awa.JobState) -> awa.Job[Any] | None:
@@ -357,3 +358,33 @@ async def test_a_listen_url_that_cannot_connect_fails_start_naming_it(database_u
             client.runtime_snapshot()
     finally:
         await client.close()
+
+
+async def test_a_leader_waits_out_the_staleness_of_the_processes_serving_a_jobs_queue(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """Two fleets on one database: this leader rescues after 1 s of silence, a process
+    of the other fleet serving queue 'slow' heartbeats every 5 s and allows 20 s. Its
+    job, silent for 10 s, is still its; once that process is gone, the leader's own
+    staleness applies again."""
+    from awa.maintenance import rescuer
+
+    job = await client.insert({}, kind="k", queue="slow")
+    db.execute(
+        "UPDATE awa.jobs SET state = 'running', attempt = 1, run_lease = 1, "
+        "attempted_at = now() - interval '10 seconds', "
+        "heartbeat_at = now() - interval '10 seconds' WHERE id = %s", (job.id,),
+    )  # fmt: skip
+    snapshot = {"queues": {"slow": {}}, "heartbeat_staleness_ms": 20_000}
+    db.execute(
+        "INSERT INTO awa.runtime_instances (instance_id, hostname, pid, started_at, "
+        "last_seen_at, snapshot) VALUES (gen_random_uuid(), 'other-fleet', 1, now(), now(), "
+        "%s::jsonb)", (json.dumps(snapshot),),
+    )  # fmt: skip
+    pool = await client._get_pool()
+    epoch = lead_maintenance(db)
+    assert await rescuer.rescue_stale_heartbeats(pool, 1_000, epoch) == []
+    assert (await client.get_job(job.id)).state is awa.JobState.RUNNING
+    db.execute("DELETE FROM awa.runtime_instances")  # that process is gone
+    rescued = await rescuer.rescue_stale_heartbeats(pool, 1_000, epoch)
+    assert [r[0] for r in rescued] == [job.id]

@@ -396,6 +396,7 @@ class Worker:
             shutting_down=self.shutting_down,
             services={s.name: s.alive for s in self.services()},
             running_job_ids=tuple(self.executor.attempts),
+            heartbeat_staleness_ms=self.config.heartbeat_staleness_ms,
         )
         return self.latest
 

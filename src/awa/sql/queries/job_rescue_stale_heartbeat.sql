@@ -2,12 +2,21 @@
 -- killed, partitioned) go back to retryable, or to failed on their last attempt so a job
 -- that kills its worker every time cannot loop forever. run_lease is bumped so the lost
 -- attempt can never complete if its worker comes back.
+-- A job is stale once its heartbeat is older than this leader's staleness and than that of
+-- every process serving its queue that published a snapshot in the last 5 minutes (its
+-- runtime_instances row): a fleet of processes with longer settings sharing the database
+-- never has a live job rescued under it (session 24's review).
 -- Expects jobs_running_idx (heartbeat_at) WHERE state = 'running'.
 -- Fenced: does nothing unless the given epoch is still the leader lease's (ADR 0019).
 WITH stale AS (
     SELECT id FROM awa.jobs
     WHERE state = 'running'
       AND heartbeat_at < now() - %(staleness_ms)s::bigint * interval '1 millisecond'
+      AND heartbeat_at < now() - interval '1 millisecond' * coalesce((
+          SELECT max((i.snapshot ->> 'heartbeat_staleness_ms')::bigint)
+          FROM awa.runtime_instances AS i
+          WHERE i.last_seen_at > now() - interval '5 minutes'
+            AND i.snapshot -> 'queues' ? awa.jobs.queue), 0)
       AND (SELECT awa.leader_holds(%(epoch)s::bigint))
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
