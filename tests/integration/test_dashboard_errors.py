@@ -48,3 +48,11 @@ def test_a_page_without_a_connection_gives_up_soon_and_says_so(database_url: str
         assert http.get("/pool").status_code == 200  # and back once connections are free
     assert page.status_code == 503 and "did not answer" in page.text
     assert f"after {PAGE_POOL_TIMEOUT_S:.2f} sec" in page.text
+
+
+def test_a_job_id_no_job_can_have_is_not_found(database_url: str) -> None:
+    app = create_app(DashboardSettings(database_url=database_url))
+    with TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False) as http:
+        for job_id in ("0", "99999999999999999999999", "42"):
+            page = http.get(f"/jobs/{job_id}")
+            assert page.status_code == 404 and "not found" in page.text, job_id

@@ -116,7 +116,7 @@ async def job_detail(request: Request) -> Response:
     job_id = request.path_params["job_id"]
     try:
         explanation = await d.client.explain(job_id)
-    except awa.JobNotFound:
+    except (awa.JobNotFound, awa.ValidationError):  # none, or none can have that id (0)
         return d.render(request, "error.html", {"message": f"job {job_id} not found"}, 404)
     context = {
         "active": "jobs",
