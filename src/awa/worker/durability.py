@@ -13,10 +13,14 @@ when the server's WAL flush position has passed the batch's commit (ADR 0017):
 * a crash can discard WAL inserted but not yet written, and new WAL then reuses those
   positions, so markers read before a crash mean nothing after it. Crash recovery always
   ends with a checkpoint: when the server's checkpoint has changed since a batch was
-  handed over, the batch is looked up instead: a lost outcome runs again and is reported
-  then; a stored one waits for the flush like a batch of the new epoch, with the insert
-  position of that poll as its marker (after a routine checkpoint it may have been
-  committed after the checkpoint's record, so it is not known durable yet). The
+  handed over *and the server restarted or reset after a crash* (``server_run`` in
+  ``wal_positions.sql``), the batch
+  is looked up instead: a lost outcome runs again and is reported then; a stored one
+  waits for the flush like a batch of the new epoch, with the insert position of that
+  poll as its marker (it may have been committed after the checkpoint's record, so it
+  is not known durable yet). A routine checkpoint loses nothing, and positions read
+  before it still hold: such a batch simply goes on waiting for the flush (looked up,
+  an outcome whose row moved on — to the DLQ, or claimed again — read as lost). The
   checkpoint is read once before the worker claims anything
   (:meth:`DurableOutcomes.prime`), so even the first batches know the epoch they were
   committed in: a crash before the first poll is told apart too;
@@ -52,6 +56,7 @@ class _Waiting:
     batch: Sequence[Finalization]
     epoch: int | None  # the server's checkpoint as known when the batch was handed over
     marker: int | None = None  # the WAL insert position read after its commit
+    started: object = None  # the server's run as known then (a restart or reset changes it)
 
 
 class DurableOutcomes(LoopService):
@@ -66,6 +71,7 @@ class DurableOutcomes(LoopService):
         self._waiting: list[_Waiting] = []
         self._wakeup = asyncio.Event()
         self._epoch: int | None = None
+        self._started: object = None  # the server's run (wal_positions.sql), as last read
         self.checks = 0
 
     @property
@@ -82,11 +88,11 @@ class DurableOutcomes(LoopService):
             cur = await conn.execute(sql.WAL_POSITIONS)
             row = await cur.fetchone()
         assert row is not None
-        self._epoch = int(row[2])
+        self._epoch, self._started = int(row[2]), row[3]
 
     def committed(self, batch: Sequence[Finalization]) -> None:
         """``batch`` was committed (asynchronously): report it once durable."""
-        self._waiting.append(_Waiting(batch, self._epoch))
+        self._waiting.append(_Waiting(batch, self._epoch, started=self._started))
         self._wakeup.set()
 
     def _on_stop(self) -> None:
@@ -121,12 +127,13 @@ class DurableOutcomes(LoopService):
             cur = await conn.execute(sql.WAL_POSITIONS)
             row = await cur.fetchone()
         assert row is not None
-        inserted, flushed, epoch = int(row[0]), int(row[1]), int(row[2])
+        inserted, flushed, epoch, started = int(row[0]), int(row[1]), int(row[2]), row[3]
         self.checks += 1
-        known, self._epoch = self._epoch, epoch
-        if known is not None and known != epoch:
+        known, was_started = self._epoch, self._started
+        self._epoch, self._started = epoch, started
+        if known is not None and known != epoch and was_started != started:
             logger.info(
-                "durable outcomes: the server made a checkpoint (or recovered from a crash); "
+                "durable outcomes: the server restarted or recovered from a crash; "
                 "looking up %d outcome(s) committed before", self.waiting,
                 extra={"event": "durability_epoch"},
             )  # fmt: skip
@@ -135,9 +142,10 @@ class DurableOutcomes(LoopService):
         keep: list[_Waiting] = []
         seen = list(self._waiting)
         for i, waiting in enumerate(seen):
-            if waiting.epoch is None:
-                # Only when never primed (a completer used on its own): assumed to be of
-                # this epoch, as nothing earlier is known.
+            if waiting.epoch is None or waiting.started == started:
+                # Never primed (a completer used on its own): assumed to be of this epoch,
+                # as nothing earlier is known. Or the server has not restarted since: a
+                # routine checkpoint, which loses nothing.
                 waiting.epoch = epoch
             if waiting.epoch != epoch:
                 unsure.append(waiting)  # committed before a checkpoint: maybe a crash
@@ -156,7 +164,7 @@ class DurableOutcomes(LoopService):
             if stored and inserted <= flushed:
                 durable.extend(stored)
             elif stored:
-                keep.append(_Waiting(stored, epoch, inserted))
+                keep.append(_Waiting(stored, epoch, inserted, started))
         self._waiting = keep + self._waiting[len(seen) :]  # plus those handed over meanwhile
         if durable:
             self._observer.outcomes_durable(durable)
