@@ -124,3 +124,23 @@ def test_a_hand_back_is_named_apart_from_a_snooze(caplog: pytest.LogCaptureFixtu
     JobLog().outcomes_applied([handed, snoozed])
     events = [r.event for r in caplog.records if hasattr(r, "event")]
     assert events[-2:] == ["job_handed_back", "job_snoozed"]
+
+
+def test_a_wait_for_a_callback_and_a_stop_from_outside_are_named_for_what_they_are(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="awa")
+    job = make_job()
+    log = JobLog()
+    parked = results.Finalization(job, awa.JobState.WAITING_EXTERNAL)
+    log.outcomes_applied([parked])
+    log.attempt_stopped(job, "cancelled")
+    log.job_finished(job, None, 0.1)
+    records = [r for r in caplog.records if hasattr(r, "event")]
+    assert [(r.event, r.levelno) for r in records] == [  # type: ignore[attr-defined]
+        ("job_waiting_external", logging.DEBUG),
+        ("job_stopped", logging.INFO),
+        ("job_finished", logging.DEBUG),
+    ]
+    assert "cancelled by an operator" in records[1].getMessage()
+    assert records[2].outcome == "stopped"  # type: ignore[attr-defined]

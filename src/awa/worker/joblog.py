@@ -3,11 +3,13 @@
 Every worker installs one. Each record carries structured fields in ``extra``
 (``event``, ``queue``, ``kind``, ``job_id``, ``run_lease``, ``attempt``, and where they
 apply ``state`` (the job's new state), ``outcome`` (completed, retried, failed, cancelled,
-snoozed, handed_back, as in the metrics) and ``reason``), which :func:`awa.log.configure` renders.
+snoozed, handed_back, waiting_external, as in the metrics, or ``stopped`` for a handler
+ended from outside) and ``reason``), which :func:`awa.log.configure` renders.
 
 Levels: a job starting or finishing is DEBUG (per job, so it is checked with
-``isEnabledFor`` before anything is formatted); a retry, a cancellation, a stale outcome
-and an override change are INFO; a job that failed for good is WARNING. Successful
+``isEnabledFor`` before anything is formatted); a retry, a cancellation (by its handler
+or, while it runs, by an operator), a lost lease, a stale outcome and an override change
+are INFO; a job that failed for good is WARNING. Successful
 completions add nothing above DEBUG.
 """
 
@@ -72,9 +74,20 @@ class JobLog(Observer):
                 extra=job_fields(job, "job_started", pickup_latency_s=pickup_latency_s),
             )  # fmt: skip
 
+    def attempt_stopped(self, job: Job[Any], reason: str) -> None:
+        # An operator's cancel and a lost lease end a running handler from outside: INFO,
+        # as a retry is. (A deadline is logged with its outcome; a shutdown by the worker.)
+        if reason in ("cancelled", "lease lost") and logger.isEnabledFor(logging.INFO):
+            what = "cancelled by an operator" if reason == "cancelled" else "lost its lease"
+            logger.info(
+                "job %s (%s on %s) %s while running: its handler was stopped",
+                job.id, job.kind, job.queue, what,
+                extra=job_fields(job, "job_stopped", reason=reason),
+            )  # fmt: skip
+
     def job_finished(self, job: Job[Any], outcome: Finalization | None, duration_s: float) -> None:
         if logger.isEnabledFor(logging.DEBUG):
-            name = outcome_name(outcome) if outcome is not None else "abandoned"
+            name = outcome_name(outcome) if outcome is not None else "stopped"
             logger.debug(
                 "job %s (%s on %s) finished in %.3fs: %s",
                 job.id, job.kind, job.queue, duration_s, name,
@@ -104,6 +117,13 @@ class JobLog(Observer):
                         f.job.id, f.job.kind, f.job.queue, _error_message(f),
                         extra=job_fields(f.job, "job_cancelled", state="cancelled",
                                          reason=_error_message(f)),
+                    )  # fmt: skip
+            elif f.state is JobState.WAITING_EXTERNAL:
+                if logger.isEnabledFor(logging.DEBUG):
+                    logger.debug(
+                        "job %s (%s on %s) waits for its callback", f.job.id, f.job.kind,
+                        f.job.queue, extra=job_fields(f.job, "job_waiting_external",
+                                                      state=f.state.value),
                     )  # fmt: skip
             elif logger.isEnabledFor(logging.DEBUG):
                 what = "handed back" if f.handed_back else "snoozed"
