@@ -402,6 +402,23 @@ class FleetPool:
     updated_at: datetime
     running: dict[str, int] = field(default_factory=dict)
 
+    def busy_shares(self) -> dict[str, int]:
+        """Each member's share while every member has waiting jobs, as the claims split
+        it (``awa.pool_room``): its minimum, then of the rest one slot each when there is
+        one for each, the remainder by weight, rounded down, the slots left over one each
+        to the largest remainders (ties by queue name)."""
+        members = self.queues
+        rest = max(self.total - sum(m.min_workers for m in members.values()), 0)
+        first = 1 if members and rest >= len(members) else 0
+        rest -= first * len(members)
+        weights = sum(m.weight for m in members.values())
+        exact = {q: rest * m.weight / weights for q, m in members.items()} if weights else {}
+        parts = {q: int(x) for q, x in exact.items()}
+        left = rest - sum(parts.values())
+        for q in sorted(exact, key=lambda q: (-(exact[q] - parts[q]), q))[:left]:
+            parts[q] += 1
+        return {q: m.min_workers + first + parts.get(q, 0) for q, m in members.items()}
+
 
 @dataclass(frozen=True, slots=True)
 class QueueFleet:

@@ -6,6 +6,7 @@ with no room is answered without queueing for the pool's lock.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -34,8 +35,11 @@ async def test_the_overflow_is_split_by_largest_remainder_and_sums_to_the_pool(
     members = {"a": awa.PoolMember(weight=3), "b": awa.PoolMember(), "c": awa.PoolMember(weight=2)}
     await client.set_fleet_pool(20, members)
     _asking(db, "a", "b", "c")
-    # Ideal 10, 3.33 and 6.67: rounding each part up (as before) gave 10 + 4 + 7 = 21.
-    assert {q: _room(db, q) for q in members} == {"a": 10, "b": 3, "c": 7}
+    # Ideal 10, 3.33 and 6.67: rounding each part up (as before) gave 10 + 4 + 7 = 21. One
+    # slot each first (0022), then 17 by weight: 8.5, 2.83, 5.67 → 8, 3, 6 (largest
+    # remainders), each within one slot of its ideal, the same as FleetPool.busy_shares.
+    assert {q: _room(db, q) for q in members} == {"a": 9, "b": 4, "c": 7}
+    assert awa.FleetPool(20, members, datetime.now(UTC)).busy_shares() == {"a": 9, "b": 4, "c": 7}
     # Equal remainders: the leftover slot goes by queue name, still summing to the pool.
     await client.set_fleet_pool(7, {"x": awa.PoolMember(), "y": awa.PoolMember()})
     _asking(db, "x", "y")
@@ -44,6 +48,22 @@ async def test_the_overflow_is_split_by_largest_remainder_and_sums_to_the_pool(
     await client.set_fleet_pool(7, {"x": awa.PoolMember(), "z": awa.PoolMember(weight=5)})
     assert _room(db, "x") == 7
     assert _room(db, "nobody") is None
+
+
+async def test_a_light_member_with_work_is_not_starved_by_a_heavy_one(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """A pool of 2, weights 1 and 4: by largest remainder alone the light member's 0.4 of
+    a slot came to nothing for as long as the heavy one had work. With a slot for each
+    member first, each gets one (session 24's review)."""
+    await client.set_fleet_pool(2, {"qa": awa.PoolMember(), "qb": awa.PoolMember(weight=4)})
+    _asking(db, "qa", "qb")
+    assert (_room(db, "qa"), _room(db, "qb")) == (1, 1)
+    # More members asking than slots to share: somebody must wait, as before.
+    await client.set_fleet_pool(2, {"x": awa.PoolMember(), "y": awa.PoolMember(),
+                                     "z": awa.PoolMember(weight=4)})  # fmt: skip
+    _asking(db, "x", "y", "z")
+    assert [_room(db, q) for q in ("x", "y", "z")] == [1, 0, 1]  # ties by queue name
 
 
 def _claim(db: psycopg.Connection[Any], queue: str, limit: int) -> list[int]:

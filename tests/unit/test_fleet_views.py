@@ -22,7 +22,9 @@ def _pool(total: int, **members: tuple[int, int]) -> awa.FleetPool:
     [
         (_pool(6, email=(1, 3), reports=(1, 1)), {"email": 4, "reports": 2}),
         (_pool(12, email=(4, 3), reports=(0, 1)), {"email": 10, "reports": 2}),
-        (_pool(10, a=(0, 1), b=(0, 1), c=(0, 1)), {"a": 4, "b": 4, "c": 4}),  # ceil, as 011
+        (_pool(10, a=(0, 1), b=(0, 1), c=(0, 1)), {"a": 4, "b": 3, "c": 3}),  # sums to 10
+        (_pool(2, qa=(0, 1), qb=(0, 4)), {"qa": 1, "qb": 1}),  # one each first: none starves
+        (_pool(20, a=(0, 3), b=(0, 1), c=(0, 2)), {"a": 9, "b": 4, "c": 7}),  # within one
         (_pool(3, a=(2, 1), b=(1, 5)), {"a": 2, "b": 1}),  # minimums take it all
     ],
 )

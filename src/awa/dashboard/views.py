@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -225,15 +224,10 @@ class PoolView:
 
 
 def busy_shares(pool: awa.FleetPool) -> dict[str, int]:
-    """Each member's share when every member has waiting jobs (design record 011 with the
-    fleet as the unit): its minimum plus ``ceil`` of its weight's part of the rest. A
-    member with nothing to do leaves its part to the others."""
-    overflow = pool.total - sum(m.min_workers for m in pool.queues.values())
-    weights = sum(m.weight for m in pool.queues.values())
-    return {
-        name: m.min_workers + math.ceil(max(overflow, 0) * m.weight / weights)
-        for name, m in pool.queues.items()
-    }
+    """Each member's share when every member has waiting jobs, as the claims split it
+    (:meth:`awa.FleetPool.busy_shares`). A member with nothing to do leaves its part to
+    the others."""
+    return pool.busy_shares()
 
 
 def pool_view(pool: awa.FleetPool, stats: list[awa.QueueStat]) -> PoolView:
