@@ -156,7 +156,7 @@ class Hooks(Observer):
         if isinstance(job_kind, type):
             kind = derive_kind(job_kind)
         elif job_kind is not None:
-            kind = validate.name("job_kind", job_kind)
+            kind = validate.text("job_kind", job_kind)
         is_async = inspect.iscoroutinefunction(callback) or inspect.iscoroutinefunction(
             getattr(callback, "__call__", None)  # noqa: B004 - async callable objects
         )

@@ -406,7 +406,7 @@ class FleetPool:
         """Each member's share while every member has waiting jobs, as the claims split
         it (``awa.pool_room``): its minimum, then of the rest one slot each when there is
         one for each, the remainder by weight, rounded down, the slots left over one each
-        to the largest remainders (ties by queue name)."""
+        to the largest remainders (ties by queue name, in code point order)."""
         members = self.queues
         rest = max(self.total - sum(m.min_workers for m in members.values()), 0)
         first = 1 if members and rest >= len(members) else 0

@@ -86,8 +86,10 @@ def text(field: str, value: Any, *, max_length: int = 200) -> str:
 
 
 def name(field: str, value: Any, *, max_length: int = 200) -> str:
-    """A name (a queue, a kind): :func:`text` that is not only whitespace. Spaces at its
-    ends are kept, as given: they are part of the name."""
+    """A name given to something new (a job's queue and kind, a task, a schedule, a
+    queue's settings): :func:`text` that is not only whitespace. Spaces at its ends are
+    kept, as given: they are part of the name. Lookups and clean-ups take :func:`text`,
+    so what an earlier version let in can still be found and removed."""
     checked = text(field, value, max_length=max_length)
     if not checked.strip():
         raise ValidationError(field, f"must not be blank, got {checked!r}")

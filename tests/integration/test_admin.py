@@ -118,3 +118,18 @@ async def test_sync_client_shares_the_behaviour(sync_client: awa.Client) -> None
     assert len(sync_client.list_jobs()) == 4
     with pytest.raises(awa.ValidationError):
         sync_client.insert({"x": 1}, kind="k", priority=0)
+
+
+async def test_a_blank_queue_an_older_version_let_in_can_be_found_and_cleared(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """New blank names are refused; one already stored can still be looked at, paused,
+    drained and moved from (only names given to something new are checked)."""
+    db.execute("INSERT INTO awa.jobs (kind, queue) VALUES ('k', '   ')")
+    assert [j.queue for j in await client.list_jobs(queue="   ")] == ["   "]
+    assert await client.queue_runtime_overrides("   ") is None
+    await client.pause_queue("   ")
+    await client.resume_queue("   ")
+    assert await client.drain_queue("   ") == 1
+    with pytest.raises(awa.ValidationError, match="blank"):
+        await client.insert({}, kind="k", queue="   ")

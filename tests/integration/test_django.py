@@ -235,3 +235,15 @@ def test_awa_worker_rejects_a_bad_flag_like_awa_worker(django_db: str) -> None:
     _, stderr = worker.communicate(timeout=60)
     assert worker.returncode == 2
     assert "argument --queue" in stderr.strip().splitlines()[-1]
+
+
+def test_awa_worker_in_weighted_mode_lets_the_configured_queues_share_the_pool(
+    django_db: str,
+) -> None:
+    from awa.cli.main import build_parser
+    from awa.contrib.django.management.commands.awa_worker import awa_argv
+
+    hard = build_parser().parse_args(awa_argv([]))
+    assert [q.config() for q in hard.queues] == [{"name": "email", "max_workers": 4}]
+    weighted = build_parser().parse_args(awa_argv(["--global-max-workers", "8"]))
+    assert [q.config() for q in weighted.queues] == [{"name": "email"}]

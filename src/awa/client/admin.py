@@ -81,8 +81,8 @@ async def list_jobs(
     """Newest first, filtered by state, kind and queue; ``limit`` up to 10 000."""
     params = {
         "state": _state(state),
-        "kind": None if kind is None else validate.name("kind", kind),
-        "queue": None if queue is None else validate.name("queue", queue),
+        "kind": None if kind is None else validate.text("kind", kind),
+        "queue": None if queue is None else validate.text("queue", queue),
         "limit": validate.integer("limit", limit, low=1, high=MAX_LIST_LIMIT),
     }
     return await _many_jobs(conn, sql.JOB_LIST, params)
@@ -123,7 +123,7 @@ async def cancel_by_unique_key(
         kind = derive_kind(type(args))
     opts = UniqueOpts.parse(unique_opts or {})
     key = opts.key(
-        validate.name("kind", kind), validate.name("queue", queue), encode_json(args_to_dict(args))
+        validate.text("kind", kind), validate.text("queue", queue), encode_json(args_to_dict(args))
     )
     return await _one_job(conn, sql.JOB_CANCEL_BY_UNIQUE_KEY, {"unique_key": key})
 
@@ -135,8 +135,8 @@ async def retry_failed(
     if kind is None and queue is None:
         raise ValidationError("kind", "retry_failed needs kind= or queue= (or both)")
     params = {
-        "kind": None if kind is None else validate.name("kind", kind),
-        "queue": None if queue is None else validate.name("queue", queue),
+        "kind": None if kind is None else validate.text("kind", kind),
+        "queue": None if queue is None else validate.text("queue", queue),
     }
     return await _many_jobs(conn, sql.JOB_RETRY_FAILED, params)
 
@@ -144,7 +144,7 @@ async def retry_failed(
 async def discard_failed(conn: AsyncConnection[Any], kind: str) -> int:
     """Delete the failed jobs of one kind; returns how many."""
     with mapped():
-        cur = await conn.execute(sql.JOB_DISCARD_FAILED, {"kind": validate.name("kind", kind)})
+        cur = await conn.execute(sql.JOB_DISCARD_FAILED, {"kind": validate.text("kind", kind)})
     return cur.rowcount
 
 
@@ -154,20 +154,20 @@ async def pause_queue(conn: AsyncConnection[Any], queue: str, paused_by: str | N
         paused_by = validate.text("paused_by", paused_by)
     with mapped():
         await conn.execute(
-            sql.QUEUE_META_PAUSE, {"queue": validate.name("queue", queue), "paused_by": paused_by}
+            sql.QUEUE_META_PAUSE, {"queue": validate.text("queue", queue), "paused_by": paused_by}
         )
 
 
 async def resume_queue(conn: AsyncConnection[Any], queue: str) -> None:
     """Let workers claim jobs of ``queue`` again."""
     with mapped():
-        await conn.execute(sql.QUEUE_META_RESUME, {"queue": validate.name("queue", queue)})
+        await conn.execute(sql.QUEUE_META_RESUME, {"queue": validate.text("queue", queue)})
 
 
 async def drain_queue(conn: AsyncConnection[Any], queue: str) -> int:
     """Cancel every waiting job of ``queue`` (running jobs finish); returns how many."""
     with mapped():
-        cur = await conn.execute(sql.QUEUE_DRAIN, {"queue": validate.name("queue", queue)})
+        cur = await conn.execute(sql.QUEUE_DRAIN, {"queue": validate.text("queue", queue)})
     return cur.rowcount
 
 
@@ -201,7 +201,7 @@ async def queue_runtime_overrides(
     """The stored overrides of ``queue`` (None when the queue has no control row)."""
     with mapped():
         cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(sql.QUEUE_META_GET, {"queue": validate.name("queue", queue)})
+        await cur.execute(sql.QUEUE_META_GET, {"queue": validate.text("queue", queue)})
         return runtime_overrides(await cur.fetchone())
 
 

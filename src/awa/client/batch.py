@@ -158,8 +158,8 @@ def selection(
     """
     checked = _check_op(op)
     params: dict[str, Any] = {
-        "kind": None if kind is None else validate.name("kind", kind),
-        "queue": None if queue is None else validate.name("queue", queue),
+        "kind": None if kind is None else validate.text("kind", kind),
+        "queue": None if queue is None else validate.text("queue", queue),
         "ids": _ids(ids),
         "states": _states(state),
         "to_queue": checked.queue if isinstance(checked, MoveQueue) else None,

@@ -8,6 +8,7 @@ from typing import Any, LiteralString
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
+from awa import validate
 from awa.client.insert import InsertSpec
 from awa.cronexpr import CronExpression
 from awa.db import sql
@@ -53,7 +54,7 @@ async def list_schedules(conn: AsyncConnection[Any]) -> list[CronSchedule]:
 
 
 async def _one(conn: AsyncConnection[Any], query: LiteralString, name: str) -> dict[str, Any]:
-    rows = await _rows(conn, query, {"name": check_name(name)})
+    rows = await _rows(conn, query, {"name": validate.text("name", name)})
     if not rows:
         raise ScheduleNotFound(name)
     return rows[0]
@@ -78,7 +79,7 @@ async def trigger(conn: AsyncConnection[Any], name: str) -> Job[Any]:
     """Enqueue one job of ``name`` now; its timetable is unchanged."""
     with mapped():
         cur = conn.cursor(row_factory=job_rows)
-        await cur.execute(sql.CRON_SCHEDULE_TRIGGER, {"name": check_name(name)})
+        await cur.execute(sql.CRON_SCHEDULE_TRIGGER, {"name": validate.text("name", name)})
         job = await cur.fetchone()
     if job is None:
         raise ScheduleNotFound(name)

@@ -96,8 +96,8 @@ def filters(
     """Validated filter parameters; a bulk action with no filter needs ``allow_all``."""
     params = {
         "ids": None if ids is None else validate.row_ids("ids", ids),
-        "kind": None if kind is None else validate.name("kind", kind),
-        "queue": None if queue is None else validate.name("queue", queue),
+        "kind": None if kind is None else validate.text("kind", kind),
+        "queue": None if queue is None else validate.text("queue", queue),
         "older_than_ms": _older_than_ms(older_than),
     }
     if allow_all is False and all(v is None for v in params.values()):
@@ -178,7 +178,7 @@ async def get(conn: AsyncConnection[Any], job_id: int) -> DeadLetter:
 
 async def depth(conn: AsyncConnection[Any], queue: str | None = None) -> dict[str, int]:
     """Dead-lettered jobs per queue (queues with none are absent)."""
-    params = {"queue": None if queue is None else validate.name("queue", queue)}
+    params = {"queue": None if queue is None else validate.text("queue", queue)}
     with mapped():
         cur = await conn.execute(sql.DLQ_DEPTH, params)
         return {name: int(count) for name, count in await cur.fetchall()}

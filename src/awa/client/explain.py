@@ -56,7 +56,7 @@ async def explain(conn: AsyncConnection[Any], job_id: int) -> Explanation:
 async def oldest_available(conn: AsyncConnection[Any], queue: str) -> int | None:
     """The id of ``queue``'s available job that has waited longest, if any."""
     with mapped():
-        params = {"queue": validate.name("queue", queue), "max_keys": MAX_PARTITIONS_SCANNED}
+        params = {"queue": validate.text("queue", queue), "max_keys": MAX_PARTITIONS_SCANNED}
         cur = await conn.execute(sql.JOB_OLDEST_AVAILABLE, params)
         row = await cur.fetchone()
     return None if row is None else int(row[0])

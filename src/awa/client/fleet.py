@@ -85,7 +85,7 @@ async def set_queue_limits(
 
 async def clear_queue_limits(conn: AsyncConnection[Any], queue: str) -> QueueLimits | None:
     """Remove the queue's limits; returns what was stored (None: nothing was)."""
-    queue = validate.name("queue", queue)
+    queue = validate.text("queue", queue)
     with mapped():
         async with conn.transaction():
             await conn.execute(sql.QUEUE_LOCK, {"queue": queue})
@@ -99,7 +99,7 @@ async def queue_limits(conn: AsyncConnection[Any], queue: str) -> QueueLimits | 
     """The stored limits of ``queue`` (None: unlimited)."""
     with mapped():
         cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(sql.QUEUE_LIMITS_GET, {"queue": validate.name("queue", queue)})
+        await cur.execute(sql.QUEUE_LIMITS_GET, {"queue": validate.text("queue", queue)})
         row = await cur.fetchone()
     return None if row is None else _limits(row)
 
@@ -109,7 +109,7 @@ async def queue_limits_status(
 ) -> list[QueueLimitsStatus]:
     """Every limited queue (or just ``queue``) with the fleet's running count now."""
     if queue is not None:
-        validate.name("queue", queue)
+        validate.text("queue", queue)
     with mapped():
         cur = conn.cursor(row_factory=dict_row)
         await cur.execute(sql.QUEUE_LIMITS_STATUS, {"queue": queue, "top": TOP_PARTITIONS})

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from awa.db import forking
 from awa.errors import BlockingCallOnLoop, ClientClosed
 
 R = TypeVar("R")
@@ -31,6 +32,13 @@ class Portal:
         self._closed = False
         self._calls: set[asyncio.Task[Any]] = set()  # in flight (not a worker's own tasks)
         self._start()
+        forking.reset_in_child(self)
+
+    def _forget_parent(self) -> None:
+        """In a forked child: the loop thread, its calls and whoever held the lock stayed
+        in the parent. The next call starts a loop of this process's own."""
+        self._lock = threading.Lock()
+        self._calls = set()
 
     def _start(self) -> None:
         self._pid = os.getpid()

@@ -17,6 +17,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, over
 from awa.client.async_client import AsyncClient
 from awa.client.portal import Portal
 from awa.client.transaction import Transaction
+from awa.db import forking
 from awa.errors import ClientClosed
 from awa.periodic import PeriodicJob
 from awa.types import RuntimeSnapshot
@@ -86,6 +87,7 @@ class Client:
         )
         self._portal = Portal()
         self._transactions: set[Any] = set()  # open, each between two calls of its thread
+        forking.reset_in_child(self)
         self.registry = self._core.registry
         self.database_url = self._core.database_url
 
@@ -172,17 +174,32 @@ class Client:
     def transaction(self) -> Iterator[SyncTransaction]:
         """A transaction for the application's SQL and job inserts; commits on success."""
         manager = self._core.transaction()
-        tx = self._portal.call(manager.__aenter__())
-        self._transactions.add(manager)
+        tx = self._portal.call(self._enter(manager))
         try:
             yield SyncTransaction(tx, self._portal)
         except BaseException as exc:
-            if not self._portal.call(manager.__aexit__(type(exc), exc, exc.__traceback__)):
+            if not self._portal.call(self._exit(manager, exc)):
                 raise
         else:
-            self._portal.call(manager.__aexit__(None, None, None))
+            self._portal.call(self._exit(manager, None))
+
+    # On the loop, as close() is: a transaction is known to it from the moment it opens.
+    async def _enter(self, manager: Any) -> Transaction:
+        tx: Transaction = await manager.__aenter__()
+        self._transactions.add(manager)
+        return tx
+
+    async def _exit(self, manager: Any, exc: BaseException | None) -> bool | None:
+        try:
+            if exc is None:
+                return bool(await manager.__aexit__(None, None, None))
+            return bool(await manager.__aexit__(type(exc), exc, exc.__traceback__))
         finally:
             self._transactions.discard(manager)
+
+    def _forget_parent(self) -> None:
+        """In a forked child: the parent's open transactions are not this process's."""
+        self._transactions = set()
 
     def close(self) -> None:
         """Refuse new calls and cancel those in flight (they raise ClientClosed), roll back

@@ -84,8 +84,12 @@ class Seater(LoopService):
         self._tasks: set[asyncio.Task[None]] = set()
         self.seats: dict[int, Seat] = {}
         # Seats forgotten by a resync while their notice may still be on its way: a
-        # notice naming one is still ours (monotonic time of the resync).
-        self._forgotten: dict[int, float] = {}
+        # notice naming one is still ours (its queue, and the monotonic time of the resync).
+        self._forgotten: dict[int, tuple[str, float]] = {}
+        # A park is under way: its seats can be taken (and their notices read) before
+        # its statement's answer names them here. Unknown seats' notices wait for it.
+        self._parking = 0
+        self._early: list[str] = []
         self._dirty: set[str] = set(dispatchers)
         self._stale: set[str] = set()  # queues whose seats must come back first
         self._changed = asyncio.Event()
@@ -139,8 +143,12 @@ class Seater(LoopService):
             logger.warning("handoff: ignoring a malformed notice (%s)", exc)
             return
         seat = self.seats.pop(seat_id, None)
-        ours = seat.queue == job.queue if seat is not None and job is not None else True
-        if (seat is None and self._forgotten.pop(seat_id, None) is None) or not ours:
+        if seat is None and seat_id not in self._forgotten and self._parking:
+            self._early.append(payload)  # maybe a seat of the park under way: after it
+            return
+        forgotten = self._forgotten.pop(seat_id, None)
+        queue = seat.queue if seat is not None else forgotten[0] if forgotten else None
+        if queue is None or (job is not None and job.queue != queue):
             # Not a seat this worker parked (or not for that queue): anyone who may
             # NOTIFY could have sent it. Running it, or giving its job back, would act
             # on a job nobody handed us.
@@ -273,6 +281,7 @@ class Seater(LoopService):
             "deadline_ms": deadlines,
             "listener_pid": self._listener_pid(),
         }
+        self._parking += 1
         try:
             async with self._pool.connection() as conn:
                 cur = await conn.execute(sql.SEATS_PARK, params)
@@ -281,9 +290,16 @@ class Seater(LoopService):
             for queue, _, grant in wanted:
                 self._dispatchers[queue].permits.release(grant, wake_self=False)
             raise
-        deadline_of = {queue: ms for queue, ms, _ in wanted}
-        for seat_id, queue in rows:
-            self.seats[seat_id] = Seat(queue, Grant(local=1), deadline_of[queue])
+        else:
+            deadline_of = {queue: ms for queue, ms, _ in wanted}
+            for seat_id, queue in rows:
+                self.seats[seat_id] = Seat(queue, Grant(local=1), deadline_of[queue])
+        finally:
+            self._parking -= 1
+            if not self._parking:
+                early, self._early = self._early, []
+                for payload in early:  # now known, or refused
+                    self.on_notice(payload)
 
     async def _release(self, seat_ids: list[int]) -> None:
         async with self._pool.connection() as conn:
@@ -308,9 +324,10 @@ class Seater(LoopService):
         now = time.monotonic()
         for seat_id in known:
             if seat_id not in pending and seat_id in self.seats:
-                self._give_permit_back(self.seats.pop(seat_id))
-                self._forgotten[seat_id] = now
-        for seat_id, at in list(self._forgotten.items()):  # no notice comes this late
+                seat = self.seats.pop(seat_id)
+                self._give_permit_back(seat)
+                self._forgotten[seat_id] = (seat.queue, now)
+        for seat_id, (_, at) in list(self._forgotten.items()):  # no notice comes this late
             if now - at > 2 * SEAT_TTL_MS / 1000:
                 del self._forgotten[seat_id]
 

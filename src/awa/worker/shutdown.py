@@ -83,7 +83,10 @@ async def _fence(worker: Worker) -> None:
         return
     for attempt in unfinished:
         attempt.request_cancel("shutdown")
-    await progress.write_many(worker.pool, unfinished)
+    try:  # best effort: the fence below matters more than the checkpoints
+        await progress.write_many(worker.pool, unfinished)
+    except Exception as exc:
+        logger.warning("shutdown: could not write the progress of unfinished handlers: %s", exc)
     params = {
         "ids": [a.key[0] for a in unfinished],
         "run_leases": [a.key[1] for a in unfinished],

@@ -73,7 +73,7 @@ BEGIN
     -- One slot for each asking member first, when the overflow has one for each (no
     -- member with waiting jobs is starved by heavier ones, as design record 011 has it);
     -- the rest split by weight, rounded down, the slots left over going one each to the
-    -- largest remainders (ties by queue name).
+    -- largest remainders (ties by queue name, byte order: as FleetPool.busy_shares has it).
     v_first := CASE WHEN v_overflow >= cardinality(v_queues) THEN 1 ELSE 0 END;
     v_rest := v_overflow - v_first * cardinality(v_queues);
     WITH parts AS (
@@ -81,7 +81,7 @@ BEGIN
         FROM unnest(v_queues, v_weights) AS w(q, weight),
             LATERAL (SELECT w.q, v_rest::numeric * w.weight / v_asking_weight AS exact) AS a
     ), ranked AS (
-        SELECT p.q, p.part, row_number() OVER (ORDER BY p.rest DESC, p.q) AS place
+        SELECT p.q, p.part, row_number() OVER (ORDER BY p.rest DESC, p.q COLLATE "C") AS place
         FROM parts AS p
     )
     SELECT v_first + r.part + (r.place <= v_rest - (SELECT sum(p.part) FROM parts AS p))::integer

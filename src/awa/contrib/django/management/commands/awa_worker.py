@@ -22,8 +22,11 @@ def awa_argv(argv: Sequence[str]) -> list[str]:
 
     extra: list[str] = []
     if not any(arg == "--queue" or arg.startswith("--queue=") for arg in argv):
+        # AWA["QUEUES"] gives each queue's max_workers, which weighted mode does not use:
+        # there each queue joins the shared pool with the defaults (min 0, weight 1).
+        weighted = any(a.partition("=")[0] == "--global-max-workers" for a in argv)
         for name, workers in conf.current().queues.items():
-            extra += ["--queue", f"{name}={workers}"]
+            extra += ["--queue", name if weighted else f"{name}={workers}"]
     return ["worker", TARGET, *argv, *extra]
 
 
