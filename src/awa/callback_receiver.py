@@ -38,7 +38,13 @@ from typing import Any
 from awa import validate
 from awa.client.async_client import AsyncClient
 from awa.client.callbacks import callback_uuid
-from awa.errors import AwaError, CallbackNotFound, InvalidSignature, ValidationError
+from awa.errors import (
+    AwaError,
+    CallbackNotFound,
+    InvalidSignature,
+    SerializationError,
+    ValidationError,
+)
 from awa.types import Job
 
 SIGNATURE_HEADER = "Awa-Signature"
@@ -200,8 +206,8 @@ class CallbackReceiver:
             job = await self._apply(callback_id, action, _json_body(body))
         except CallbackNotFound as exc:
             return 404, {"error": str(exc)}
-        except (ValidationError, ValueError) as exc:
-            return 400, {"error": str(exc)}
+        except (ValidationError, SerializationError, ValueError) as exc:
+            return 400, {"error": str(exc)}  # the sender's value: sending it again fails
         except AwaError as exc:
             return 503, {"error": str(exc)}
         return 200, {"job_id": job.id, "state": job.state.value, "action": action}
@@ -247,8 +253,8 @@ def _json_body(body: bytes) -> Any:
         return None
     try:
         return json.loads(body)
-    except ValueError:
-        raise ValidationError("body", "must be JSON") from None
+    except (ValueError, RecursionError):  # RecursionError: nested past what json.loads can
+        raise ValidationError("body", "must be JSON (at most 1 000 levels deep)") from None
 
 
 async def _read_body(receive: Receive, limit: int) -> bytes | None:

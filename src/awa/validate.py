@@ -34,6 +34,15 @@ def integer(
     return value
 
 
+def seconds(field: str, value: Any) -> float:
+    """A duration in seconds: a number > 0 of at most 100 years (PostgreSQL takes it as
+    milliseconds)."""
+    duration = number(field, value, above=0)
+    if duration * 1000 > MAX_DURATION_MS:
+        raise ValidationError(field, f"must be at most {MAX_DURATION_MS // 1000}, got {value!r}")
+    return duration
+
+
 def row_id(field: str, value: Any) -> int:
     """A job's (or an operation's) id: a PostgreSQL bigint >= 1."""
     return integer(field, value, low=1, high=BIGINT_MAX)

@@ -153,6 +153,29 @@ async def test_signed_requests_resolve_callbacks(client: awa.AsyncClient) -> Non
         await client.shutdown()
 
 
+async def test_a_bad_value_signed_correctly_is_a_400_not_a_server_error(
+    client: awa.AsyncClient,
+) -> None:
+    """The sender's own value at fault: 400 (sending it again cannot help), never a 500
+    or a 503 (which tells the sender to retry)."""
+    http = Http(callback_app(client, SECRET))
+    try:
+        [(job_id, token)] = await _parked(client, 1)
+        bad = [
+            ("complete", b"[" * 50_000 + b"]" * 50_000),  # nested past json.loads
+            ("complete", b'{"x": NaN}'),  # JSON Python reads, but not a JSON value to store
+            ("heartbeat", b'{"timeout_seconds": 1e20}'),  # past a bigint of milliseconds
+            ("heartbeat", b'{"timeout_seconds": 1e12}'),  # past PostgreSQL's timestamps
+        ]
+        for action, body in bad:
+            headers = {"Awa-Signature": sign(SECRET, token, body, action=action)}
+            status, answer = await http.post(f"/{token}/{action}", body, headers)
+            assert status == 400, (action, body[:30], answer)
+        assert (await client.get_job(job_id)).state is awa.JobState.WAITING_EXTERNAL
+    finally:
+        await client.shutdown()
+
+
 async def test_unsigned_or_bad_requests_change_nothing(client: awa.AsyncClient) -> None:
     http = Http(callback_app(client, SECRET, max_body_bytes=64))
     try:

@@ -129,6 +129,55 @@ async def test_callback_arriving_before_the_handler_returns(client: awa.AsyncCli
     assert resolved.is_set() and done.metadata["callback_payload"] == "early"
 
 
+async def test_a_resume_arriving_before_the_handler_parks_runs_the_job_again(
+    client: awa.AsyncClient,
+) -> None:
+    """``resume_external`` reaches the running job (it stays running, the payload is
+    stored, the id is spent); then its handler returns WaitForCallback. Nothing could
+    answer the parked job any more, and it had no timeout left: the leader releases it,
+    and it runs again with the payload."""
+    runs: list[Any] = []
+
+    @client.task(None, kind="early", queue="q")
+    async def early(job: awa.Job[Any]) -> awa.WaitForCallback | None:
+        runs.append(job.metadata.get("callback_payload"))
+        if len(runs) > 1:
+            return None
+        token = await job.register_callback(timeout_seconds=60)
+        resumed = await client.resume_external(token, {"early": True})
+        assert resumed.state is awa.JobState.RUNNING
+        return awa.WaitForCallback(token)
+
+    job = await client.insert({}, kind="early", queue="q")
+    await client.start([("q", 1)], **SLOW_RESCUE)
+    try:
+        await _state(client, job.id, awa.JobState.COMPLETED)
+    finally:
+        await client.shutdown()
+    assert runs == [None, {"early": True}]
+
+
+async def test_a_callback_past_its_timeout_is_not_found_before_the_leader_acts(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    tokens: dict[int, str] = {}
+    _register(client, tokens)
+    job = await client.insert({}, kind="external", queue="q")
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+        await _state(client, job.id, awa.JobState.WAITING_EXTERNAL)
+    finally:
+        await client.shutdown()  # no leader from here on: only the deadline decides
+    db.execute("UPDATE awa.jobs SET callback_timeout_at = now() - interval '1 second'")
+    token = tokens[job.id]
+    for answer in (client.complete_external(token), client.fail_external(token, "late"),
+                   client.retry_external(token), client.resume_external(token),
+                   client.heartbeat_callback(token)):  # fmt: skip
+        with pytest.raises(awa.CallbackNotFound):
+            await answer
+    assert (await client.get_job(job.id)).state is awa.JobState.WAITING_EXTERNAL
+
+
 async def _stale(client: awa.AsyncClient) -> bool:
     return bool(client._worker.completer.stale >= 1)  # the late WaitForCallback was fenced
 

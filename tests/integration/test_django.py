@@ -73,6 +73,20 @@ def test_migrate_applies_awa_schema(django_db: str) -> None:
     assert recorded == [("0001_awa_schema",)]
 
 
+def test_every_migrate_applies_the_awa_migrations_a_newer_awa_brings(django_db: str) -> None:
+    """As if awa was upgraded after the project's first migrate: its newest migration not
+    applied yet. (Django sends post_migrate only to apps with a models module.)"""
+    from django.core.management import call_command
+
+    latest = migrations.latest_version()
+    with psycopg.connect(django_db, autocommit=True) as conn:
+        conn.execute("DELETE FROM awa.schema_version WHERE version = %s", (latest,))
+    call_command("migrate", verbosity=0)  # Django has nothing to do; awa has one
+    with psycopg.connect(django_db, autocommit=True) as conn:
+        version = conn.execute("SELECT max(version) FROM awa.schema_version").fetchone()
+    assert version == (latest,)
+
+
 def test_enqueue_commits_and_rolls_back_with_the_atomic_block(django_db: str) -> None:
     from django.db import transaction
 
@@ -151,6 +165,9 @@ def test_bad_settings_name_their_key() -> None:
         conf.parse({"QUEUS": {"email": 1}})
     with pytest.raises(awa.ValidationError, match=r"AWA\['QUEUES'\]\['email'\]"):
         conf.parse({"QUEUES": {"email": "ten"}})
+    for name in ("a=b", "a:b", "-x"):  # awa_worker could not pass them on as --queue
+        with pytest.raises(awa.ValidationError, match=r"AWA\['QUEUES'\]"):
+            conf.parse({"QUEUES": {name: 2}})
     assert conf.parse({"QUEUES": {"email": 3}}).queues == {"email": 3}
     with pytest.raises(awa.ValidationError, match=r"AWA\['LISTEN_URL'\]"):
         conf.parse({"LISTEN_URL": ""})
@@ -245,5 +262,8 @@ def test_awa_worker_in_weighted_mode_lets_the_configured_queues_share_the_pool(
 
     hard = build_parser().parse_args(awa_argv([]))
     assert [q.config() for q in hard.queues] == [{"name": "email", "max_workers": 4}]
-    weighted = build_parser().parse_args(awa_argv(["--global-max-workers", "8"]))
-    assert [q.config() for q in weighted.queues] == [{"name": "email"}]
+    for flag in ("--global-max-workers", "--globa"):  # abbreviated, as argparse allows
+        weighted = build_parser().parse_args(awa_argv([flag, "8"]))
+        assert [q.config() for q in weighted.queues] == [{"name": "email"}]
+    given = build_parser().parse_args(awa_argv(["--que", "other=2"]))
+    assert [q.config() for q in given.queues] == [{"name": "other", "max_workers": 2}]

@@ -75,7 +75,7 @@ async def heartbeat(
     conn: AsyncConnection[Any], callback_id: Any, timeout_seconds: float
 ) -> Job[Any]:
     """Push the callback's timeout to ``timeout_seconds`` from now."""
-    timeout = validate.number("timeout_seconds", timeout_seconds, above=0)
+    timeout = validate.seconds("timeout_seconds", timeout_seconds)
     return await _resolve(
         conn, sql.JOB_HEARTBEAT_CALLBACK, callback_id, timeout_ms=int(timeout * 1000)
     )

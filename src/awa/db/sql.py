@@ -123,6 +123,7 @@ JOB_CALLBACK_STATE = load("job_callback_state")
 JOB_CALLBACK_RESUMED = load("job_callback_resumed")
 JOB_HEARTBEAT_CALLBACK = load("job_heartbeat_callback")
 JOB_RESCUE_CALLBACK_TIMEOUT = load("job_rescue_callback_timeout")
+JOB_RELEASE_ANSWERED_PARKED = load("job_release_answered_parked")
 
 # Dead letter queue
 QUEUE_META_SET_DLQ = load("queue_meta_set_dlq")

@@ -73,7 +73,7 @@ class AttemptServices:
 
     async def register_callback(self, attempt: Attempt, timeout_seconds: float) -> str:
         """Store a fresh callback id and timeout on ``attempt``'s row; returns the id."""
-        timeout = validate.number("timeout_seconds", timeout_seconds, above=0)
+        timeout = validate.seconds("timeout_seconds", timeout_seconds)
         callback_id = str(uuid.uuid4())
         job_id, lease, attempted_at = attempt.key
         params = {

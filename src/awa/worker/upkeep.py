@@ -118,6 +118,7 @@ class Upkeep:
         rows = await callbacks.rescue_callback_timeouts(self.pool, self._epoch())
         if rows and self._on_rescued is not None:
             self._on_rescued("callback_timeout", rows)
+        await callbacks.release_answered_parked(self.pool, self._epoch())
 
     async def _batches(self) -> None:
         await batch.run_stalled(self.pool, stale_ms=BATCH_STALE_MS)

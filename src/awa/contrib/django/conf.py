@@ -65,10 +65,20 @@ def _queues(value: Any) -> dict[str, int]:
             _key("QUEUES"), f"must be a dict of queue name → max_workers, got {value!r}"
         )
     return {
-        validate.name(_key("QUEUES"), name): validate.integer(f"{_key('QUEUES')}[{name!r}]", n,
-                                                               low=1)
+        _queue_name(name): validate.integer(f"{_key('QUEUES')}[{name!r}]", n, low=1)
         for name, n in value.items()
-    }  # fmt: skip
+    }
+
+
+def _queue_name(value: Any) -> str:
+    """A queue name ``manage.py awa_worker`` can pass on as ``--queue NAME=N``."""
+    name = validate.name(_key("QUEUES"), value)
+    if "=" in name or ":" in name or name.startswith("-"):
+        raise ValidationError(
+            _key("QUEUES"), f"a queue name with '=' or ':', or starting with '-', cannot be "
+            f"given to awa_worker's --queue, got {name!r}"
+        )  # fmt: skip
+    return name
 
 
 def parse(raw: Any) -> AwaSettings:

@@ -10,4 +10,5 @@ SET state = 'completed', finalized_at = now(), heartbeat_at = NULL, progress = N
         ELSE metadata || jsonb_build_object('callback_payload', %(payload)s::jsonb) END
 WHERE callback_id = %(callback_id)s::uuid AND (state = 'waiting_external'
     OR (state = 'running' AND callback_lease = run_lease))
+  AND (callback_timeout_at IS NULL OR callback_timeout_at > now())  -- not timed out
 RETURNING *

@@ -7,4 +7,5 @@ SET state = 'failed', finalized_at = now(), heartbeat_at = NULL,
         'error', %(error)s::text, 'attempt', attempt, 'at', now(), 'type', 'ExternalFailure')))
 WHERE callback_id = %(callback_id)s::uuid AND (state = 'waiting_external'
     OR (state = 'running' AND callback_lease = run_lease))
+  AND (callback_timeout_at IS NULL OR callback_timeout_at > now())  -- not timed out
 RETURNING *

@@ -19,6 +19,7 @@ WITH resumed AS (
             'callback_payload', coalesce(%(payload)s::jsonb, 'null'::jsonb))
     WHERE callback_id = %(callback_id)s::uuid AND (state = 'waiting_external'
     OR (state = 'running' AND callback_lease = run_lease))
+  AND (callback_timeout_at IS NULL OR callback_timeout_at > now())  -- not timed out
     RETURNING *
 )
 SELECT r.*,

@@ -9,6 +9,7 @@ WITH retried AS (
         max_attempts = greatest(max_attempts, least(attempt + 1, 1000))
     WHERE callback_id = %(callback_id)s::uuid AND (state = 'waiting_external'
     OR (state = 'running' AND callback_lease = run_lease))
+  AND (callback_timeout_at IS NULL OR callback_timeout_at > now())  -- not timed out
     RETURNING *
 )
 SELECT r.*, pg_notify('awa_available', r.queue) AS notified FROM retried AS r

@@ -18,16 +18,22 @@ TARGET = "awa.contrib.django.worker:client"
 
 def awa_argv(argv: Sequence[str]) -> list[str]:
     """The ``awa`` command line for ``manage.py awa_worker ARGV``."""
+    from awa.cli.main import build_parser
     from awa.contrib.django import conf
 
+    command = ["worker", TARGET, *argv]
+    try:  # read as awa worker reads it (abbreviated flags included)
+        given = build_parser().parse_args(command)
+    except SystemExit:  # a bad flag: awa worker says so itself
+        return command
     extra: list[str] = []
-    if not any(arg == "--queue" or arg.startswith("--queue=") for arg in argv):
+    if not given.queues:
         # AWA["QUEUES"] gives each queue's max_workers, which weighted mode does not use:
         # there each queue joins the shared pool with the defaults (min 0, weight 1).
-        weighted = any(a.partition("=")[0] == "--global-max-workers" for a in argv)
+        weighted = given.global_max_workers is not None
         for name, workers in conf.current().queues.items():
             extra += ["--queue", name if weighted else f"{name}={workers}"]
-    return ["worker", TARGET, *argv, *extra]
+    return [*command, *extra]
 
 
 # Django's own options, which manage.py has already applied before calling the command.
