@@ -471,3 +471,19 @@ def test_a_grown_minimum_waits_for_overflow_held_above_the_shrunk_pool() -> None
     assert permits["a"].try_acquire(5) == Grant()  # its minimum waits for b's jobs
     permits["b"].release(Grant(overflow=6))
     assert permits["a"].try_acquire(5) == Grant(local=5) and _held(permits) == 9
+
+
+def test_a_batch_its_minimum_covers_keeps_a_saturated_queue_contending() -> None:
+    """Global 10: a (min 2, weight 5) and b (min 1, weight 3) share an overflow of 7. With
+    claims of 2, a's minimum covers every other claim of its; before, each such claim
+    set a's overflow demand to 0, a dropped out of the contending weight, and b's share
+    grew to the whole pool while a still had a backlog."""
+    permits = build_permits([("a", 50, 2, 5), ("b", 50, 1, 3)], 10)
+    a, b = permits["a"], permits["b"]
+    first = a.try_acquire(2)
+    assert first == Grant(2, 0)  # its minimum
+    assert a.try_acquire(2).overflow == 2  # saturated: it asks the pool
+    a.release(first, wake_self=False)  # those two jobs ended; a asks again, covered
+    assert a.try_acquire(2) == Grant(2, 0)
+    assert a._pool is not None and a._pool.demand("a") == 2  # still contending
+    assert b.try_acquire(512).overflow == 3  # ceil(7 × 3/8): not the whole pool

@@ -144,3 +144,17 @@ def test_a_refused_minimum_leaves_the_other_queues_accepted_ones_in_force() -> N
     b.apply(rows["b"], minimums_refused=refused.get("b"))
     assert (a.min_workers, b.min_workers) == (5, 3) and "min_workers" in b.ignored
     assert "min_workers" not in a.ignored
+
+
+def test_a_refused_minimum_does_not_count_against_another_queues_new_one() -> None:
+    """Global 8; a and b 1, c 0. b is given 8 (Σ 10: refused); then c is given 2: Σ with
+    it is 1 + 1 + 2 = 4, so it applies, whatever b's refused 8 would have made."""
+    a = QueueControl(QueueConfig("a", min_workers=1), weighted=True)
+    b = QueueControl(QueueConfig("b", min_workers=1), weighted=True)
+    c = QueueControl(QueueConfig("c", min_workers=0), weighted=True)
+    rows = {q: {**_row(), "queue": q} for q in "abc"}
+    rows["b"] = {**_row(min_workers=8), "queue": "b"}
+    assert list(minimums_refusal([a, b, c], rows, 8)) == ["b"]
+    rows["c"] = {**_row(min_workers=2), "queue": "c"}
+    refused = minimums_refusal([a, b, c], rows, 8)
+    assert list(refused) == ["b"] and "would be 9" in refused["b"]  # b beside a and c as they are

@@ -213,9 +213,10 @@ def minimums_refusal(
     """Per queue, why its ``min_workers`` override in ``rows`` cannot apply now; queues
     absent from the result apply theirs. In weighted mode Σ min_workers must stay within
     ``global_max_workers``, the rule ``start()`` enforces (MinWorkersExceedGlobal). When
-    the overrides together would break it, the ones already in force stay and the new
-    ones are refused — a write to one queue never takes another queue's guarantee away —
-    unless even that breaks it, and then all are refused."""
+    the overrides together would break it, the ones already in force stay — a write to
+    one queue never takes another queue's guarantee away — unless even that breaks it
+    (then none stays), and each new one applies if it fits beside those, in queue-name
+    order; a refused one never counts against another."""
     if global_max_workers is None:
         return {}
     controls = list(controls)
@@ -231,14 +232,20 @@ def minimums_refusal(
     overridden = set(overrides)
     if total(overridden) <= global_max_workers:
         return {}
-    kept = {c.config.name for c in controls if overrides.get(c.config.name) == c.min_workers}
-    if total(kept) > global_max_workers:
-        kept = set()
-    reason = (
-        f"min_workers override ignored: with it Σ min_workers would be "
-        f"{total(overridden)}, over global_max_workers ({global_max_workers})"
-    )
-    return dict.fromkeys(sorted(overridden - kept), reason)
+    applied = {c.config.name for c in controls if overrides.get(c.config.name) == c.min_workers}
+    if total(applied) > global_max_workers:
+        applied = set()
+    refused: dict[str, str] = {}
+    for name in sorted(overridden - applied):
+        with_it = total(applied | {name})
+        if with_it <= global_max_workers:
+            applied.add(name)
+        else:
+            refused[name] = (
+                f"min_workers override ignored: with it Σ min_workers would be {with_it}, "
+                f"over global_max_workers ({global_max_workers})"
+            )
+    return refused
 
 
 def _min_override(rows: Mapping[str, dict[str, Any]], control: QueueControl) -> int | None:

@@ -367,7 +367,11 @@ class QueuePermits:
         """Reserve up to ``wanted`` permits without waiting: local first, then overflow.
 
         In weighted mode the part local permits cannot cover becomes this queue's
-        overflow demand (zero when they cover it all).
+        overflow demand. When they cover it all, the demand stands as it was: a batch
+        its minimum covers says nothing of the work behind it, and a saturated queue
+        that dropped out of the contending weight between two of its claims let the
+        others' shares take its part (design record 011: contending while demand > 0 or
+        held > 0). A claim that comes back short clears it (:meth:`clear_demand`).
         """
         wanted = max(wanted, 0)
         local = min(wanted, max(0, self.local_capacity - self._local_used))
@@ -377,7 +381,7 @@ class QueuePermits:
             self._pool.local_taken(local)
         self._local_used += local
         overflow = 0
-        if self._pool is not None:
+        if self._pool is not None and wanted > local:
             overflow = self._pool.try_acquire(self.queue, wanted - local)
         return Grant(local, overflow)
 
