@@ -15,7 +15,7 @@ passed: it is not a dependency of awa.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from typing import Any, Protocol
 
 import psycopg
@@ -135,6 +135,8 @@ def insert_job(
     else to ``default``. Returns the job, or an awaitable of it for an async connection
     or session. Bad options raise ValidationError before anything touches the connection.
     """
+    if client is not None and options.get("kind") is None and not isinstance(args, Mapping):
+        options["kind"] = client.registry.default_kind(type(args))
     if options.get("queue") is None:
         registered = (
             None

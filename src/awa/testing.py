@@ -214,7 +214,7 @@ def _one_task(
     if kind is None:
         if args_type is dict:
             raise ValidationError("kind", "is required when the args type is dict")
-        kind = derive_kind(args_type)
+        kind = core.registry.default_kind(args_type) or derive_kind(args_type)
     kind = validate.name("kind", kind)
     registered = core.registry.get(kind)
     if handler is None:

@@ -25,8 +25,13 @@ def test_a_bad_file_writes_nothing(awa_cli: Awa, sync_client: awa.Client, tmp_pa
     bad.write_text('{"ok": 1}\n{"oops": \n')
     not_object = tmp_path / "list.jsonl"
     not_object.write_text('{"ok": 1}\n[1, 2]\n')
+    nan = tmp_path / "nan.jsonl"
+    nan.write_text('{"ok": 1}\n{"a": NaN}\n')
+    huge = tmp_path / "huge.jsonl"
+    huge.write_text('{"a": 1e400}\n')
     for path, reason in ((bad, "line 2 is not JSON"), (not_object, "line 2 is not a JSON object"),
-                         (tmp_path / "missing.jsonl", "cannot read")):  # fmt: skip
+                         (tmp_path / "missing.jsonl", "cannot read"),
+                         (nan, "line 2 is not JSON"), (huge, "line 1 is not JSON")):  # fmt: skip
         result = awa_cli("job", "enqueue", "--kind", "k", "--file", str(path))
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 2 and len(lines) == 1, (path, result.stderr)
@@ -56,3 +61,17 @@ def test_an_ordering_key_puts_the_file_in_one_line(
         assert refused.returncode == 2 and len(lines) == 1, refused.stderr
         assert "--ordering-key" in lines[0]
     assert len(sync_client.list_jobs()) == 2
+
+
+def test_lines_end_at_newlines_only_and_the_kind_is_checked_for_an_empty_file(
+    awa_cli: Awa, sync_client: awa.Client, tmp_path: Path
+) -> None:
+    source = tmp_path / "separators.jsonl"
+    source.write_text('{"s": "a\u2028b"}\n{"s": "c\u0085d"}\r\n', encoding="utf-8")
+    result = awa_cli("job", "enqueue", "--kind", "k", "--file", str(source))
+    assert result.returncode == 0, result.stderr
+    assert sorted(j.args["s"] for j in sync_client.list_jobs()) == ["a\u2028b", "c\u0085d"]
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n\n")
+    blank = awa_cli("job", "enqueue", "--kind", "   ", "--file", str(empty))
+    assert blank.returncode == 2 and "argument --kind" in blank.stderr

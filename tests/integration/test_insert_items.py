@@ -101,3 +101,35 @@ async def test_items_in_a_transaction_and_on_the_sync_client(
     assert jobs[0].kind == "t" and jobs[0].queue == "tx"
     (job,) = sync_client.insert_many([awa.InsertItem({"b": 1}, kind="s", priority=4)])
     assert job.priority == 4 and len(_rows(db)) == 2
+
+
+async def test_an_insert_item_given_as_args_is_refused_not_stored(
+    client: awa.AsyncClient,
+) -> None:
+    item = awa.InsertItem({"a": 1}, kind="k", queue="vip", priority=1)
+    with pytest.raises(awa.ValidationError) as caught:
+        await client.insert(item)
+    assert caught.value.field == "args"
+    with pytest.raises(awa.ValidationError) as nested:
+        await client.insert_many([awa.InsertItem(item)])
+    assert nested.value.field == "args_list[0].args"
+    assert await client.list_jobs() == []
+
+
+async def test_a_bad_plain_element_is_named_by_its_place_in_the_list(
+    client: awa.AsyncClient,
+) -> None:
+    cases = [
+        ([awa.InsertItem({"a": 1}, kind="k"), {"b": "x\x00y"}], "args_list[1].args"),
+        ([{"a": 1}, {"a": 2}, {"a": "x" * (1 << 20)}], "args_list[2].args"),
+    ]
+    for args_list, field in cases:
+        with pytest.raises(awa.ValidationError) as caught:
+            await client.insert_many(args_list, kind="k")
+        assert caught.value.field == field
+    with pytest.raises(awa.ValidationError) as no_kind:
+        await client.insert_many([awa.InsertItem({"a": 1}, kind="k"), {"b": 2}])
+    assert no_kind.value.field == "args_list[1].kind"
+    with pytest.raises(awa.SerializationError, match=r"args_list\[1\]"):
+        await client.insert_many([{"a": 1}, {"a": object()}], kind="k")
+    assert await client.list_jobs() == []

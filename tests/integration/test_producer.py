@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 import awa
+import awa.testing
 from awa.client.insert import _COPY_CHUNK
 
 
@@ -325,3 +326,28 @@ async def test_insert_many_mixes_kinds_queues_and_unique_keys_row_by_row(
     assert [(r[6], r[7]) for r in rows[4:]] == [(3, True), (3, True)]
     keys = db.execute("SELECT count(DISTINCT unique_key) FROM awa.jobs WHERE kind = 'u'")
     assert keys.fetchone() == (2,)
+
+
+async def test_a_task_registered_under_its_own_kind_gets_the_jobs_of_its_args_type(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """``@client.task(SendMail, kind="mail custom")``: every insert path names that kind
+    for a SendMail, not the one derived from the class (no handler has that one)."""
+
+    @dataclasses.dataclass
+    class SendMail:
+        to: str
+
+    @client.task(SendMail, kind="mail custom", queue="mailq")
+    async def send(job: awa.Job[SendMail]) -> None:
+        return None
+
+    one = await client.insert(SendMail("a"))
+    many = await client.insert_many([SendMail("b"), awa.InsertItem(SendMail("c"))])
+    async with client.transaction() as tx:
+        in_tx = await tx.insert(SendMail("d"))
+    assert {(j.kind, j.queue) for j in [one, *many, in_tx]} == {("mail custom", "mailq")}
+    rows = db.execute("SELECT DISTINCT kind, queue FROM awa.jobs").fetchall()
+    assert rows == [("mail custom", "mailq")]
+    done = await awa.testing.work_one(client, SendMail)
+    assert done.outcome == "completed"

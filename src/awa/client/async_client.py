@@ -224,6 +224,9 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
         unique_opts: Mapping[str, Any] | UniqueOpts | None = None,
         ordering_key: str | None = None,
     ) -> insert_path.InsertSpec:
+        insert_items.not_an_item(args)
+        if kind is None and not isinstance(args, Mapping):
+            kind = self.registry.default_kind(type(args))
         if queue is _UNSET or queue is None:
             queue = self._default_queue(type(args), kind)
         return insert_path.build_spec(
@@ -245,7 +248,12 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
         return self.registry.default_queue(args_type, kind) or DEFAULT_QUEUE
 
     def _specs(self, args_list: Iterable[Any], **options: Any) -> list[insert_path.InsertSpec]:
-        return insert_items.build_specs(args_list, default_queue=self._default_queue, **options)
+        return insert_items.build_specs(
+            args_list,
+            default_queue=self._default_queue,
+            default_kind=self.registry.default_kind,
+            **options,
+        )
 
     async def insert(
         self,
@@ -389,6 +397,8 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
     ) -> Job[Any] | None:
         """Cancel the unfinished job holding the unique key these arguments produce
         (``queue`` defaults as ``insert``'s does, so ``by_queue`` keys match)."""
+        if kind is None and not isinstance(args, Mapping):
+            kind = self.registry.default_kind(type(args))
         if queue is None:
             queue = self._default_queue(type(args), kind)
         async with self._connection() as conn:

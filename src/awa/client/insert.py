@@ -22,7 +22,7 @@ from awa.client.unique import UniqueOpts
 from awa.db import sql
 from awa.db.direct import DirectStatement
 from awa.db.errors import mapped
-from awa.errors import ValidationError
+from awa.errors import SerializationError, ValidationError
 from awa.kinds import derive_kind
 from awa.serialization import args_to_dict, encode_bounded, encode_json
 from awa.tracing import context as trace_context
@@ -206,6 +206,8 @@ def build_specs(
     kind: str | None = None,
     queue: str | None = None,
     default_queue: Callable[[type[Any], str | None], str] = lambda _type, _kind: "default",
+    default_kind: Callable[[type[Any]], str | None] = lambda _type: None,
+    first_index: int = 0,
     priority: int = 2,
     max_attempts: int = 25,
     tags: Sequence[str] | None = None,
@@ -215,7 +217,8 @@ def build_specs(
     ordering_key: str | None = None,
 ) -> list[InsertSpec]:
     """Validate many jobs sharing one set of options: options are checked once, each
-    job's args are encoded once. ``default_queue`` picks the queue when none is given."""
+    job's args are encoded once. ``default_queue`` picks the queue when none is given,
+    ``default_kind`` the kind (else derived from the args type)."""
     if isinstance(args_list, str | bytes | Mapping) or not isinstance(args_list, Iterable):
         raise ValidationError(
             "args_list", f"must be a list of job args, got {type(args_list).__name__}"
@@ -227,14 +230,19 @@ def build_specs(
     fixed_queue = None if queue is None else validate.name("queue", queue)
     per_type: dict[type[Any], tuple[str, str]] = {}
     specs = []
-    for args in args_list:
-        cls = type(args)
-        resolved = per_type.get(cls)
-        if resolved is None:
-            job_kind = fixed_kind or validate.name("kind", _kind_of(args))
-            job_queue = fixed_queue or validate.name("queue", default_queue(cls, job_kind))
-            resolved = per_type[cls] = (job_kind, job_queue)
-        specs.append(_spec(args, resolved[0], resolved[1], shared))
+    for index, args in enumerate(args_list, start=first_index):
+        try:
+            cls = type(args)
+            resolved = per_type.get(cls)
+            if resolved is None:
+                job_kind = fixed_kind or validate.name("kind", default_kind(cls) or _kind_of(args))
+                job_queue = fixed_queue or validate.name("queue", default_queue(cls, job_kind))
+                resolved = per_type[cls] = (job_kind, job_queue)
+            specs.append(_spec(args, resolved[0], resolved[1], shared))
+        except ValidationError as exc:  # say which element of the list is wrong
+            raise ValidationError(f"args_list[{index}].{exc.field}", exc.reason) from None
+        except SerializationError as exc:
+            raise SerializationError(f"args_list[{index}]: {exc}") from None
     return specs
 
 

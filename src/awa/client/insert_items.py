@@ -16,7 +16,7 @@ from typing import Any
 
 from awa.client import insert as insert_path
 from awa.client.insert import InsertSpec
-from awa.errors import ValidationError
+from awa.errors import SerializationError, ValidationError
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,29 +42,44 @@ class InsertItem:
 _OPTIONS = tuple(f.name for f in fields(InsertItem) if f.name != "args")
 
 
+def not_an_item(args: Any, field: str = "args") -> Any:
+    """``args``, unless it is an InsertItem: a job with its own options, which stored as
+    args would become a job of kind ``insert_item`` (the options inside) no handler runs."""
+    if isinstance(args, InsertItem):
+        raise ValidationError(field, "an awa.InsertItem goes in insert_many's list, not as args")
+    return args
+
+
 def _item_spec(
     index: int,
     item: InsertItem,
     shared: Mapping[str, Any],
     default_queue: Callable[[type[Any], str | None], str],
+    default_kind: Callable[[type[Any]], str | None],
 ) -> InsertSpec:
+    not_an_item(item.args, f"args_list[{index}].args")
     options = dict(shared)
     for name in _OPTIONS:
         value = getattr(item, name)
         if value is not None:
             options[name] = value
+    if options.get("kind") is None and not isinstance(item.args, Mapping):
+        options["kind"] = default_kind(type(item.args))
     if options.get("queue") is None:
         options["queue"] = default_queue(type(item.args), options.get("kind"))
     try:
         return insert_path.build_spec(item.args, **options)
     except ValidationError as exc:  # say which element of the list is wrong
         raise ValidationError(f"args_list[{index}].{exc.field}", exc.reason) from None
+    except SerializationError as exc:
+        raise SerializationError(f"args_list[{index}]: {exc}") from None
 
 
 def build_specs(
     args_list: Iterable[Any],
     *,
     default_queue: Callable[[type[Any], str | None], str],
+    default_kind: Callable[[type[Any]], str | None] = lambda _type: None,
     **shared: Any,
 ) -> list[InsertSpec]:
     """Specs for ``insert_many``: plain args share ``shared``; items override it."""
@@ -74,7 +89,9 @@ def build_specs(
         )
     items = list(args_list)
     if not any(isinstance(a, InsertItem) for a in items):
-        return insert_path.build_specs(items, default_queue=default_queue, **shared)
+        return insert_path.build_specs(
+            items, default_queue=default_queue, default_kind=default_kind, **shared
+        )
     specs: list[InsertSpec] = []
     run: list[Any] = []
     for index, args in enumerate(items):
@@ -82,11 +99,17 @@ def build_specs(
             run.append(args)
             continue
         if run:
-            specs += insert_path.build_specs(run, default_queue=default_queue, **shared)
+            specs += insert_path.build_specs(
+                run, default_queue=default_queue, default_kind=default_kind,
+                first_index=index - len(run), **shared,
+            )  # fmt: skip
             run = []
-        specs.append(_item_spec(index, args, shared, default_queue))
+        specs.append(_item_spec(index, args, shared, default_queue, default_kind))
     if run:
-        specs += insert_path.build_specs(run, default_queue=default_queue, **shared)
+        specs += insert_path.build_specs(
+            run, default_queue=default_queue, default_kind=default_kind,
+            first_index=len(items) - len(run), **shared,
+        )  # fmt: skip
     return specs
 
 

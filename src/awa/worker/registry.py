@@ -38,6 +38,7 @@ class TaskRegistry:
     def __init__(self) -> None:
         self._by_kind: dict[str, Task] = {}
         self._queue_by_type: dict[type[Any], str] = {}
+        self._kind_by_type: dict[type[Any], str] = {}
 
     def register(
         self,
@@ -64,11 +65,18 @@ class TaskRegistry:
         self._by_kind[kind] = task
         if args_type is not None and args_type is not dict:
             self._queue_by_type[args_type] = queue
+            self._kind_by_type.setdefault(args_type, kind)
         return task
 
     def get(self, kind: str) -> Task | None:
         """The task for ``kind``, or None when no handler is registered."""
         return self._by_kind.get(kind)
+
+    def default_kind(self, args_type: type[Any]) -> str | None:
+        """The kind a job of ``args_type`` gets when none is named: that of the (first)
+        task registered for the type, if any — ``@client.task(SendMail, kind="mail")``
+        then ``client.insert(SendMail(...))`` is a ``mail`` job."""
+        return self._kind_by_type.get(args_type)
 
     def default_queue(self, args_type: type[Any], kind: str | None) -> str | None:
         """Where a job goes when no queue is named: the queue of the task registered for

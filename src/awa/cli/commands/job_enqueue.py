@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -48,18 +49,32 @@ def _ordering_key(text: str) -> str:
         raise argparse.ArgumentTypeError(exc.reason) from None
 
 
+def _refuse(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of range for a number")
+    return value
+
+
 def _read(source: str) -> list[dict[str, Any]] | str:
     """The args of every non-blank line, or a one-line reason the file is unusable."""
     try:
-        text = sys.stdin.read() if source == "-" else Path(source).read_text("utf-8")
+        raw = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+        text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         return f"cannot read {source}: {exc}"
     rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Lines end at "\n" (and "\r\n") only: U+2028 and its like may stand unescaped in a
+    # JSON string, and str.splitlines() would cut there.
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
+            value = json.loads(line, parse_constant=_refuse, parse_float=_finite)
         except ValueError as exc:
             return f"line {number} is not JSON ({exc})"
         if not isinstance(value, dict):
@@ -69,6 +84,11 @@ def _read(source: str) -> list[dict[str, Any]] | str:
 
 
 async def run(args: argparse.Namespace, url: str | None) -> int:
+    try:  # checked even when the file holds no job
+        validate.name("kind", args.kind)
+        validate.name("queue", args.queue)
+    except awa.ValidationError as exc:
+        return fail(f"argument --{exc.field}: {exc.reason}", 2)
     rows = _read(args.file)
     if isinstance(rows, str):
         return fail(f"argument --file: {rows}", 2)

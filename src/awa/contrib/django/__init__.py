@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from awa.bridge import insert_job
@@ -94,6 +94,8 @@ def enqueue(args: Any, *, using: str | None = None, **options: Any) -> Job[Any]:
 
     connection = connections[using or conf.current().database]
     connection.ensure_connection()
+    if options.get("kind") is None and not isinstance(args, Mapping):
+        options["kind"] = registry.default_kind(type(args))
     if options.get("queue") is None:
         options["queue"] = registry.default_queue(type(args), options.get("kind")) or DEFAULT_QUEUE
     job = insert_job(connection.connection, args, **options)
