@@ -23,6 +23,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
 from awa.client.insert import InsertSpec, build_spec, guarded, insert_one
+from awa.client.insert_items import not_an_item
 from awa.config import DEFAULT_QUEUE
 from awa.db import sql
 from awa.db.errors import mapped
@@ -135,6 +136,7 @@ def insert_job(
     else to ``default``. Returns the job, or an awaitable of it for an async connection
     or session. Bad options raise ValidationError before anything touches the connection.
     """
+    not_an_item(args)
     if client is not None and options.get("kind") is None and not isinstance(args, Mapping):
         options["kind"] = client.registry.default_kind(type(args))
     if options.get("queue") is None:

@@ -227,3 +227,9 @@ async def test_a_caught_unique_conflict_keeps_the_callers_transaction(
         engine.dispose()
     assert db.execute("SELECT array_agg(id ORDER BY id) FROM orders").fetchone() == ([1, 2, 3, 4],)
     assert _count(db) == 1
+
+
+def test_an_insert_item_is_not_args_here_either(database_url: str) -> None:
+    with psycopg.connect(database_url) as conn:
+        with pytest.raises(awa.ValidationError, match="InsertItem"):
+            insert_job(conn, awa.InsertItem({"a": 1}, kind="k"), kind="k")

@@ -267,3 +267,14 @@ def test_awa_worker_in_weighted_mode_lets_the_configured_queues_share_the_pool(
         assert [q.config() for q in weighted.queues] == [{"name": "email"}]
     given = build_parser().parse_args(awa_argv(["--que", "other=2"]))
     assert [q.config() for q in given.queues] == [{"name": "other", "max_workers": 2}]
+
+
+def test_awa_worker_reads_help_and_bad_flags_without_printing_them_itself(
+    django_db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from awa.contrib.django.management.commands.awa_worker import TARGET, awa_argv
+
+    for argv in (["--help"], ["--bogus"]):
+        assert awa_argv(argv) == ["worker", TARGET, *argv]  # awa worker says it, once
+    out, err = capsys.readouterr()
+    assert out == "" and err == ""

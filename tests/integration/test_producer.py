@@ -351,3 +351,8 @@ async def test_a_task_registered_under_its_own_kind_gets_the_jobs_of_its_args_ty
     assert rows == [("mail custom", "mailq")]
     done = await awa.testing.work_one(client, SendMail)
     assert done.outcome == "completed"
+    seen: list[str] = []
+    client.on_event("completed", lambda e: seen.append(e.job.kind), job_kind=SendMail)
+    assert client._hooks is not None and client._hooks._subscriptions[-1].job_kind == (
+        "mail custom"
+    )  # the hook follows the registered kind, as the inserts do

@@ -83,8 +83,10 @@ class PermitsMachine(RuleBasedStateMachine):
         grant = permits.try_acquire(wanted)
         assert grant.local == min(wanted, free_local), "local permits are taken first"
         asked = wanted - grant.local
-        # A request its local permits cover leaves the overflow demand as it stood.
-        assert self.pool.demand(queue) == (asked if asked else demand_before)
+        # A request its local permits cover leaves the overflow demand as it stood; a
+        # request for nothing clears it.
+        expected = asked if asked or wanted == 0 else demand_before
+        assert self.pool.demand(queue) == expected
         if grant.overflow:
             assert self.pool.held(queue) <= self._share(queue), "above fair share"
         if lone:

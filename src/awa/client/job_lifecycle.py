@@ -26,6 +26,7 @@ from awa.hooks import Callback, Hooks, JobEvent
 from awa.periodic import CronSchedule, PeriodicJob
 from awa.types import Job
 from awa.worker.observe import Observer
+from awa.worker.registry import TaskRegistry
 
 
 class JobLifecycle:
@@ -40,6 +41,7 @@ class JobLifecycle:
     # A pooled connection whose pool timeout is a DatabaseError (provided by AsyncClient).
     _connection: Callable[[], AbstractAsyncContextManager[AsyncConnection[Any]]]
     _worker: Any  # the running worker, if any
+    registry: TaskRegistry  # provided by AsyncClient
 
     def _before_start(self, what: str) -> None:
         if self._worker is not None:
@@ -247,4 +249,6 @@ class JobLifecycle:
         if self._hooks is None:
             self._hooks = Hooks()
             self._observers.append(self._hooks)
+        if isinstance(job_kind, type):  # its task's kind, when registered (as inserts use)
+            job_kind = self.registry.default_kind(job_kind) or job_kind
         self._hooks.subscribe(kind_or_type, callback, job_kind=job_kind)

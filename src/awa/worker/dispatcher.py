@@ -358,6 +358,7 @@ class Dispatcher(LoopService):
         control = self.control
         if control.paused:  # as last refreshed; the claim itself re-checks in the database
             self._note_idle(ran_dry=True)
+            self.permits.clear_demand()  # a paused queue does not contend for overflow
             return None
         wanted = self._args_budget.claimable(control.claim_batch_size)
         grant = self.permits.try_acquire(wanted)

@@ -381,7 +381,7 @@ class QueuePermits:
             self._pool.local_taken(local)
         self._local_used += local
         overflow = 0
-        if self._pool is not None and wanted > local:
+        if self._pool is not None and (wanted > local or wanted == 0):  # 0: asks nothing
             overflow = self._pool.try_acquire(self.queue, wanted - local)
         return Grant(local, overflow)
 

@@ -64,7 +64,8 @@ class TaskRegistry:
         task = Task(kind, args_type, handler, _is_async(handler), queue)
         self._by_kind[kind] = task
         if args_type is not None and args_type is not dict:
-            self._queue_by_type[args_type] = queue
+            # The first task registered for a type gives its jobs both kind and queue.
+            self._queue_by_type.setdefault(args_type, queue)
             self._kind_by_type.setdefault(args_type, kind)
         return task
 

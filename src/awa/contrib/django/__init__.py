@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from awa.bridge import insert_job
 from awa.client.async_client import AsyncClient
+from awa.client.insert_items import not_an_item
 from awa.config import DEFAULT_QUEUE
 from awa.contrib.django import conf
 from awa.extras import require
@@ -94,6 +95,7 @@ def enqueue(args: Any, *, using: str | None = None, **options: Any) -> Job[Any]:
 
     connection = connections[using or conf.current().database]
     connection.ensure_connection()
+    not_an_item(args)
     if options.get("kind") is None and not isinstance(args, Mapping):
         options["kind"] = registry.default_kind(type(args))
     if options.get("queue") is None:

@@ -7,6 +7,8 @@ Without ``--queue``, the queues of ``AWA['QUEUES']`` run, else those the tasks n
 
 from __future__ import annotations
 
+import contextlib
+import io
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -22,9 +24,10 @@ def awa_argv(argv: Sequence[str]) -> list[str]:
     from awa.contrib.django import conf
 
     command = ["worker", TARGET, *argv]
-    try:  # read as awa worker reads it (abbreviated flags included)
-        given = build_parser().parse_args(command)
-    except SystemExit:  # a bad flag: awa worker says so itself
+    try:  # read as awa worker reads it (abbreviated flags included), quietly
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            given = build_parser().parse_args(command)
+    except SystemExit:  # --help, or a bad flag: awa worker says so itself, once
         return command
     extra: list[str] = []
     if not given.queues:
