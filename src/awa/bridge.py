@@ -15,7 +15,7 @@ passed: it is not a dependency of awa.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable
 from typing import Any, Protocol
 
 import psycopg
@@ -23,13 +23,13 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
 from awa.client.insert import InsertSpec, build_spec, guarded, insert_one
-from awa.client.insert_items import not_an_item
-from awa.config import DEFAULT_QUEUE
 from awa.db import sql
 from awa.db.errors import mapped
 from awa.errors import ValidationError
 from awa.types import Job
 from awa.worker.registry import TaskRegistry
+
+_NO_TASKS = TaskRegistry()  # without a client: the derived kind and ``default``
 
 
 class HasRegistry(Protocol):
@@ -136,16 +136,10 @@ def insert_job(
     else to ``default``. Returns the job, or an awaitable of it for an async connection
     or session. Bad options raise ValidationError before anything touches the connection.
     """
-    not_an_item(args)
-    if client is not None and options.get("kind") is None and not isinstance(args, Mapping):
-        options["kind"] = client.registry.default_kind(type(args))
-    if options.get("queue") is None:
-        registered = (
-            None
-            if client is None
-            else client.registry.default_queue(type(args), options.get("kind"))
-        )
-        options["queue"] = registered or DEFAULT_QUEUE
+    registry = client.registry if client is not None else _NO_TASKS
+    options["kind"], options["queue"] = registry.job_defaults(
+        args, options.get("kind"), options.get("queue")
+    )
     spec = build_spec(args, **options)
     if isinstance(conn, psycopg.AsyncConnection):
         return insert_one(conn, spec)

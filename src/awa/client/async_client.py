@@ -224,11 +224,7 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
         unique_opts: Mapping[str, Any] | UniqueOpts | None = None,
         ordering_key: str | None = None,
     ) -> insert_path.InsertSpec:
-        insert_items.not_an_item(args)
-        if kind is None and not isinstance(args, Mapping):
-            kind = self.registry.default_kind(type(args))
-        if queue is _UNSET or queue is None:
-            queue = self._default_queue(type(args), kind)
+        kind, queue = self.registry.job_defaults(args, kind, None if queue is _UNSET else queue)
         return insert_path.build_spec(
             args,
             kind=kind,
@@ -397,10 +393,7 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
     ) -> Job[Any] | None:
         """Cancel the unfinished job holding the unique key these arguments produce
         (``queue`` defaults as ``insert``'s does, so ``by_queue`` keys match)."""
-        if kind is None and not isinstance(args, Mapping):
-            kind = self.registry.default_kind(type(args))
-        if queue is None:
-            queue = self._default_queue(type(args), kind)
+        kind, queue = self.registry.job_defaults(args, kind, queue)
         async with self._connection() as conn:
             return await admin.cancel_by_unique_key(
                 conn, args, kind=kind, queue=queue, unique_opts=unique_opts

@@ -155,7 +155,31 @@ def _kind_of(args: Any) -> str:
     return derive_kind(type(args))
 
 
+@dataclass(frozen=True, slots=True)
+class InsertItem:
+    """One job of ``insert_many`` with options of its own; ``None`` takes the call's value.
+
+    ``client.insert_many([InsertItem(SendEmail(...), queue="vip", priority=1),
+    InsertItem(Report(...), run_at=tomorrow, unique_opts={"by_args": True}), Ping()])``
+    """
+
+    args: Any
+    kind: str | None = None
+    queue: str | None = None
+    priority: int | None = None
+    max_attempts: int | None = None
+    tags: Sequence[str] | None = None
+    metadata: Mapping[str, Any] | None = None
+    run_at: datetime | None = None
+    unique_opts: Mapping[str, Any] | None = None
+    ordering_key: str | None = None
+
+
 def _spec(args: Any, kind: str, queue: str, shared: _SharedOptions) -> InsertSpec:
+    if isinstance(args, InsertItem):
+        # A job with options of its own: stored as args it would be a job of kind
+        # insert_item, the options inside, which no handler runs.
+        raise ValidationError("args", "an awa.InsertItem goes in insert_many's list, not as args")
     payload = args_to_dict(args)
     args_json = encode_json(payload)
     if len(args_json) > MAX_ARGS_BYTES:  # ASCII: ensure_ascii makes characters bytes

@@ -9,45 +9,15 @@ still take the fast path, so a list without items costs one type check per eleme
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
-from datetime import datetime
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import fields
 from typing import Any
 
 from awa.client import insert as insert_path
-from awa.client.insert import InsertSpec
+from awa.client.insert import InsertItem, InsertSpec
 from awa.errors import SerializationError, ValidationError
 
-
-@dataclass(frozen=True, slots=True)
-class InsertItem:
-    """One job of ``insert_many`` with options of its own; ``None`` takes the call's value.
-
-    ``client.insert_many([InsertItem(SendEmail(...), queue="vip", priority=1),
-    InsertItem(Report(...), run_at=tomorrow, unique_opts={"by_args": True}), Ping()])``
-    """
-
-    args: Any
-    kind: str | None = None
-    queue: str | None = None
-    priority: int | None = None
-    max_attempts: int | None = None
-    tags: Sequence[str] | None = None
-    metadata: Mapping[str, Any] | None = None
-    run_at: datetime | None = None
-    unique_opts: Mapping[str, Any] | None = None
-    ordering_key: str | None = None
-
-
 _OPTIONS = tuple(f.name for f in fields(InsertItem) if f.name != "args")
-
-
-def not_an_item(args: Any, field: str = "args") -> Any:
-    """``args``, unless it is an InsertItem: a job with its own options, which stored as
-    args would become a job of kind ``insert_item`` (the options inside) no handler runs."""
-    if isinstance(args, InsertItem):
-        raise ValidationError(field, "an awa.InsertItem goes in insert_many's list, not as args")
-    return args
 
 
 def _item_spec(
@@ -57,7 +27,6 @@ def _item_spec(
     default_queue: Callable[[type[Any], str | None], str],
     default_kind: Callable[[type[Any]], str | None],
 ) -> InsertSpec:
-    not_an_item(item.args, f"args_list[{index}].args")
     options = dict(shared)
     for name in _OPTIONS:
         value = getattr(item, name)

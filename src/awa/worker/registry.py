@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from awa import validate
+from awa.config import DEFAULT_QUEUE
 from awa.errors import ValidationError
 from awa.kinds import derive_kind
 
@@ -72,6 +73,19 @@ class TaskRegistry:
     def get(self, kind: str) -> Task | None:
         """The task for ``kind``, or None when no handler is registered."""
         return self._by_kind.get(kind)
+
+    def job_defaults(
+        self, args: Any, kind: str | None, queue: str | None
+    ) -> tuple[str | None, str]:
+        """The kind and queue of a job of ``args`` where the call named none: those of
+        the task registered for its args type (dict args: the queue of their kind's task),
+        else the kind derived later from the type, and ``default``. Every insert path asks
+        here."""
+        if kind is None and not isinstance(args, Mapping):
+            kind = self.default_kind(type(args))
+        if queue is None:
+            queue = self.default_queue(type(args), kind) or DEFAULT_QUEUE
+        return kind, queue
 
     def default_kind(self, args_type: type[Any]) -> str | None:
         """The kind a job of ``args_type`` gets when none is named: that of the (first)

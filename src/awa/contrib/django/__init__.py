@@ -19,12 +19,11 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from awa.bridge import insert_job
 from awa.client.async_client import AsyncClient
-from awa.client.insert_items import not_an_item
 from awa.config import DEFAULT_QUEUE
 from awa.contrib.django import conf
 from awa.extras import require
@@ -95,11 +94,9 @@ def enqueue(args: Any, *, using: str | None = None, **options: Any) -> Job[Any]:
 
     connection = connections[using or conf.current().database]
     connection.ensure_connection()
-    not_an_item(args)
-    if options.get("kind") is None and not isinstance(args, Mapping):
-        options["kind"] = registry.default_kind(type(args))
-    if options.get("queue") is None:
-        options["queue"] = registry.default_queue(type(args), options.get("kind")) or DEFAULT_QUEUE
+    options["kind"], options["queue"] = registry.job_defaults(
+        args, options.get("kind"), options.get("queue")
+    )
     job = insert_job(connection.connection, args, **options)
     assert isinstance(job, Job)  # a sync psycopg connection inserts synchronously
     return job
