@@ -55,6 +55,9 @@ BAD_VALUES = [
     (["dlq", "purge", "0"], "ID"),
     (["dlq", "retry", "99999999999999999999999"], "argument ID"),  # past bigint
     (["dlq", "get", "99999999999999999999999"], "argument ID"),
+    (["job", "get", "99999999999999999999999"], "argument ID"),  # past bigint: malformed
+    (["job", "cancel", "9223372036854775808"], "argument ID"),
+    (["job", "explain", "99999999999999999999999"], "argument ID"),
     (["dlq", "list", "--before", "2026-01-01T00:00:00+00:00|99999999999999999999999"],
      "argument --before"),
     (["batch", "preview", "move-queue", "--to", "x", "--id", "99999999999999999999999"],
@@ -88,7 +91,7 @@ BAD_VALUES = [
 ]  # fmt: skip
 
 NOT_FOUND = [
-    (["job", "get", "99999999999999999999999"], "not found"),  # past bigint
+    (["job", "get", "999999"], "not found"),
     (["job", "cancel", "999999"], "not found"),
     (["job", "retry", "999999"], "not found"),
     (["job", "dump", "999999"], "not found"),

@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 import awa
-from awa.cli.args import positive_int, with_example
+from awa.cli.args import positive_int, row_id, with_example
 from awa.cli.commands import job_enqueue, job_explain
 from awa.cli.output import print_json, print_table
 
@@ -22,7 +22,7 @@ def register(sub: Any) -> None:
         ("dump", "print every field of a job as JSON", "awa job dump 42"),
     ):
         p = actions.add_parser(name, help=help_text, **with_example(help_text, example))
-        p.add_argument("id", type=positive_int, metavar="ID")
+        p.add_argument("id", type=row_id, metavar="ID")
         p.set_defaults(handler=run)
     p = actions.add_parser(
         "list",

@@ -8,7 +8,7 @@ import textwrap
 from typing import Any
 
 import awa
-from awa.cli.args import positive_int, with_example
+from awa.cli.args import row_id, with_example
 from awa.cli.output import print_json
 
 MAX_WIDTH = 100
@@ -26,7 +26,7 @@ def register(actions: Any) -> None:
             "awa job explain 42",
         ),
     )
-    p.add_argument("id", type=positive_int, metavar="ID")
+    p.add_argument("id", type=row_id, metavar="ID")
     p.set_defaults(handler=run)
 
 
