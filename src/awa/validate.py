@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from awa.errors import ValidationError
@@ -144,4 +144,18 @@ def aware_datetime(field: str, value: Any) -> datetime:
         raise ValidationError(field, f"must be a datetime, got {type(value).__name__}")
     if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
         raise ValidationError(field, "must be timezone-aware (naive datetimes are ambiguous)")
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    # A day's margin each side: read back in a session time zone, the instant must still
+    # be a Python datetime (years 1 to 9999), or every read of the row would fail.
+    if utc is None or not _EARLIEST <= utc <= _LATEST:
+        raise ValidationError(
+            field, f"must be between {_EARLIEST.date()} and {_LATEST.date()} UTC, got {value}"
+        )
     return value
+
+
+_EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
+_LATEST = datetime(9999, 12, 30, tzinfo=UTC)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import threading
 from datetime import UTC, datetime, timedelta
@@ -170,3 +171,77 @@ def _poll_sync(predicate: Any) -> bool:
     from tests.helpers import wait_until
 
     return bool(wait_until(predicate))
+
+
+def _raise_escaping(mode: str) -> None:
+    """What a handler may raise that is no ``Exception``, or a ``CancelledError`` of its
+    own (a cancelled future it waited on); nothing for ``ok``."""
+    if mode == "ok":
+        return
+    if mode == "exit":
+        raise SystemExit("handler called sys.exit")
+    if mode == "interrupt":
+        raise KeyboardInterrupt("handler raised it")
+    if mode == "generator_exit":
+        raise GeneratorExit()
+    if mode == "cancelled_future":
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            blocker = threading.Event()
+            pool.submit(blocker.wait, 5)
+            queued = pool.submit(lambda: None)
+            queued.cancel()
+            blocker.set()
+            queued.result()  # concurrent.futures.CancelledError
+    raise AssertionError(mode)
+
+
+ESCAPING = ["exit", "interrupt", "generator_exit", "cancelled_future"]
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+async def test_a_handler_raising_past_exception_ends_its_attempt_and_the_worker_goes_on(
+    client: awa.AsyncClient, sync: bool
+) -> None:
+    if sync:
+        client.task(Work, queue="q")(lambda job: _raise_escaping(job.args.mode))
+    else:
+
+        async def handler(job: awa.Job[Work]) -> None:
+            await asyncio.sleep(0)
+            if job.args.mode == "cancelled_future":
+                other = asyncio.ensure_future(asyncio.sleep(5))
+                other.cancel()
+                await other  # asyncio.CancelledError, not this task's own cancellation
+            _raise_escaping(job.args.mode)
+
+        client.task(Work, queue="q")(handler)
+    jobs = [await client.insert(Work(mode), max_attempts=1) for mode in ESCAPING]
+    await client.start([("q", 2)], **FAST_WORKER)
+    try:
+        failed = [await _final(client, job.id, awa.JobState.FAILED) for job in jobs]
+        later = await client.insert(Work("ok"))  # the worker still runs jobs
+        await _final(client, later.id, awa.JobState.COMPLETED)
+    finally:
+        await client.shutdown()
+    assert [(job.attempt, len(job.errors)) for job in failed] == [(1, 1)] * len(ESCAPING)
+    types = [job.errors[0]["type"] for job in failed]
+    assert types == ["SystemExit", "KeyboardInterrupt", "GeneratorExit", "CancelledError"]
+
+
+async def test_graceful_shutdown_leaves_no_job_of_a_foreign_cancellation_running(
+    client: awa.AsyncClient,
+) -> None:
+    @client.task(Work, queue="q")
+    async def handler(job: awa.Job[Work]) -> None:
+        other = asyncio.ensure_future(asyncio.sleep(5))
+        other.cancel()
+        await other
+
+    job = await client.insert(Work("cancelled_future"), max_attempts=1)
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+        failed = await _final(client, job.id, awa.JobState.FAILED)
+    finally:
+        await client.shutdown()
+    assert failed.errors[0]["type"] == "CancelledError"
+    assert (await client.get_job(job.id)).state is awa.JobState.FAILED

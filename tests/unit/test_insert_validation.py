@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -44,6 +45,9 @@ def test_defaults_follow_the_contract() -> None:
         ({"kind": "k" * 201}, "kind"),
         ({"run_at": datetime(2030, 1, 1)}, "run_at"),
         ({"run_at": "2030-01-01"}, "run_at"),
+        ({"run_at": datetime.max.replace(tzinfo=ZoneInfo("America/New_York"))}, "run_at"),
+        ({"run_at": datetime(1, 1, 1, 5, tzinfo=timezone(timedelta(hours=6)))}, "run_at"),
+        ({"run_at": datetime(9999, 12, 31, tzinfo=UTC)}, "run_at"),
         ({"metadata": ["not", "a", "dict"]}, "metadata"),
         ({"unique_opts": {"by_period": 0}}, "unique_opts.by_period"),
         ({"unique_opts": {"states": ["bogus"]}}, "unique_opts.states"),
@@ -73,6 +77,8 @@ def test_non_serialisable_args_raise_serialization_error() -> None:
 
 
 def test_aware_run_at_and_valid_tags_pass() -> None:
+    far = datetime(9999, 12, 1, tzinfo=ZoneInfo("Asia/Kathmandu"))
+    assert build_spec(SendEmail("x"), run_at=far).run_at == far
     when = datetime(2030, 1, 1, tzinfo=UTC)
     spec = build_spec(SendEmail("x"), run_at=when, tags=["a"] * 20, priority=1, max_attempts=1000)
     assert spec.run_at == when and len(spec.tags) == 20

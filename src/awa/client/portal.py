@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import os
 import threading
 from collections.abc import Coroutine
@@ -19,6 +20,7 @@ from awa.db import forking
 from awa.errors import BlockingCallOnLoop, ClientClosed
 
 R = TypeVar("R")
+logger = logging.getLogger("awa")
 
 CLOSE_WAIT_S = 5.0  # for calls in flight to end once cancelled
 
@@ -31,6 +33,8 @@ class Portal:
         self._lock = threading.Lock()  # submissions against close()
         self._closed = False
         self._calls: set[asyncio.Task[Any]] = set()  # in flight (not a worker's own tasks)
+        self._waiting: set[concurrent.futures.Future[Any]] = set()  # callers blocked on these
+        self._death: BaseException | None = None  # what stopped the loop, if anything did
         self._start()
         forking.reset_in_child(self)
 
@@ -39,6 +43,7 @@ class Portal:
         in the parent. The next call starts a loop of this process's own."""
         self._lock = threading.Lock()
         self._calls = set()
+        self._waiting = set()
 
     def _start(self) -> None:
         self._pid = os.getpid()
@@ -52,7 +57,28 @@ class Portal:
     def _run(self, ready: threading.Event) -> None:
         asyncio.set_event_loop(self._loop)
         self._loop.call_soon(ready.set)
-        self._loop.run_forever()
+        try:
+            self._loop.run_forever()
+        except BaseException as exc:  # SystemExit out of a hook, say: the loop is gone
+            self._died(exc)
+            self._loop.close()
+
+    def _died(self, exc: BaseException) -> None:
+        """The loop stopped on an exception: no call can ever finish, so every call
+        waiting and every later one raises instead of hanging."""
+        logger.error("awa: the sync client's event loop stopped: %r", exc)
+        with self._lock:
+            self._closed = True
+            self._death = exc
+            waiting, self._waiting = self._waiting, set()
+        for future in waiting:
+            if not future.done():
+                future.set_exception(self._closed_error())
+
+    def _closed_error(self) -> ClientClosed:
+        if self._death is None:
+            return ClientClosed("this client is closed")
+        return ClientClosed(f"this client's event loop stopped: {self._death!r}")
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -70,10 +96,11 @@ class Portal:
         with self._lock:
             if self._closed:
                 coro.close()
-                raise ClientClosed("this client is closed")
+                raise self._closed_error()
             if self._pid != os.getpid():  # forked: the loop thread stayed in the parent
                 self._start()
             future = asyncio.run_coroutine_threadsafe(self._tracked(coro), self._loop)
+            self._waiting.add(future)
         try:
             return future.result()
         except concurrent.futures.CancelledError:
@@ -83,6 +110,9 @@ class Portal:
         except BaseException:
             future.cancel()  # interrupted (KeyboardInterrupt): the call must not go on
             raise
+        finally:
+            with self._lock:
+                self._waiting.discard(future)
 
     def close(self, last: Coroutine[Any, Any, Any] | None = None) -> None:
         """Refuse new calls, cancel those in flight, run ``last`` (the client's own close),

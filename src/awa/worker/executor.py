@@ -163,11 +163,21 @@ class Executor:
         except _DeadlineExceeded:
             message = f"deadline of {attempt.deadline_ms} ms exceeded"
             return attempt.failed(message, "DeadlineExceeded", terminal=False)
-        except asyncio.CancelledError:
-            if attempt.cancel_reason is None:
+        except asyncio.CancelledError as exc:
+            if attempt.cancel_reason is not None:
+                return None  # cancelled by an operator or a lost lease: the row moved on already
+            if _being_cancelled():
                 raise  # not ours: the worker task itself is being cancelled
-            return None  # cancelled by an operator or a lost lease: the row moved on already
+            # The handler's own (it awaited something cancelled, or a cancelled
+            # concurrent future): an error like any other, not a silent exit.
+            return attempt.raised(exc)
         except Exception as exc:
+            return attempt.raised(exc)
+        except BaseException as exc:
+            # SystemExit, KeyboardInterrupt, GeneratorExit from a handler: let out, they
+            # would stop the worker's event loop with every attempt in flight left running.
+            logger.warning("%s: handler raised %s; the worker goes on",
+                           attempt.describe(), type(exc).__name__)  # fmt: skip
             return attempt.raised(exc)
         if attempt.cancel_reason is not None and attempt.cancel_reason != "deadline":
             return None
@@ -264,8 +274,11 @@ class Executor:
         # In a copy of the attempt task's context, as asyncio.to_thread does: whatever the
         # attempt made current (its trace span, a request id) is current in the handler too.
         context = contextvars.copy_context()
-        attempt.thread = self._threads.submit(context.run, task.handler, attempt.job)
-        value = await asyncio.wrap_future(attempt.thread)
+        attempt.thread = self._threads.submit(_in_thread, context, task.handler, attempt.job)
+        try:
+            value = await asyncio.wrap_future(attempt.thread)
+        except _Escaped as escaped:
+            raise escaped.original from None
         if attempt.cancel_reason == "deadline":
             raise _DeadlineExceeded()
         return value
@@ -340,3 +353,29 @@ class Census:
 
 class _DeadlineExceeded(Exception):
     """Internal: the attempt ran past its deadline."""
+
+
+def _being_cancelled() -> bool:
+    """Whether the running task was asked to stop (shutdown), rather than merely seeing a
+    ``CancelledError`` its own code raised."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+class _Escaped(Exception):
+    """A sync handler's ``SystemExit``, ``KeyboardInterrupt`` or ``GeneratorExit``, carried
+    out of its thread: awaited as the future's own exception, a ``GeneratorExit`` would be
+    thrown into the awaiting coroutines and close them instead of being caught."""
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(repr(original))
+        self.original = original
+
+
+def _in_thread(context: contextvars.Context, handler: Callable[[Any], Any], job: Any) -> Any:
+    try:
+        return context.run(handler, job)
+    except Exception:
+        raise
+    except BaseException as exc:
+        raise _Escaped(exc) from None
