@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from typing import Any
 
@@ -57,6 +58,35 @@ async def test_max_workers_shrinks_without_interrupting_and_grows(
     started = db.execute("SELECT state, count(*) FROM awa.jobs WHERE attempt > 0 GROUP BY 1")
     assert dict(started.fetchall()) == {"completed": len(runs)}
     assert all(end - start >= SLOW_MS / 1000 * 0.99 for start, end in runs)
+
+
+async def test_max_workers_raised_past_the_handler_threads_runs_every_permit(
+    client: awa.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The threads sized at start are at least SYNC_THREADS_CEILING; made small here so a
+    # live raise past them needs no hundreds of threads.
+    monkeypatch.setattr("awa.worker.runtime.SYNC_THREADS_CEILING", 2)
+    release = threading.Event()
+    started: list[int] = []
+
+    @client.task(None, kind="blocking", queue="q")
+    def blocking(job: awa.Job[Any]) -> None:
+        started.append(job.id)
+        release.wait(30)
+
+    await client.insert_many([{}] * 6, kind="blocking", queue="q")
+    await client.start([("q", 2)], **FAST_WORKER)
+    try:
+        await wait_for(lambda: _count_is(started, 2))
+        await client.set_runtime_overrides("q", max_workers=5)
+        await wait_for(lambda: _count_is(started, 5))  # each of the 5 permits has a thread
+    finally:
+        release.set()
+        await client.shutdown()
+
+
+async def _count_is(items: list[Any], n: int) -> bool:
+    return len(items) == n
 
 
 async def test_an_override_announced_while_nobody_listened_lands_when_listening_resumes(

@@ -39,6 +39,15 @@ async def test_set_get_clear_are_whole_state_writes(client: awa.AsyncClient) -> 
     assert stored is not None and stored.rate_limit is None
 
 
+async def test_clearing_a_queue_without_a_control_row_writes_none(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    cleared = await client.clear_runtime_overrides("typo")  # a mistyped name
+    assert cleared == awa.RuntimeOverrides(None, None, None, None, None)
+    assert db.execute("SELECT count(*) FROM awa.queue_meta").fetchone() == (0,)
+    assert [stat.queue for stat in await client.queue_stats()] == []
+
+
 @pytest.mark.parametrize(
     ("options", "field"),
     [
@@ -401,3 +410,26 @@ async def test_a_queue_held_at_its_fleet_cap_rechecks_on_the_overridden_poll_int
     finally:
         release.set()
         await client.shutdown()
+
+
+async def test_an_applied_override_is_published_at_once_for_overrides_show(
+    client: awa.AsyncClient,
+) -> None:
+    noop_task(client, "q")
+    await client.start([("q", 4)], **{**FAST_WORKER, "runtime_snapshot_interval_ms": 600_000})
+    try:
+
+        async def published_max_workers() -> Any:
+            instances = await client.list_runtime_instances()
+            if not instances or instances[0].snapshot is None:
+                return None
+            return instances[0].snapshot.queues["q"].effective["max_workers"]
+
+        await client.set_runtime_overrides("q", max_workers=2)
+        await wait_for(lambda: _equals(published_max_workers(), 2))
+    finally:
+        await client.shutdown()
+
+
+async def _equals(value: Any, expected: Any) -> bool:
+    return bool(await value == expected)

@@ -184,14 +184,21 @@ async def set_runtime_overrides(
     queue: str,
     **values: Any,
 ) -> RuntimeOverrides:
-    """Replace all of ``queue``'s overrides (None reverts a setting to its start value)."""
-    params = {"queue": validate.name("queue", queue), **override_keys.validated(values)}
+    """Replace all of ``queue``'s overrides (None reverts a setting to its start value).
+    With every value None (a clear), a queue without a control row gets none."""
+    settings = override_keys.validated(values)
+    clearing = all(value is None for value in settings.values())
+    params = {"queue": validate.text("queue", queue) if clearing else validate.name("queue", queue)}
     with mapped():
         cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(sql.QUEUE_META_SET_OVERRIDES, params)
+        if clearing:
+            await cur.execute(sql.QUEUE_META_CLEAR_OVERRIDES, params)
+        else:
+            await cur.execute(sql.QUEUE_META_SET_OVERRIDES, {**params, **settings})
         row = await cur.fetchone()
     overrides = runtime_overrides(row)
-    assert overrides is not None  # the upsert always returns its row
+    if overrides is None:  # cleared, and nothing was ever stored
+        return RuntimeOverrides(None, None, None, None, None)
     return overrides
 
 

@@ -49,6 +49,7 @@ QUEUE_META_PAUSE = load("queue_meta_pause")
 QUEUE_META_RESUME = load("queue_meta_resume")
 QUEUE_META_GET = load("queue_meta_get")
 QUEUE_META_SET_OVERRIDES = load("queue_meta_set_overrides")
+QUEUE_META_CLEAR_OVERRIDES = load("queue_meta_clear_overrides")
 
 # Explain
 JOB_EXPLAIN = load("job_explain")

@@ -103,6 +103,12 @@ class Executor:
         elif self.superseded.get(attempt.key) is attempt:
             del self.superseded[attempt.key]
 
+    def resize(self, threads: int, *, abandon_limit: int) -> None:
+        """Live concurrency: as many handler threads as permits (at least), and as many
+        handlers abandoned at a time."""
+        self._threads.resize(threads)
+        self.abandoned.limit = abandon_limit
+
     def start(self) -> None:
         """Start the deadline watcher. Idempotent."""
         self.deadlines.start()

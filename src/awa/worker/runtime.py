@@ -246,12 +246,17 @@ class Worker:
         self.dispatchers[queue].control_changed()
         self.seater.refresh(queue)
         self.observer.override_changed(queue, control.effective_values(), dict(control.ignored))
+        self.publisher.kick()  # `overrides show` reads the published effective values
 
     def _resize_permits(self, queue: str, control: QueueControl) -> None:
         """Live concurrency (CONTRACT §10): the permits follow the effective values."""
         permits = self.dispatchers[queue].permits
         if permits.pool is None:
             permits.resize(control.max_workers)
+            # A sync handler needs a thread for each permit: max_workers raised past the
+            # threads sized at start would claim jobs that wait for one.
+            total = sum(d.control.max_workers for d in self.dispatchers.values())
+            self.executor.resize(max(total, SYNC_THREADS_CEILING), abandon_limit=max(total, 1))
             return
         permits.resize(control.min_workers, control.weight)
         assert self.config.global_max_workers is not None

@@ -72,6 +72,14 @@ class HandlerThreads(Executor):
                 self._start_thread()
         return future
 
+    def resize(self, size: int) -> None:
+        """At most ``size`` threads from now (plus the abandoned ones); more start on demand
+        when work waits, a surplus thread ends when its handler returns."""
+        with self._lock:
+            self._size = max(size, 1)
+            while self._queued > self._waiting and self._threads < self._limit():
+                self._start_thread()
+
     def abandon(self, future: Future[Any]) -> None:
         """The worker gave up waiting for ``future``: its thread stops counting."""
         with self._lock:
