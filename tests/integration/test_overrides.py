@@ -433,3 +433,23 @@ async def test_an_applied_override_is_published_at_once_for_overrides_show(
 
 async def _equals(value: Any, expected: Any) -> bool:
     return bool(await value == expected)
+
+
+async def test_a_rate_written_by_hand_that_no_bucket_can_run_is_refused_not_fatal(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    for bad in ("NaN", "Infinity"):
+        with pytest.raises(psycopg.errors.CheckViolation):
+            db.execute(
+                "INSERT INTO awa.queue_meta (queue, override_rate_limit) VALUES ('a', %s)", (bad,)
+            )
+    db.execute("INSERT INTO awa.queue_meta (queue, override_rate_limit) VALUES ('a', 1e300)")
+    noop_task(client, "a")
+    await client.start([("a", 2), ("b", 2)], **FAST_WORKER)  # starts despite the row
+    try:
+        a = client.runtime_snapshot().queues["a"]
+        assert a.effective["rate_limit"] is None and "rate_limit" in a.ignored
+        await client.set_runtime_overrides("b", max_workers=1)  # the refresh goes on
+        await wait_for(lambda: _effective_is(client, "b", "max_workers", 1))
+    finally:
+        await client.shutdown()

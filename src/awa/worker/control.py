@@ -29,6 +29,7 @@ from awa.config import QueueConfig
 from awa.db.rows import control_limits, control_pool_member, runtime_overrides
 from awa.override_keys import KEYS
 from awa.types import Capacity, PoolMember, QueueLimits, QueueRuntime, RuntimeOverrides
+from awa.validate import MAX_RATE, MIN_RATE
 from awa.worker.rate_limit import TokenBucket
 
 logger = logging.getLogger("awa")
@@ -62,7 +63,7 @@ class QueueControl:
         self.pool_member: PoolMember | None = None
         self.pool_total: int | None = None
         self.fleet_running: int | None = None
-        self._warned: dict[str, Any] = {}  # override key → the refused value last logged
+        self._warned: dict[str, str] = {}  # override key → repr of the refused value logged
 
     @property
     def coordinated(self) -> bool:
@@ -84,7 +85,7 @@ class QueueControl:
         self.poll_interval_ms = o.poll_interval_ms or self.config.poll_interval_ms
         self.claim_batch_size = o.claim_batch_size or self.config.claim_batch_size
         self.deadline_ms = self._effective_deadline(o.deadline_ms, ignored)
-        self._apply_rate(o.rate_limit)
+        self._apply_rate(self._usable_rate(o.rate_limit, ignored))
         self._apply_concurrency(o, minimums_refused, ignored)
         self.ignored = ignored
         # A refusal no longer in force is forgotten, so refusing it again logs again.
@@ -126,6 +127,15 @@ class QueueControl:
         self.min_workers = c.min_workers if wanted["min_workers"] is None else wanted["min_workers"]
         self.weight = c.weight if wanted["weight"] is None else wanted["weight"]
 
+    def _usable_rate(self, override: float | None, ignored: dict[str, str]) -> float | None:
+        """The rate override, unless a row written by hand holds one no bucket can run
+        at (the API and the CLI refuse them; the table took NaN before migration 0023)."""
+        if override is None or MIN_RATE <= override <= MAX_RATE:
+            return override
+        reason = f"rate override {override!r} is not between {MIN_RATE:g} and {MAX_RATE:g} jobs/s"
+        self._refuse("rate_limit", override, reason, ignored)
+        return None
+
     def _apply_rate(self, override: float | None) -> None:
         """The start-time limiter, retuned by an override; an override on a queue started
         without one creates one, and clearing that override removes it."""
@@ -146,8 +156,8 @@ class QueueControl:
 
     def _refuse(self, key: str, value: Any, reason: str, ignored: dict[str, str]) -> None:
         ignored[key] = reason
-        if self._warned.get(key, _NOTHING) != value:
-            self._warned[key] = value
+        if self._warned.get(key, _NOTHING) != repr(value):  # repr: NaN equals itself
+            self._warned[key] = repr(value)
             logger.warning(
                 "queue %s: %s", self.config.name, reason,
                 extra={"event": "override_ignored", "queue": self.config.name,
