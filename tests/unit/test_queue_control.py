@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -158,3 +159,28 @@ def test_a_refused_minimum_does_not_count_against_another_queues_new_one() -> No
     rows["c"] = {**_row(min_workers=2), "queue": "c"}
     refused = minimums_refusal([a, b, c], rows, 8)
     assert list(refused) == ["b"] and "would be 9" in refused["b"]  # b beside a and c as they are
+
+
+def test_workers_with_different_histories_refuse_the_same_minimum() -> None:
+    """Global 10; a and b 3. b is given 6, then a 6: Σ 12. A worker that applied b's
+    first and one started after both writes keep b's 6 (the older write) and refuse a's."""
+    earlier, later = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC)
+    rows = {
+        "a": {**_row(min_workers=6), "queue": "a", "overrides_updated_at": later},
+        "b": {**_row(min_workers=6), "queue": "b", "overrides_updated_at": earlier},
+    }
+
+    def worker(in_force: dict[str, int]) -> dict[str, int]:
+        controls = []
+        for name in "ab":
+            control = QueueControl(QueueConfig(name, min_workers=3), weighted=True)
+            if name in in_force:  # what this worker applied before the other write
+                control.apply(rows[name])
+            controls.append(control)
+        refused = minimums_refusal(controls, rows, 10)
+        for control in controls:
+            name = control.config.name
+            control.apply(rows[name], minimums_refused=refused.get(name))
+        return {c.config.name: c.min_workers for c in controls}
+
+    assert worker({"b": 6}) == worker({}) == worker({"a": 6}) == {"a": 3, "b": 6}

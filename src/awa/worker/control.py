@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from awa.config import QueueConfig
@@ -213,6 +214,7 @@ class QueueControl:
 
 
 _NOTHING = object()
+_NEVER = datetime.min.replace(tzinfo=UTC)
 
 
 def minimums_refusal(
@@ -223,10 +225,11 @@ def minimums_refusal(
     """Per queue, why its ``min_workers`` override in ``rows`` cannot apply now; queues
     absent from the result apply theirs. In weighted mode Σ min_workers must stay within
     ``global_max_workers``, the rule ``start()`` enforces (MinWorkersExceedGlobal). When
-    the overrides together would break it, the ones already in force stay — a write to
-    one queue never takes another queue's guarantee away — unless even that breaks it
-    (then none stays), and each new one applies if it fits beside those, in queue-name
-    order; a refused one never counts against another."""
+    the overrides together would break it, they are taken in the order they were written
+    (``overrides_updated_at``, then queue name), each applying if it fits beside those
+    taken before: an override in force is not displaced by a later write to another
+    queue, a refused one never counts against another, and every worker with the same
+    start-time settings decides the same from the same rows, whatever it applied before."""
     if global_max_workers is None:
         return {}
     controls = list(controls)
@@ -239,14 +242,15 @@ def minimums_refusal(
         """Σ min_workers with the overrides of ``applied`` in force, the rest configured."""
         return sum(overrides[n] if n in applied else configured[n] for n in configured)
 
-    overridden = set(overrides)
-    if total(overridden) <= global_max_workers:
+    def written(name: str) -> tuple[bool, datetime, str]:
+        stamp = rows[name].get("overrides_updated_at")
+        return (stamp is not None, stamp or _NEVER, name)  # unstamped (by hand) first
+
+    if total(set(overrides)) <= global_max_workers:
         return {}
-    applied = {c.config.name for c in controls if overrides.get(c.config.name) == c.min_workers}
-    if total(applied) > global_max_workers:
-        applied = set()
+    applied: set[str] = set()
     refused: dict[str, str] = {}
-    for name in sorted(overridden - applied):
+    for name in sorted(overrides, key=written):
         with_it = total(applied | {name})
         if with_it <= global_max_workers:
             applied.add(name)
