@@ -316,7 +316,8 @@ async def test_the_poll_interval_override_paces_how_an_idle_queue_finds_unannoun
     async def handler(job: awa.Job[Any]) -> None:
         return None
 
-    await client.start([("q", 2)], **FAST_WORKER)  # polls every 50 ms
+    # Polls every 50 ms; a cadence of 10 min, which caps the overridden poll (CONTRACT §5).
+    await client.start([("q", 2)], **{**FAST_WORKER, "override_refresh_ms": 600_000})
     try:
         # Listening first: the listener's connect looks for work once (notices sent before
         # it were lost), which would find the job below without any poll.

@@ -131,6 +131,25 @@ def test_a_claim_the_token_bucket_cut_polls_again_with_the_next_token() -> None:
     assert wait is not None and wait <= 1 / 50
 
 
+def test_a_fleet_rate_hold_asks_again_with_the_fleets_next_token_not_a_poll_later() -> None:
+    """Fleet rate 20/s, burst 2, polls 200 ms apart: waiting max(poll, next token) ran
+    2 jobs per poll, 10/s. The fleet said when its next token comes: ask then."""
+    dispatcher = _dispatcher()
+    dispatcher.idle = False
+    dispatcher._held_back(FleetHold("rate", 50.0))  # the fleet's next token in 50 ms
+    wait = dispatcher._sleep_seconds()
+    assert wait is not None and wait <= 0.05
+    dispatcher._held_back(FleetHold("concurrency", None))  # other holds: at least a poll
+    assert dispatcher._sleep_seconds() == dispatcher.control.poll_sleep_s
+
+
+def test_no_poll_sleeps_longer_than_the_control_refresh_cadence() -> None:
+    control = QueueControl(QueueConfig("a", poll_interval_ms=30_000), refresh_ms=1_000)
+    assert control.poll_sleep_s == 1.0  # CONTRACT §5
+    control.poll_interval_ms = 200
+    assert control.poll_sleep_s == 0.2
+
+
 def test_a_handed_over_job_counts_as_claimed_at_its_commit_not_at_its_notice() -> None:
     """A notice read long after its commit (the process was frozen meanwhile) launches a
     job whose claim is that old: the executor re-checks such a claim before its handler

@@ -22,6 +22,7 @@ decided across all queues by :func:`minimums_refusal` before each refresh is app
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -44,9 +45,15 @@ class QueueControl:
     """Configured, stored and effective settings of one queue in this worker."""
 
     def __init__(
-        self, config: QueueConfig, bucket: TokenBucket | None = None, *, weighted: bool = False
+        self,
+        config: QueueConfig,
+        bucket: TokenBucket | None = None,
+        *,
+        weighted: bool = False,
+        refresh_ms: float = math.inf,
     ) -> None:
         self.config = config
+        self.refresh_ms = refresh_ms  # the control refresh cadence: no poll sleeps longer
         self.bucket = bucket
         self.weighted = weighted
         self.paused = False
@@ -65,6 +72,13 @@ class QueueControl:
         self.pool_total: int | None = None
         self.fleet_running: int | None = None
         self._warned: dict[str, str] = {}  # override key → repr of the refused value logged
+
+    @property
+    def poll_sleep_s(self) -> float:
+        """How long a poll waits: the poll interval, never longer than the refresh cadence
+        (CONTRACT §5), so a queue polled rarely still notices what a lost notice missed
+        as soon as its settings would."""
+        return min(self.poll_interval_ms, self.refresh_ms) / 1000
 
     @property
     def coordinated(self) -> bool:

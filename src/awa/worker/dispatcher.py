@@ -174,7 +174,7 @@ class Dispatcher(LoopService):
         self.blocked = None
         self.at_pool_part = False
         if self.idle:  # its next probe follows a poll_interval_ms override at once
-            next_probe = time.monotonic() + self.control.poll_interval_ms / 1000
+            next_probe = time.monotonic() + self.control.poll_sleep_s
             if next_probe < self.probe_due:
                 self.probe_due = next_probe
                 if self._on_idle is not None:
@@ -253,10 +253,11 @@ class Dispatcher(LoopService):
 
     def _sleep_seconds(self) -> float | None:
         """How long to sleep unless woken: None when idle (the idle prober or a notice
-        wakes it), else the poll interval, stretched to the next local or fleet token."""
+        wakes it), else the poll interval (at most the refresh cadence), or until the next
+        local or fleet token when a token is what holds the claims back."""
         if self.idle:
             return None
-        timeout = self.control.poll_interval_ms / 1000
+        timeout = self.control.poll_sleep_s
         bucket = self.control.bucket
         if bucket is not None:
             # Waiting a whole poll interval would let a small burst overflow and the rate
@@ -264,7 +265,11 @@ class Dispatcher(LoopService):
             next_token = bucket.seconds_until(1)
             timeout = next_token if self._token_bound else max(timeout, next_token)
         if self._not_before > 0:
-            timeout = max(timeout, self._not_before - time.monotonic())
+            wait = self._not_before - time.monotonic()
+            # The fleet's next token: asked for then, or the rate goes unused (a fleet
+            # rate of 20/s with burst 2 ran 10/s at 200 ms polls). Other holds wait at
+            # least a poll.
+            timeout = max(wait, 0.001) if self.blocked == "rate" else max(timeout, wait)
         return timeout
 
     async def _wait(self, timeout: float | None) -> None:
@@ -449,7 +454,7 @@ class Dispatcher(LoopService):
     def _note_idle(self, *, ran_dry: bool) -> None:
         if ran_dry and not self.idle:
             self.idle = True
-            self.probe_due = time.monotonic() + self.control.poll_interval_ms / 1000
+            self.probe_due = time.monotonic() + self.control.poll_sleep_s
             if self._on_idle is not None:
                 self._on_idle()
         elif not ran_dry and self.idle:

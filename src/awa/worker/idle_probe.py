@@ -59,7 +59,7 @@ class IdleProber(LoopService):
             self.probing = False
         self.probes += 1
         for dispatcher in due:
-            dispatcher.probe_due = now + dispatcher.control.poll_interval_ms / 1000
+            dispatcher.probe_due = now + dispatcher.control.poll_sleep_s
             if dispatcher.queue in with_jobs:
                 dispatcher.wake()
 

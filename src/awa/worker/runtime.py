@@ -113,7 +113,9 @@ class Worker:
         self.claim_lane = ConnectionLane()  # the dispatchers' claims (ADR 0048)
         for q in config.queues:
             bucket = TokenBucket(q.rate_limit[0], q.rate_limit[1]) if q.rate_limit else None
-            control = QueueControl(q, bucket, weighted=config.weighted)
+            control = QueueControl(
+                q, bucket, weighted=config.weighted, refresh_ms=config.override_refresh_ms
+            )
             self.dispatchers[q.name] = Dispatcher(
                 q.name,
                 pool,
