@@ -91,6 +91,8 @@ BAD_INPUT = [
     (["queue", "limits", "set", "email", "--rate-limit", "nan"], "--rate-limit"),
     (["queue", "limits", "set", "email", "--rate-limit", "1", "--burst", "0"], "--burst"),
     (["queue", "limits", "set", "email", "--concurrency", "1", "--burst", "3"], "--burst"),
+    (["queue", "limits", "set", "email", "--burst", "3"], "--burst"),
+    (["queue", "limits", "set", "email", "--partition-by", "  "], "--partition-by"),
     (["queue", "limits", "set", "email", "--partition-by", ""], "--partition-by"),
     (["queue", "limits", "set", "email", "--partition-by", "k" * 64], "--partition-by"),
     (["queue", "limits", "set", "email"], "--concurrency"),

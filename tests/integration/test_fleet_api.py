@@ -45,6 +45,7 @@ async def test_limits_are_whole_state_and_nothing_set_means_unlimited(
         ({"rate_limit": 1.0, "burst": 0}, "burst"),
         ({"burst": 3}, "burst"),
         ({"partition_by": ""}, "partition_by"),
+        ({"partition_by": "  "}, "partition_by"),
         ({"partition_by": "k" * 64}, "partition_by"),
         ({"partition_by": 7}, "partition_by"),
     ],

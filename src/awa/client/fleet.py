@@ -39,7 +39,7 @@ def limit_params(
     if rate_limit is not None:
         validate.rate("rate_limit", rate_limit)
     if partition_by is not None:
-        validate.text("partition_by", partition_by, max_length=PARTITION_KEY_MAX)
+        validate.name("partition_by", partition_by, max_length=PARTITION_KEY_MAX)
     return {
         "queue": validate.name("queue", queue),
         "concurrency": None

@@ -148,6 +148,10 @@ def _print_status(statuses: list[awa.QueueLimitsStatus], queue: str | None) -> N
 
 async def run(args: argparse.Namespace, url: str | None) -> int:
     action = args.limits_action
+    if action == "set" and args.burst is not None and args.rate_limit is None:
+        sys.stderr.write("awa: error: argument --burst: needs --rate-limit (a burst is the "
+                         "size of its bucket)\n")  # fmt: skip
+        return 2
     if (
         action == "set"
         and args.concurrency is None
