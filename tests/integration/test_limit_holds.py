@@ -9,6 +9,7 @@ running jobs by the partition_by in force, including jobs claimed before it was 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import psycopg
@@ -110,3 +111,62 @@ async def test_a_raised_rate_limit_applies_before_the_old_limits_next_token(
         await wait_for(lambda: ran_all(second.id))  # long before the old limit's token
     finally:
         await client.shutdown()
+
+
+async def test_a_cancelled_running_job_wakes_the_claimers_its_cap_held_back(
+    client: awa.AsyncClient,
+) -> None:
+    """Polls (and the control cadence) an hour apart: only the `freed` notice of the
+    cancel can start the job waiting behind the cap of 1."""
+    await client.set_queue_limits("c", concurrency=1)
+    release = asyncio.Event()
+    started: list[int] = []
+
+    @client.task(None, kind="k", queue="c")
+    async def handler(job: awa.Job[Any]) -> None:
+        started.append(job.id)
+        await release.wait()
+
+    await client.insert_many([{}] * 2, kind="k", queue="c")
+    hour = 3_600_000
+    await client.start(
+        [("c", 2)], **{**FAST_WORKER, "poll_interval_ms": hour, "override_refresh_ms": hour}
+    )
+    try:
+        dispatcher = client._worker.dispatchers["c"]
+
+        async def held_on_the_cap() -> bool:
+            return len(started) == 1 and dispatcher.blocked == "concurrency"
+
+        await wait_for(held_on_the_cap)
+        await client.cancel(started[0])
+        await wait_for(lambda: _started(started, 2))
+    finally:
+        release.set()
+        await client.shutdown()
+
+
+async def _started(started: list[int], n: int) -> bool:
+    return len(started) == n
+
+
+async def test_a_rescued_running_job_announces_its_freed_slot(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], database_url: str
+) -> None:
+    from awa.maintenance import rescuer
+    from tests.helpers import lead_maintenance
+
+    await client.set_queue_limits("c", concurrency=1)
+    await client.set_queue_limits("uncapped", rate_limit=100.0)
+    for queue in ("c", "uncapped"):
+        await client.insert({}, kind="k", queue=queue)
+        db.execute("SELECT * FROM awa.claim(%s, 1, 0, 'on')", (queue,))
+    db.execute("UPDATE awa.jobs SET heartbeat_at = now() - interval '1 hour'")
+    with psycopg.connect(database_url, autocommit=True) as listener:
+        listener.execute("LISTEN awa_control")
+        rescued = await rescuer.rescue_stale_heartbeats(
+            await client._get_pool(), 60_000, lead_maintenance(db)
+        )
+        assert sorted(r[1] for r in rescued) == ["c", "uncapped"]
+        notices = [n.payload for n in listener.notifies(timeout=2, stop_after=1)]
+    assert notices == ['{"freed" : "c"}']  # the capped queue's, not the other's

@@ -1,14 +1,17 @@
 -- job_cancel: cancel one job that has not finished. A running job is cancelled at once:
 -- its attempt's late outcome no longer matches state = 'running' and is fenced, and the
 -- worker running it is told on awa_control so the handler can stop.
+-- A running job's slot of a capped queue is announced free (migration 0024).
 WITH cancelled AS (
-    UPDATE awa.jobs
+    UPDATE awa.jobs AS j
     SET state = 'cancelled', finalized_at = now(), heartbeat_at = NULL,
-        errors = awa.errors_append(errors, jsonb_build_array(jsonb_build_object(
-            'error', %(reason)s::text, 'attempt', attempt, 'at', now(), 'type', 'Cancelled')))
-    WHERE id = %(id)s AND state NOT IN ('completed', 'failed', 'cancelled')
-    RETURNING *
+        errors = awa.errors_append(j.errors, jsonb_build_array(jsonb_build_object(
+            'error', %(reason)s::text, 'attempt', j.attempt, 'at', now(), 'type', 'Cancelled')))
+    FROM (SELECT id, state FROM awa.jobs WHERE id = %(id)s FOR UPDATE) AS before
+    WHERE j.id = before.id AND before.state NOT IN ('completed', 'failed', 'cancelled')
+    RETURNING j.*, before.state = 'running' AS was_running
 )
 SELECT c.*, pg_notify('awa_control', json_build_object(
-    'cancel', c.id, 'run_lease', c.run_lease)::text) AS notified
+    'cancel', c.id, 'run_lease', c.run_lease)::text) AS notified,
+    CASE WHEN c.was_running THEN awa.announce_freed_in(ARRAY[c.queue]) END AS freed
 FROM cancelled AS c

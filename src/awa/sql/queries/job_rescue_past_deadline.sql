@@ -10,17 +10,22 @@ WITH overdue AS (
       AND (SELECT awa.leader_holds(%(epoch)s::bigint))
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+), rescued AS (
+    UPDATE awa.jobs AS j
+    SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'failed' ELSE 'retryable' END::awa.job_state,
+        finalized_at = CASE WHEN j.attempt >= j.max_attempts THEN now() END,
+        run_at = now(),
+        run_lease = j.run_lease + 1,
+        heartbeat_at = NULL,
+        callback_id = NULL, callback_timeout_at = NULL,  -- the lost attempt's callback ends with it
+        errors = awa.errors_append(j.errors, jsonb_build_array(jsonb_build_object(
+            'error', 'rescued: deadline passed at ' || j.deadline_at::text,
+            'attempt', j.attempt, 'at', now(), 'type', 'DeadlineExceeded')))
+    FROM overdue
+    WHERE j.id = overdue.id
+    RETURNING j.id, j.queue, j.kind, j.state
 )
-UPDATE awa.jobs AS j
-SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'failed' ELSE 'retryable' END::awa.job_state,
-    finalized_at = CASE WHEN j.attempt >= j.max_attempts THEN now() END,
-    run_at = now(),
-    run_lease = j.run_lease + 1,
-    heartbeat_at = NULL,
-    callback_id = NULL, callback_timeout_at = NULL,  -- the lost attempt's callback ends with it
-    errors = awa.errors_append(j.errors, jsonb_build_array(jsonb_build_object(
-        'error', 'rescued: deadline passed at ' || j.deadline_at::text,
-        'attempt', j.attempt, 'at', now(), 'type', 'DeadlineExceeded')))
-FROM overdue
-WHERE j.id = overdue.id
-RETURNING j.id, j.queue, j.kind, j.state
+-- Their slots of capped queues are announced free (migration 0024).
+SELECT r.id, r.queue, r.kind, r.state
+FROM rescued AS r
+CROSS JOIN (SELECT awa.announce_freed_in(array_agg(DISTINCT r2.queue)) FROM rescued AS r2) AS freed
