@@ -363,16 +363,23 @@ async def test_least_privilege_roles_work_and_cannot_do_more(roles: dict[str, st
     with psycopg.connect(roles["awa_producer"], autocommit=True) as conn:
         row = conn.execute("SELECT has_table_privilege('awa.queue_meta', 'SELECT')").fetchone()
         assert row == (False,)
+    async with awa.AsyncClient(roles["awa_app"]) as app:  # a partitioned queue
+        await app.set_queue_limits("parted", concurrency=1, partition_by="n")
     async with awa.AsyncClient(roles["awa_producer"]) as producer:
         job = await producer.insert({"n": 1}, kind="k", queue="plain")
+        keyed = await producer.insert({"n": 7}, kind="k", queue="parted")  # keyed at insert
         assert len(await producer.insert_many([{"n": 2}, {"n": 3}], kind="k")) == 2
         assert (await producer.get_job(job.id)).args == {"n": 1}
         with pytest.raises(awa.DatabaseError, match="permission denied"):
             await producer.cancel(job.id)
+    with psycopg.connect(roles["awa_owner"], autocommit=True) as conn:
+        query = "SELECT partition_key FROM awa.jobs WHERE id = %s"
+        assert conn.execute(query, (keyed.id,)).fetchone() == ("7",)
     with psycopg.connect(roles["awa_producer"], autocommit=True) as conn:
         for statement in ["UPDATE awa.jobs SET state = 'running'", "DELETE FROM awa.jobs",
                           "SELECT * FROM awa.queue_meta", "SELECT channel FROM awa.handoff_seats",
-                          "SELECT seat_id FROM awa.handoff_seats", *FORBIDDEN[:3]]:  # fmt: skip
+                          "SELECT seat_id FROM awa.handoff_seats",
+                          "SELECT * FROM awa.queue_limits", *FORBIDDEN[:3]]:  # fmt: skip
             with pytest.raises(pg.InsufficientPrivilege):
                 conn.execute(statement)
 

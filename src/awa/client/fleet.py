@@ -75,6 +75,7 @@ async def set_queue_limits(
         return None
     with mapped():
         async with conn.transaction():
+            await conn.execute(sql.QUEUE_LIMITS_LOCK, {"queue": params["queue"]})
             await conn.execute(sql.QUEUE_LOCK, {"queue": params["queue"]})
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(sql.QUEUE_LIMITS_SET, params)
@@ -88,6 +89,7 @@ async def clear_queue_limits(conn: AsyncConnection[Any], queue: str) -> QueueLim
     queue = validate.text("queue", queue)
     with mapped():
         async with conn.transaction():
+            await conn.execute(sql.QUEUE_LIMITS_LOCK, {"queue": queue})
             await conn.execute(sql.QUEUE_LOCK, {"queue": queue})
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(sql.QUEUE_LIMITS_CLEAR, {"queue": queue})

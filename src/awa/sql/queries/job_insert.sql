@@ -7,10 +7,15 @@
 -- transaction commits, it wakes nobody else. The plain EXISTS spares awa.take_seat (a
 -- call and a locking UPDATE) when no worker is idle; then the queue is woken as before.
 -- notified: NULL when nobody was woken. No CTE around the INSERT (~7 µs a call).
+-- A job available now of a queue partitioned by a fleet limit (ADR 0010) is keyed here,
+-- not left to a claim's adoption: behind a backlog of jobs not yet adopted, it would wait
+-- until they all were (one key's backlog delaying another's job). partition_by is read
+-- FOR SHARE (migration 0025), so a change of it (queue_limits_lock) waits for this
+-- transaction and then re-keys its job like any other.
 -- sql.JOB_INSERT_UNSEATED is this statement less its seat part (ADR 0049).
 INSERT INTO awa.jobs AS j (
     kind, queue, args, state, priority, original_priority, max_attempts,
-    tags, metadata, run_at, unique_key, unique_states, ordering_key
+    tags, metadata, run_at, unique_key, unique_states, ordering_key, partition_key
 )
 VALUES (
     %(kind)s, %(queue)s, %(args)s::jsonb,
@@ -18,7 +23,9 @@ VALUES (
         ELSE 'available' END::awa.job_state,
     %(priority)s, %(priority)s, %(max_attempts)s,
     %(tags)s::text[], %(metadata)s::jsonb, coalesce(%(run_at)s::timestamptz, now()),
-    %(unique_key)s::bytea, %(unique_states)s::bit(8), %(ordering_key)s::text
+    %(unique_key)s::bytea, %(unique_states)s::bit(8), %(ordering_key)s::text,
+    CASE WHEN %(run_at)s::timestamptz > now() THEN NULL
+        ELSE awa.partition_key_at_insert(%(queue)s::awa.job_queue, %(args)s::jsonb) END
 )
 RETURNING j.id, j.state, j.created_at, j.run_at,
     CASE WHEN j.state <> 'available' THEN NULL
