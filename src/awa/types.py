@@ -428,7 +428,8 @@ class QueueFleet:
     them, ``running``: the queue's jobs running across the fleet at that read (it is
     refreshed every control cadence, so it lags by up to one), ``blocked``: why the fleet
     held back this worker's last claim (``concurrency``, ``partition``, ``pool``, ``rate``;
-    None: it did not), ``holds``: claims the fleet held back since the worker started.
+    None: it did not), ``holds``: claims the fleet held back since the worker started,
+    ``top_partitions``: for a partitioned queue, its five busiest partitions at that read.
     """
 
     limits: QueueLimits | None = None
@@ -437,3 +438,5 @@ class QueueFleet:
     running: int | None = None
     blocked: str | None = None
     holds: int = 0
+    # A partitioned queue's busiest partitions at that read, as (key, running).
+    top_partitions: list[tuple[str, int]] = field(default_factory=list)

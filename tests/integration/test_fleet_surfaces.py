@@ -136,3 +136,38 @@ async def test_dashboard_metrics_read_the_fleet_from_the_database(
         "awa_fleet_running": 0, "awa_fleet_pool_min_workers": 0, "awa_fleet_pool_weight": 1,
     }  # fmt: skip
     assert not any(name == "awa_queue_in_flight" for name, _ in series)  # no worker here
+
+
+async def test_the_snapshot_names_a_partitioned_queues_busiest_partitions(
+    client: awa.AsyncClient,
+) -> None:
+    gate = asyncio.Event()
+
+    @client.task(None, kind="slow", queue="parted")
+    async def slow(job: awa.Job[Any]) -> None:
+        await gate.wait()
+
+    await client.set_queue_limits("parted", concurrency=2, partition_by="tenant")
+    await client.insert_many(
+        [{"tenant": "a"}, {"tenant": "a"}, {"tenant": "b"}], kind="slow", queue="parted"
+    )
+    await client.start([("parted", 4)], **{**FAST_WORKER, **LIVE_SETTINGS})
+    try:
+
+        async def busiest() -> list[tuple[str, int]] | None:
+            fleet = client.runtime_snapshot().queues["parted"].fleet
+            top = fleet.top_partitions if fleet is not None else []
+            return top if top == [("a", 2), ("b", 1)] else None
+
+        await wait_for(busiest)
+
+        async def published() -> bool:  # as `awa runtime list --json` shows it
+            instances = await client.list_runtime_instances()
+            snap = instances[0].snapshot if instances else None
+            fleet = snap.queues["parted"].fleet if snap is not None else None
+            return fleet is not None and fleet.top_partitions == [("a", 2), ("b", 1)]
+
+        await wait_for(published)
+    finally:
+        gate.set()
+        await client.shutdown()

@@ -31,7 +31,7 @@ def _snapshot(**queues: awa.QueueRuntime) -> awa.RuntimeSnapshot:
 def test_fleet_views_round_trip_through_json() -> None:
     snap = _snapshot(
         limited=_queue(awa.QueueFleet(LIMITS, None, None, running=7, blocked="partition",
-                                      holds=3)),
+                                      holds=3, top_partitions=[("acme", 5), ("", 2)])),
         pooled=_queue(awa.QueueFleet(None, awa.PoolMember(2, 3), 12, running=0)),
         plain=_queue(None),
     )  # fmt: skip

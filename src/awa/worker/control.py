@@ -71,6 +71,7 @@ class QueueControl:
         self.pool_member: PoolMember | None = None
         self.pool_total: int | None = None
         self.fleet_running: int | None = None
+        self.fleet_top_partitions: list[tuple[str, int]] = []
         self._warned: dict[str, str] = {}  # override key → repr of the refused value logged
 
     @property
@@ -109,6 +110,8 @@ class QueueControl:
         self.pool_member = control_pool_member(row)
         self.pool_total = row.get("pool_total") if row else None
         self.fleet_running = row.get("fleet_running") if row else None
+        top = row.get("fleet_top_partitions") if row else None
+        self.fleet_top_partitions = [(key, n) for key, n in top or ()]
 
     def _effective_deadline(self, override: int | None, ignored: dict[str, str]) -> int:
         configured = self.config.deadline_ms

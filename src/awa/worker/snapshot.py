@@ -57,6 +57,7 @@ def queue_fleet(dispatcher: Dispatcher) -> QueueFleet | None:
         running=control.fleet_running,
         blocked=dispatcher.blocked,
         holds=dispatcher.fleet_holds,
+        top_partitions=list(control.fleet_top_partitions),
     )
 
 
@@ -101,6 +102,7 @@ def fleet_from_json(data: dict[str, Any] | None) -> QueueFleet | None:
         running=data.get("running"),
         blocked=data.get("blocked"),
         holds=data.get("holds", 0),
+        top_partitions=[(key, n) for key, n in data.get("top_partitions", ())],
     )  # fmt: skip
 
 
