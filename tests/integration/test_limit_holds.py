@@ -170,3 +170,16 @@ async def test_a_rescued_running_job_announces_its_freed_slot(
         assert sorted(r[1] for r in rescued) == ["c", "uncapped"]
         notices = [n.payload for n in listener.notifies(timeout=2, stop_after=1)]
     assert notices == ['{"freed" : "c"}']  # the capped queue's, not the other's
+
+
+async def test_a_partition_held_by_its_bucket_says_when_its_next_token_comes(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    await client.set_queue_limits("p", rate_limit=0.5, burst=1, partition_by="k")  # 1 per 2 s
+    await client.insert_many([{"k": "a"}] * 2, kind="k", queue="p")
+    ids, holds = _claim(db, "p")
+    assert len(ids) == 1  # key a's one token
+    [(blocked, retry_in_ms)] = holds
+    assert blocked == "partition" and 1_000 < retry_in_ms <= 2_000  # its next token
+    await client.set_queue_limits("p", concurrency=1, partition_by="k")  # a cap, no rate
+    assert _claim(db, "p") == ([], [("partition", None)])  # woken by `freed`, not a timer

@@ -143,6 +143,19 @@ def test_a_fleet_rate_hold_asks_again_with_the_fleets_next_token_not_a_poll_late
     assert dispatcher._sleep_seconds() == dispatcher.control.poll_sleep_s
 
 
+def test_a_partition_hold_looks_again_when_a_keys_next_token_comes() -> None:
+    dispatcher = _dispatcher()
+    dispatcher.idle = False
+    dispatcher._held_back(FleetHold("partition", 30.0))  # a key's next token in 30 ms
+    wait = dispatcher._sleep_seconds()
+    assert wait is not None and wait <= 0.03
+    assert dispatcher._reserve() is None  # not asked again at once (a burst of notices)...
+    dispatcher._not_before = 0.0  # ...but a new key's job may be claimed before then
+    assert dispatcher._reserve() is not None
+    dispatcher._held_back(FleetHold("partition", None))  # only caps: a poll, or `freed`
+    assert dispatcher._sleep_seconds() == dispatcher.control.poll_sleep_s
+
+
 def test_no_poll_sleeps_longer_than_the_control_refresh_cadence() -> None:
     control = QueueControl(QueueConfig("a", poll_interval_ms=30_000), refresh_ms=1_000)
     assert control.poll_sleep_s == 1.0  # CONTRACT §5

@@ -118,6 +118,9 @@ class Dispatcher(LoopService):
         self.blocked: str | None = None  # why the fleet held the last claim back
         self.at_pool_part = False  # held back because this process runs its part (ADR 0038)
         self._not_before = 0.0  # monotonic time before which asking the fleet is pointless
+        # A partition hold: when the soonest token of a key held by its bucket comes (0 =
+        # no such key). Looked again for then, sooner than a poll, but not waited for.
+        self._key_token_at = 0.0
         # The local token bucket, not the work, ended the last claim: jobs are waiting, and
         # the next poll is due with the next token, however far the poll interval is.
         self._token_bound = False
@@ -171,6 +174,7 @@ class Dispatcher(LoopService):
         no longer stand, so the next claim asks afresh (CONTRACT §8: changes apply within
         one refresh cadence, however far away the old limit's next token was)."""
         self._not_before = 0.0
+        self._key_token_at = 0.0
         self.blocked = None
         self.at_pool_part = False
         if self.idle:  # its next probe follows a poll_interval_ms override at once
@@ -269,7 +273,12 @@ class Dispatcher(LoopService):
             # The fleet's next token: asked for then, or the rate goes unused (a fleet
             # rate of 20/s with burst 2 ran 10/s at 200 ms polls). Other holds wait at
             # least a poll.
-            timeout = max(wait, 0.001) if self.blocked == "rate" else max(timeout, wait)
+            if self.blocked == "rate":
+                timeout = max(wait, 0.001)
+            else:
+                if self._key_token_at > 0:
+                    timeout = min(timeout, self._key_token_at - time.monotonic())
+                timeout = max(timeout, wait)
         return timeout
 
     async def _wait(self, timeout: float | None) -> None:
@@ -465,6 +474,7 @@ class Dispatcher(LoopService):
     def _held_back(self, hold: FleetHold | None) -> None:
         """Remember why the fleet held the last claim back, and when to ask again."""
         self._not_before = 0.0
+        self._key_token_at = 0.0
         self.at_pool_part = hold is not None and hold.reason == _AT_POOL_PART
         if hold is None:
             self.blocked = None
@@ -472,9 +482,11 @@ class Dispatcher(LoopService):
         self.blocked = "pool" if self.at_pool_part else hold.reason
         self.fleet_holds += 1
         self._observer.fleet_held(self.queue, self.blocked)
-        if hold.retry_in_ms is not None:  # a rate limit: no token before then
-            self._not_before = time.monotonic() + hold.retry_in_ms / 1000
-        elif hold.reason == "partition":
+        if hold.reason == "partition":
             # Other keys may get jobs any moment (no head-of-line blocking), but a burst of
             # notices for a key at its limit must not turn into a burst of claims.
             self._not_before = time.monotonic() + _PARTITION_RECHECK_S
+            if hold.retry_in_ms is not None:  # a key's next token (migration 0026)
+                self._key_token_at = time.monotonic() + hold.retry_in_ms / 1000
+        elif hold.retry_in_ms is not None:  # a rate limit: no token before then
+            self._not_before = time.monotonic() + hold.retry_in_ms / 1000
