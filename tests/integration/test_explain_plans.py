@@ -184,3 +184,22 @@ def test_the_idle_probe_never_scans_the_table(seeded: psycopg.Connection[Any]) -
     assert access, "the plan reads awa.jobs"
     assert all(kind != "Seq Scan" for kind, _ in access), access
     assert "jobs_claim_idx" in {index for _, index in access}, access
+
+
+@pytest.mark.parametrize(
+    ("query", "params"),
+    [
+        (sql.JOB_PRUNE_FINALIZED,
+         {"completed_retention_ms": 0, "failed_retention_ms": 0, "limit": 5000, "epoch": 0}),
+        (sql.DLQ_PRUNE, {"retention_ms": 0, "limit": 5000, "epoch": 0}),
+    ],
+    ids=["jobs", "dlq"],
+)  # fmt: skip
+def test_a_retention_batch_deletes_its_rows_by_key_not_by_a_join_over_the_table(
+    seeded: psycopg.Connection[Any], query: str, params: dict[str, Any]
+) -> None:
+    plan = plan_of(seeded, query, params)
+    joins = [n["Node Type"] for n in plan if "Join" in n["Node Type"]]
+    assert joins == [], joins  # a hash semi-join scanned the whole table once per batch
+    if query is sql.JOB_PRUNE_FINALIZED:  # (the seeded DLQ is empty: any plan reads it)
+        assert "jobs_pkey" in {n.get("Index Name") for n in plan}, plan

@@ -183,3 +183,20 @@ async def test_a_partition_held_by_its_bucket_says_when_its_next_token_comes(
     assert blocked == "partition" and 1_000 < retry_in_ms <= 2_000  # its next token
     await client.set_queue_limits("p", concurrency=1, partition_by="k")  # a cap, no rate
     assert _claim(db, "p") == ([], [("partition", None)])  # woken by `freed`, not a timer
+
+
+async def test_the_leader_forgets_rate_buckets_that_refilled_and_keeps_the_others(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    from awa.maintenance import pruner
+    from tests.helpers import lead_maintenance
+
+    await client.set_queue_limits("p", rate_limit=1.0, burst=2, partition_by="k")
+    await client.insert_many([{"k": f"t{n}"} for n in range(30)], kind="k", queue="p")
+    assert len(_claim(db, "p", limit=30)[0]) == 30  # a bucket per key, each spent by one
+    refilled = "UPDATE awa.queue_rate_buckets SET refilled_at = now() - interval '1 hour'"
+    db.execute(refilled + " WHERE partition_key <> 't0'")  # all but t0's are full again
+    pruned = await pruner.prune_full_rate_buckets(await client._get_pool(), lead_maintenance(db))
+    assert pruned == 29
+    rows = db.execute("SELECT partition_key FROM awa.queue_rate_buckets").fetchall()
+    assert rows == [("t0",)]  # still spending its token: kept

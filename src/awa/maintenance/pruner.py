@@ -50,6 +50,18 @@ async def prune_dlq(pool: AsyncConnectionPool, retention_ms: int, epoch: int) ->
             return total
 
 
+async def prune_full_rate_buckets(pool: AsyncConnectionPool, epoch: int) -> int:
+    """Forget fleet rate buckets that refilled to their burst (one per partition key a
+    rate-limited queue ever saw, else); returns how many."""
+    total = 0
+    while True:
+        async with pool.connection() as conn:
+            cur = await conn.execute(sql.RATE_BUCKETS_PRUNE, {"limit": BATCH, "epoch": epoch})
+        total += cur.rowcount
+        if cur.rowcount < BATCH:
+            return total
+
+
 async def prune_lapsed_seats(pool: AsyncConnectionPool) -> int:
     """Delete handoff seats whose worker died without releasing them (ADR 0045)."""
     async with pool.connection() as conn:

@@ -216,6 +216,7 @@ class Worker:
             self.pool, c.completed_retention_ms, c.failed_retention_ms, epoch
         )
         await pruner.prune_runtime_instances(self.pool, epoch)
+        await pruner.prune_full_rate_buckets(self.pool, epoch)
         await pruner.prune_lapsed_seats(self.pool)
         await self.upkeep.prune()
 
