@@ -4,7 +4,7 @@
 -- otherwise waited for their next poll (session 25's review).
 -- The queues among p_queues that are capped, plus every pool member when one of them is a
 -- member; returns how many notices were sent.
-CREATE FUNCTION awa.announce_freed_in(p_queues text[])
+CREATE OR REPLACE FUNCTION awa.announce_freed_in(p_queues text[])
 RETURNS integer LANGUAGE sql VOLATILE AS $$
     SELECT count(pg_notify('awa_control', json_build_object('freed', w.queue)::text))::int
     FROM (

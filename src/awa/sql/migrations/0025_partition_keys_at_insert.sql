@@ -6,7 +6,7 @@
 -- SECURITY DEFINER: a producer-only role may insert jobs but neither read the limits nor
 -- lock their rows (docs/security.md); this reads one queue's partition_by for it, nothing
 -- else. plpgsql: its plan is cached per session (≈ 4 µs a call measured on PostgreSQL 15).
-CREATE FUNCTION awa.partition_key_at_insert(p_queue text, p_args jsonb)
+CREATE OR REPLACE FUNCTION awa.partition_key_at_insert(p_queue text, p_args jsonb)
 RETURNS text LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
