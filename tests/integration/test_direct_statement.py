@@ -224,3 +224,43 @@ async def test_a_watched_connection_whose_server_ends_mid_statement_unregisters_
         with pytest.raises(psycopg.OperationalError):
             await task
         assert conn.closed and not _registered(fd)
+
+
+def _lose_the_registration(fd: int) -> None:
+    """What uvloop was seen to do after a server crash: the loop stops watching a socket
+    without telling the watch, so no wakeup ever comes for its next reply."""
+    asyncio.get_running_loop().remove_reader(fd)
+
+
+async def test_a_reply_the_loop_never_announces_is_found_by_the_patrol(
+    database_url: str,
+) -> None:
+    async with _watched(database_url) as (conn, fd):
+        await ECHO.rows(conn, NULLS)
+        _lose_the_registration(fd)
+        rows = await asyncio.wait_for(ECHO.rows(conn, {**NULLS, "n": 1}), timeout=10)
+        assert rows[0][0] == 2  # found within a patrol round, not waited for for ever
+        assert not _registered(fd)  # the untrusted registration was dropped...
+        await ECHO.rows(conn, NULLS)
+        assert _registered(fd)  # ...and the next statement registered afresh
+
+
+async def test_a_link_lost_while_its_wakeup_is_lost_fails_instead_of_hanging(
+    database_url: str, db: psycopg.Connection[Any]
+) -> None:
+    async with _watched(database_url) as (conn, fd):
+        task = asyncio.ensure_future(SLEEP.rows(conn, {"s": 30}))
+
+        async def sleeping() -> bool:
+            row = db.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND wait_event = 'PgSleep'",
+                (conn.info.backend_pid,),
+            ).fetchone()
+            return row is not None and row[0] > 0
+
+        await wait_for(sleeping)
+        _lose_the_registration(fd)
+        db.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+        with pytest.raises(psycopg.OperationalError):
+            await asyncio.wait_for(task, timeout=10)
+        assert conn.closed

@@ -49,6 +49,10 @@ _SQLSTATE = int(pq.DiagnosticField.SQLSTATE)
 # SQLSTATE invalid_sql_statement_name: the server forgot the prepared statement (a
 # DISCARD ALL, a pooler's server_reset_query); prepare it again and run once more.
 _UNKNOWN_STATEMENT = b"26000"
+# A statement waiting for its reply looks at its socket itself this often, whatever the
+# event loop says: a wakeup the loop never delivers (uvloop lost some after a server crash,
+# leaving the worker's writes waiting for ever) then costs this long, not the process.
+PATROL_S = 1.0
 
 
 def _positional(query: str) -> tuple[bytes, tuple[str, ...]]:
@@ -96,39 +100,91 @@ class _Watch:
     connection is returned, discarded or closed.
     """
 
-    __slots__ = ("active", "fd", "loop", "pgconn", "waiter")
+    __slots__ = ("active", "fd", "loop", "patrol", "pgconn", "waiter")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, pgconn: pq.abc.PGconn) -> None:
         self.loop = loop
         self.pgconn = pgconn
         self.fd = pgconn.socket  # kept: a lost connection no longer tells its socket
         self.waiter: asyncio.Future[None] | None = None
+        self.patrol = _patrol(loop)
         loop.add_reader(self.fd, self._on_readable)
         self.active = True
 
     def _on_readable(self) -> None:
-        waiter = self.waiter
-        if waiter is None:
+        if self.waiter is None:
             # Something arrived between statements (a notice, the server's goodbye): stop
             # watching, or the level-triggered poll would call this on every pass; the
             # next statement registers again.
             self.close()
             return
-        if waiter.done():
-            return
+        self._read()
+
+    def _read(self) -> bool:
+        """Read what arrived; complete the waiter when its result is whole or the link
+        broke. True when it did."""
+        waiter = self.waiter
+        if waiter is None or waiter.done():
+            return False
         try:
             self.pgconn.consume_input()
         except psycopg.OperationalError as exc:  # the link broke
             waiter.set_exception(exc)
-            return
-        if not self.pgconn.is_busy():
-            waiter.set_result(None)
+            return True
+        if self.pgconn.is_busy():
+            return False
+        waiter.set_result(None)
+        return True
+
+    def look(self) -> None:
+        """The patrol's look at a statement still waiting: a reply (or a broken link) the
+        loop never announced means its registration is not to be trusted any more, so it
+        is dropped and the next statement registers afresh."""
+        if self._read():
+            self.close()
 
     def close(self) -> None:
         if self.active:
             self.active = False
             if not self.loop.is_closed():
                 self.loop.remove_reader(self.fd)
+
+
+class _Patrol:
+    """One event loop's statements waiting on kept watches, looked at every ``PATROL_S``
+    while there are any (a timer, not a task: nothing is left pending when the loop
+    closes)."""
+
+    __slots__ = ("loop", "timer", "waiting")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.waiting: set[_Watch] = set()
+        self.timer: asyncio.TimerHandle | None = None
+
+    def add(self, watch: _Watch) -> None:
+        self.waiting.add(watch)
+        if self.timer is None:
+            self.timer = self.loop.call_later(PATROL_S, self._round)
+
+    def _round(self) -> None:
+        self.timer = None
+        for watch in list(self.waiting):
+            watch.look()
+        if self.waiting:
+            self.timer = self.loop.call_later(PATROL_S, self._round)
+
+
+_PATROLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Patrol] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _patrol(loop: asyncio.AbstractEventLoop) -> _Patrol:
+    patrol = _PATROLS.get(loop)
+    if patrol is None:
+        patrol = _PATROLS[loop] = _Patrol(loop)
+    return patrol
 
 
 class _Session:
@@ -158,13 +214,16 @@ class _Session:
             self.drop_watch()
             watched = self.watched = _Watch(loop, pgconn)
         waiter = watched.waiter = loop.create_future()
+        watched.patrol.add(watched)
         return waiter
 
     def disarm(self) -> None:
         """The statement is over: readable from now on means the server spoke unasked.
         (A link that broke meanwhile raised, and its socket was unwatched then.)"""
-        if self.watched is not None:
-            self.watched.waiter = None
+        watched = self.watched
+        if watched is not None:
+            watched.waiter = None
+            watched.patrol.waiting.discard(watched)
 
     def drop_watch(self) -> None:
         if self.watched is not None:
@@ -317,14 +376,18 @@ async def _reply(
 
 
 async def _ready(loop: asyncio.AbstractEventLoop, fd: int, *, writable: bool) -> None:
+    """Until ``fd`` is ready, or ``PATROL_S`` passed (the caller looks at the socket
+    itself, then waits again if it must)."""
     ready: asyncio.Future[None] = loop.create_future()
     if writable:
         loop.add_writer(fd, _wake, ready)
     else:
         loop.add_reader(fd, _wake, ready)
+    timer = loop.call_later(PATROL_S, _wake, ready)
     try:
         await ready
     finally:
+        timer.cancel()
         if writable:
             loop.remove_writer(fd)
         else:
