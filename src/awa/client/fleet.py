@@ -75,8 +75,7 @@ async def set_queue_limits(
         return None
     with mapped():
         async with conn.transaction():
-            await conn.execute(sql.QUEUE_LIMITS_LOCK, {"queue": params["queue"]})
-            await conn.execute(sql.QUEUE_LOCK, {"queue": params["queue"]})
+            await _lock_queue(conn, params["queue"], params["partition_by"])
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(sql.QUEUE_LIMITS_SET, params)
             row = await cur.fetchone()
@@ -84,13 +83,32 @@ async def set_queue_limits(
     return _limits(row)
 
 
+async def _lock_queue(conn: AsyncConnection[Any], queue: str, partition_by: str | None) -> None:
+    """The queue's claim lock, and first, when ``partition_by`` is to change, its
+    partitioning lock (migration 0025: waits for inserts keyed by the stored one). Looked
+    at again under the claim lock, which orders the changes: one may have landed since."""
+    params = {"queue": queue}
+    locked = await _stored_partition_by(conn, queue) != partition_by
+    if locked:
+        await conn.execute(sql.QUEUE_PARTITION_LOCK, params)
+    await conn.execute(sql.QUEUE_LOCK, params)
+    if not locked and await _stored_partition_by(conn, queue) != partition_by:
+        await conn.execute(sql.QUEUE_PARTITION_LOCK, params)
+
+
+async def _stored_partition_by(conn: AsyncConnection[Any], queue: str) -> str | None:
+    cur = conn.cursor(row_factory=dict_row)
+    await cur.execute(sql.QUEUE_LIMITS_GET, {"queue": queue})
+    row = await cur.fetchone()
+    return None if row is None else row["partition_by"]
+
+
 async def clear_queue_limits(conn: AsyncConnection[Any], queue: str) -> QueueLimits | None:
     """Remove the queue's limits; returns what was stored (None: nothing was)."""
     queue = validate.text("queue", queue)
     with mapped():
         async with conn.transaction():
-            await conn.execute(sql.QUEUE_LIMITS_LOCK, {"queue": queue})
-            await conn.execute(sql.QUEUE_LOCK, {"queue": queue})
+            await _lock_queue(conn, queue, None)
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(sql.QUEUE_LIMITS_CLEAR, {"queue": queue})
             row = await cur.fetchone()

@@ -1,21 +1,37 @@
 -- 0025: a job of a partitioned queue is keyed at its insert (job_insert), not only by a
 -- claim's adoption: a backlog not yet adopted delayed another key's job until all of it
--- was (session 25's review). The stored partition_by is read FOR SHARE, so a change of it
--- (queue_limits_lock, FOR NO KEY UPDATE) waits for the inserts in flight, then re-keys
--- their jobs like any other.
--- SECURITY DEFINER: a producer-only role may insert jobs but neither read the limits nor
--- lock their rows (docs/security.md); this reads one queue's partition_by for it, nothing
--- else. plpgsql: its plan is cached per session (≈ 4 µs a call measured on PostgreSQL 15).
+-- was (session 25's review).
+-- A change of partition_by must not miss a job keyed by the old one in a transaction still
+-- open: the insert holds a shared advisory lock on the queue's partitioning (key 1635213682,
+-- beside the claim lock's 1635213681) until it ends, and a change takes it exclusively
+-- first (queue_partition_lock), so it waits for those inserts, then re-keys their jobs; an
+-- insert that comes while a change waits or runs waits for it, then reads the new
+-- partition_by. Lock-manager locks queue fairly: a row lock FOR SHARE, tried first, let
+-- a stream of overlapping inserts starve a change for good, cost a multixact per insert,
+-- and failed REPEATABLE READ producers after any limits change.
+-- A transaction above READ COMMITTED reads the limits as of its snapshot, which may
+-- predate a change: its job is left to adoption (NULL), as before this migration.
+-- SECURITY DEFINER: a producer-only role may insert jobs but not read the limits
+-- (docs/security.md); this reads one queue's partition_by for it, nothing else.
+-- plpgsql: its plans are cached per session (≈ 4 µs a call on PostgreSQL 15).
 CREATE OR REPLACE FUNCTION awa.partition_key_at_insert(p_queue text, p_args jsonb)
 RETURNS text LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    v_key text;
+    v_by text;
 BEGIN
-    SELECT left(coalesce(p_args ->> l.partition_by, ''), 200) INTO v_key
+    SELECT l.partition_by INTO v_by
     FROM awa.queue_limits AS l
-    WHERE l.queue = p_queue AND l.partition_by IS NOT NULL
-    FOR SHARE;
-    RETURN v_key;
+    WHERE l.queue = p_queue AND l.partition_by IS NOT NULL;
+    IF v_by IS NULL OR current_setting('transaction_isolation') <> 'read committed' THEN
+        RETURN NULL;  -- not partitioned (no lock taken), or left to adoption
+    END IF;
+    PERFORM pg_advisory_xact_lock_shared(1635213682, hashtext(p_queue));
+    -- Again, after the lock: a change that held it has committed by now.
+    SELECT l.partition_by INTO v_by FROM awa.queue_limits AS l WHERE l.queue = p_queue;
+    IF v_by IS NULL THEN
+        RETURN NULL;
+    END IF;
+    RETURN left(coalesce(p_args ->> v_by, ''), 200);
 END
 $$;

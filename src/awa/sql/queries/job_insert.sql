@@ -9,9 +9,9 @@
 -- notified: NULL when nobody was woken. No CTE around the INSERT (~7 µs a call).
 -- A job available now of a queue partitioned by a fleet limit (ADR 0010) is keyed here,
 -- not left to a claim's adoption: behind a backlog of jobs not yet adopted, it would wait
--- until they all were (one key's backlog delaying another's job). partition_by is read
--- FOR SHARE (migration 0025), so a change of it (queue_limits_lock) waits for this
--- transaction and then re-keys its job like any other.
+-- until they all were (one key's backlog delaying another's job). The function holds the
+-- queue's partitioning lock shared (migration 0025), so a change of partition_by
+-- (queue_partition_lock) waits for this transaction and then re-keys its job.
 -- sql.JOB_INSERT_UNSEATED is this statement less its seat part (ADR 0049).
 INSERT INTO awa.jobs AS j (
     kind, queue, args, state, priority, original_priority, max_attempts,
