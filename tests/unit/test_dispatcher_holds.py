@@ -9,7 +9,7 @@ from typing import Any
 from awa.config import QueueConfig
 from awa.db.lane import ConnectionLane
 from awa.db.rows import FleetHold
-from awa.types import Job, JobState
+from awa.types import Job, JobState, QueueLimits
 from awa.worker.control import QueueControl
 from awa.worker.dispatcher import Dispatcher
 from awa.worker.permits import QueuePermits
@@ -143,10 +143,39 @@ def test_a_fleet_rate_hold_asks_again_with_the_fleets_next_token_not_a_poll_late
     assert dispatcher._sleep_seconds() == dispatcher.control.poll_sleep_s
 
 
+def _fleet_rate(dispatcher: Dispatcher, rate: float, burst: int) -> None:
+    dispatcher.control.limits = QueueLimits("a", None, rate, burst, None, datetime.now(UTC))
+
+
+def test_a_fleet_rate_hold_waits_until_the_bucket_could_fill_a_claim_not_each_token() -> None:
+    """Rate 50/s, burst 50, polls 200 ms apart: asking at every token made every worker
+    claim 50 times a second for one job each; a poll later the bucket still has room."""
+    dispatcher = _dispatcher()
+    dispatcher.idle = False
+    _fleet_rate(dispatcher, 50.0, 50)
+    dispatcher._held_back(FleetHold("rate", 20.0))
+    assert dispatcher._sleep_seconds() == dispatcher.control.poll_sleep_s
+    _fleet_rate(dispatcher, 20.0, 2)  # a small burst fills before a poll: ask as it does
+    dispatcher._held_back(FleetHold("rate", 50.0))
+    wait = dispatcher._sleep_seconds()
+    assert wait is not None and 0.05 <= wait <= 0.1 + 0.01
+
+
+def test_a_hold_whose_time_passed_without_a_claim_waits_a_poll_not_a_spin() -> None:
+    """The token came while no permit was free (another queue held the overflow): a
+    permit's return wakes the dispatcher, not a timeout of zero over and over."""
+    dispatcher = _dispatcher()
+    dispatcher.idle = False
+    for hold in (FleetHold("rate", 10.0), FleetHold("partition", -10.0)):
+        dispatcher._held_back(hold)
+        dispatcher._not_before = dispatcher._key_token_at = time.monotonic() - 1
+        assert dispatcher._sleep_seconds() == dispatcher.control.poll_sleep_s
+
+
 def test_a_partition_hold_looks_again_when_a_keys_next_token_comes() -> None:
     dispatcher = _dispatcher()
     dispatcher.idle = False
-    dispatcher._held_back(FleetHold("partition", 30.0))  # a key's next token in 30 ms
+    dispatcher._held_back(FleetHold("partition", -30.0))  # a key's next token in 30 ms
     wait = dispatcher._sleep_seconds()
     assert wait is not None and wait <= 0.03
     assert dispatcher._reserve() is None  # not asked again at once (a burst of notices)...

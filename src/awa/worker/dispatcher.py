@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -261,6 +262,7 @@ class Dispatcher(LoopService):
         local or fleet token when a token is what holds the claims back."""
         if self.idle:
             return None
+        now = time.monotonic()
         timeout = self.control.poll_sleep_s
         bucket = self.control.bucket
         if bucket is not None:
@@ -268,18 +270,28 @@ class Dispatcher(LoopService):
             # go unused (burst 1 at 100/s ran 5 jobs/s at 200 ms polls).
             next_token = bucket.seconds_until(1)
             timeout = next_token if self._token_bound else max(timeout, next_token)
-        if self._not_before > 0:
-            wait = self._not_before - time.monotonic()
-            # The fleet's next token: asked for then, or the rate goes unused (a fleet
-            # rate of 20/s with burst 2 ran 10/s at 200 ms polls). Other holds wait at
-            # least a poll.
-            if self.blocked == "rate":
-                timeout = max(wait, 0.001)
-            else:
-                if self._key_token_at > 0:
-                    timeout = min(timeout, self._key_token_at - time.monotonic())
-                timeout = max(timeout, wait)
+        # The fleet's tokens (a times still ahead: one passed while no permit was free is
+        # no reason to wake; a permit's return does that). Asked for again before the
+        # bucket is full, or the rate goes unused (20/s with burst 2 ran 10/s at 200 ms
+        # polls), but not at every token (each worker claiming at each token).
+        if self.blocked == "rate" and self._not_before > now:
+            wait = self._not_before - now
+            timeout = max(wait, min(timeout, wait + self._refill_s()))
+        elif self.blocked == "partition" and self._key_token_at > now:
+            wait = self._key_token_at - now
+            timeout = max(_PARTITION_RECHECK_S, min(timeout, wait + self._refill_s()))
+        elif self._not_before > now:  # other holds wait at least a poll
+            timeout = max(timeout, self._not_before - now)
         return timeout
+
+    def _refill_s(self) -> float:
+        """How long the fleet bucket (a key's, for a partitioned queue) takes from one
+        token to full."""
+        limits = self.control.limits
+        if limits is None or limits.rate_limit is None:
+            return 0.0
+        burst = limits.burst or math.ceil(limits.rate_limit)
+        return max(burst - 1, 0) / limits.rate_limit
 
     async def _wait(self, timeout: float | None) -> None:
         if self._wakeup.is_set():
@@ -486,7 +498,7 @@ class Dispatcher(LoopService):
             # Other keys may get jobs any moment (no head-of-line blocking), but a burst of
             # notices for a key at its limit must not turn into a burst of claims.
             self._not_before = time.monotonic() + _PARTITION_RECHECK_S
-            if hold.retry_in_ms is not None:  # a key's next token (migration 0026)
-                self._key_token_at = time.monotonic() + hold.retry_in_ms / 1000
+            if hold.retry_in_ms is not None and hold.retry_in_ms < 0:  # migration 0026
+                self._key_token_at = time.monotonic() - hold.retry_in_ms / 1000
         elif hold.retry_in_ms is not None:  # a rate limit: no token before then
             self._not_before = time.monotonic() + hold.retry_in_ms / 1000

@@ -7,9 +7,10 @@
 -- when a key's room was 0: either way the worker looked again only at its next poll, and
 -- with rate 100/s and burst 1 a key ran about 5 jobs a second at 200 ms polls (a reviewer
 -- measured 9.4/s per key). After the claim, the keys with waiting jobs and less than a
--- whole token now report the hold ('partition') with the soonest time a token comes
--- (retry_in_ms). The worker looks again then, or at its next poll if sooner; keys held by
--- their cap are woken by the `freed` notice as before, and a new key's job by its insert.
+-- whole token now report the hold ('partition') with the soonest time a token comes, as a
+-- negative retry_in_ms (see below). The worker looks again then, or at its next poll if
+-- sooner; keys held by their cap are woken by the `freed` notice as before, and a new
+-- key's job by its insert.
 
 CREATE OR REPLACE FUNCTION awa.claim_coordinated_locked(p_queue text, p_limit integer, p_deadline_ms bigint, p_synchronous_commit text)
  RETURNS TABLE(id bigint, kind text, queue text, args jsonb, state awa.job_state, priority smallint, attempt integer, max_attempts integer, run_lease bigint, tags text[], metadata jsonb, progress jsonb, errors jsonb, created_at timestamp with time zone, run_at timestamp with time zone, attempted_at timestamp with time zone, deadline_at timestamp with time zone, finalized_at timestamp with time zone, ordering_key text, blocked text, retry_in_ms double precision)
@@ -191,6 +192,11 @@ BEGIN
                     AND a.partition_key = b.partition_key);
             IF v_wait_ms IS NOT NULL THEN
                 v_why := 'partition';
+                -- Negative: "look again then", not "wait until then". A worker of an
+                -- earlier release reads any retry_in_ms as a rate hold's wait and would
+                -- claim no key of the queue before it; a negative one is already over
+                -- for it, so it polls as before (a rolling upgrade's mixed fleet).
+                v_wait_ms := -v_wait_ms;
             END IF;
         END IF;
     ELSE
