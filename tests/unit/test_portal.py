@@ -39,3 +39,18 @@ def test_a_loop_stopped_by_system_exit_fails_waiting_and_later_calls() -> None:
     with pytest.raises(ClientClosed, match=r"a hook called sys\.exit"):
         portal.call(asyncio.sleep(0))
     portal.close()  # idempotent once dead
+
+
+def test_a_close_during_which_the_loop_dies_returns() -> None:
+    portal = Portal("test-portal")
+
+    async def last() -> None:  # the client's own close, meeting a hook's sys.exit
+        portal.loop.call_soon(sys.exit, "a hook called sys.exit")
+        await asyncio.sleep(60)
+
+    closing = threading.Thread(target=portal.close, args=(last(),), daemon=True)
+    closing.start()
+    closing.join(10)
+    assert not closing.is_alive()
+    with pytest.raises(ClientClosed):
+        portal.call(asyncio.sleep(0))

@@ -127,13 +127,26 @@ class Portal:
             if last is not None:
                 last.close()
             return
-        done = asyncio.run_coroutine_threadsafe(self._wind_down(last), self._loop)
+        with self._lock:
+            if self._death is not None:  # the loop is gone: nothing can run on it
+                if last is not None:
+                    last.close()
+                return
+            done = asyncio.run_coroutine_threadsafe(self._wind_down(last), self._loop)
+            self._waiting.add(done)  # failed by _died if the loop stops meanwhile
         try:
             done.result()
+        except ClientClosed:
+            if self._death is None:
+                raise  # (the loop died during the close: closed all the same)
         finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
+            with self._lock:
+                self._waiting.discard(done)
+            if self._death is None:
+                self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join()
-            self._loop.close()
+            if not self._loop.is_closed():
+                self._loop.close()
 
     async def _tracked(self, coro: Coroutine[Any, Any, R]) -> R:
         task = asyncio.current_task()
