@@ -201,3 +201,25 @@ async def test_the_leader_forgets_rate_buckets_that_refilled_and_keeps_the_other
     assert pruned == 29
     rows = db.execute("SELECT partition_key FROM awa.queue_rate_buckets").fetchall()
     assert rows == [("t0",)]  # still spending its token: kept
+
+
+async def test_a_shutdowns_fence_announces_the_freed_slot(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], database_url: str
+) -> None:
+    from awa.db import sql
+
+    await client.set_queue_limits("c", concurrency=1)
+    await client.insert({}, kind="k", queue="c")
+    (job_id, run_lease, attempted_at) = db.execute(
+        "SELECT id, run_lease, attempted_at FROM awa.claim('c', 1, 0, 'on')"
+    ).fetchone() or (None, None, None)
+    with psycopg.connect(database_url, autocommit=True) as listener:
+        listener.execute("LISTEN awa_control")
+        fenced = db.execute(
+            sql.JOB_FENCE_ATTEMPTS,
+            {"ids": [job_id], "run_leases": [run_lease], "attempted_ats": [attempted_at],
+             "reason": "worker shut down"},
+        ).fetchall()  # fmt: skip
+        assert fenced == [(job_id,)]
+        notices = [n.payload for n in listener.notifies(timeout=2, stop_after=1)]
+    assert notices == ['{"freed" : "c"}']
