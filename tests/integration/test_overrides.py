@@ -454,3 +454,31 @@ async def test_a_rate_written_by_hand_that_no_bucket_can_run_is_refused_not_fata
         await wait_for(lambda: _effective_is(client, "b", "max_workers", 1))
     finally:
         await client.shutdown()
+
+
+async def test_restating_an_unchanged_minimum_keeps_its_place_before_a_refused_one(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """Global 10. ma is given 6, then mb 6 (refused beside ma's), then ma's overrides are
+    rewritten with the same 6 and a poll interval: ma's minimum stays the older one."""
+    from psycopg.rows import dict_row
+
+    from awa.config import QueueConfig
+    from awa.db import sql
+    from awa.worker.control import QueueControl, minimums_refusal
+
+    await client.set_runtime_overrides("ma", min_workers=6)
+    await client.set_runtime_overrides("mb", min_workers=6)
+    await client.set_runtime_overrides("ma", min_workers=6, poll_interval_ms=100)
+    with db.cursor(row_factory=dict_row) as cur:
+        rows = {
+            r["queue"]: r for r in cur.execute(sql.QUEUE_CONTROL_LIST, {"queues": ["ma", "mb"]})
+        }
+    controls = [QueueControl(QueueConfig(q, min_workers=2), weighted=True) for q in ("ma", "mb")]
+    assert list(minimums_refusal(controls, rows, 10)) == ["mb"]
+    await client.set_runtime_overrides("ma", min_workers=5)  # a changed minimum: a new write
+    with db.cursor(row_factory=dict_row) as cur:
+        rows = {
+            r["queue"]: r for r in cur.execute(sql.QUEUE_CONTROL_LIST, {"queues": ["ma", "mb"]})
+        }
+    assert list(minimums_refusal(controls, rows, 10)) == ["ma"]

@@ -243,7 +243,7 @@ def minimums_refusal(
     absent from the result apply theirs. In weighted mode Σ min_workers must stay within
     ``global_max_workers``, the rule ``start()`` enforces (MinWorkersExceedGlobal). When
     the overrides together would break it, they are taken in the order they were written
-    (``overrides_updated_at``, then queue name), each applying if it fits beside those
+    (``override_min_workers_at``, then queue name), each applying if it fits beside those
     taken before: an override in force is not displaced by a later write to another
     queue, a refused one never counts against another, and every worker with the same
     start-time settings decides the same from the same rows, whatever it applied before."""
@@ -260,7 +260,8 @@ def minimums_refusal(
         return sum(overrides[n] if n in applied else configured[n] for n in configured)
 
     def written(name: str) -> tuple[bool, datetime, str]:
-        stamp = rows[name].get("overrides_updated_at")
+        row = rows[name]  # (a worker older than migration 0027 reads no min stamp)
+        stamp = row.get("override_min_workers_at") or row.get("overrides_updated_at")
         return (stamp is not None, stamp or _NEVER, name)  # unstamped (by hand) first
 
     if total(set(overrides)) <= global_max_workers:

@@ -11,6 +11,7 @@ WITH written AS (
         override_max_workers = NULL,
         override_min_workers = NULL,
         override_weight = NULL,
+        override_min_workers_at = NULL,
         overrides_updated_at = now()
     WHERE queue = %(queue)s
     RETURNING *
