@@ -260,6 +260,8 @@ class Executor:
     async def _run_async(self, task: Task, attempt: Attempt) -> Any:
         if attempt.cancel_reason == "deadline":  # expired before the handler started
             raise _DeadlineExceeded()
+        if attempt.cancel_reason is not None:  # asked to stop while _may_start awaited
+            raise asyncio.CancelledError()
         attempt.interruptible = True
         try:
             return await task.handler(attempt.job)
@@ -291,14 +293,26 @@ class Executor:
 
     # -- control ---------------------------------------------------------------------
 
-    def cancel(self, job_id: int, reason: str, run_lease: int | None = None) -> bool:
-        """Ask a running attempt to stop; async handlers are cancelled at their next await."""
+    def cancel(
+        self,
+        job_id: int,
+        reason: str,
+        run_lease: int | None = None,
+        key: results.AttemptKey | None = None,
+    ) -> bool:
+        """Ask a running attempt to stop; async handlers are cancelled at their next await.
+        With ``key``, only that very attempt: a job claimed again after a crash keeps its
+        run_lease (ADR 0006), so a lease alone may name the attempt that replaced it."""
         attempt = self.attempts.get(job_id)
         if attempt is None or (run_lease is not None and attempt.run_lease != run_lease):
             return False
+        if key is not None and attempt.key != key:
+            return False
         if attempt.request_cancel(reason):
-            task = self._registry.get(attempt.job.kind)
-            if task is not None and task.is_async and attempt.task is not None:
+            # Only a handler under way: a task not started yet would never run its
+            # clean-up (its permit and its entry here would leak, its job heartbeated for
+            # ever); it sees the request before its handler starts (_may_start).
+            if attempt.interruptible and attempt.task is not None:
                 attempt.task.cancel()
             self._stop_requested(attempt)
         return True

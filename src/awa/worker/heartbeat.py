@@ -63,9 +63,12 @@ async def beat(
     gone = [key for key in running if key[0] not in alive]
     cancelled = await _cancelled(pool, gone) if gone else set()
     lost = 0
-    for job_id, lease, _ in gone:
+    for key in gone:
+        job_id, lease, _ = key
         reason = "cancelled" if job_id in cancelled else "lease lost"
-        if executor.cancel(job_id, reason, lease):
+        # The whole key: this beat's list predates its awaits, and the job may have been
+        # claimed again meanwhile under the same lease (ADR 0006); that attempt lives.
+        if executor.cancel(job_id, reason, lease, key=key):
             lost += 1
             logger.info(
                 "job %s lost its lease (rescued or cancelled); stopping its handler", job_id,

@@ -1,0 +1,82 @@
+"""Stopping an attempt (Executor.cancel): only the attempt named, and never by cancelling a
+task that has not started (its clean-up would never run)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from awa.types import Job, JobState
+from awa.worker import results
+from awa.worker.executor import Executor
+from awa.worker.registry import TaskRegistry
+
+
+class _Permit:
+    def __init__(self) -> None:
+        self.released = 0
+
+    def release(self) -> None:
+        self.released += 1
+
+
+class _Completer:
+    def __init__(self) -> None:
+        self.outcomes: list[results.Finalization] = []
+
+    async def submit(self, outcome: results.Finalization) -> None:
+        self.outcomes.append(outcome)
+
+    def attempts(self) -> list[results.AttemptKey]:
+        return []
+
+
+def _job(attempted_at: datetime) -> Job[Any]:
+    return Job(
+        id=618, kind="k", queue="q", args={}, state=JobState.RUNNING, priority=2, attempt=1,
+        max_attempts=25, run_lease=1, tags=[], metadata={}, progress=None, errors=[],
+        created_at=attempted_at, run_at=attempted_at, attempted_at=attempted_at,
+        deadline_at=None, finalized_at=None,
+    )  # fmt: skip
+
+
+def _executor(ran: list[int]) -> tuple[Executor, _Completer]:
+    registry = TaskRegistry()
+
+    async def handler(job: Job[Any]) -> None:
+        ran.append(job.id)
+
+    registry.register(None, handler, kind="k", queue="q")
+    completer = _Completer()
+    return Executor(registry, completer, threads=1), completer  # type: ignore[arg-type]
+
+
+async def test_an_attempt_stopped_before_its_task_starts_still_ends_and_frees_its_permit() -> None:
+    ran: list[int] = []
+    executor, completer = _executor(ran)
+    permit = _Permit()
+    executor.launch(_job(datetime.now(UTC)), permit, deadline_ms=0)  # type: ignore[arg-type]
+    assert executor.cancel(618, "cancelled", 1)  # in the same loop pass as the launch
+
+    async def ended() -> bool:
+        return permit.released == 1
+
+    for _ in range(100):
+        if await ended():
+            break
+        await asyncio.sleep(0.01)
+    assert permit.released == 1 and executor.in_flight() == []  # no longer heartbeated
+    assert ran == [] and completer.outcomes == []  # the handler never started
+
+
+async def test_a_stale_attempts_key_never_stops_the_attempt_that_replaced_it() -> None:
+    """A crash forgot a claim; the job was claimed again under the same run_lease (ADR
+    0006). A heartbeat whose list predates the new claim reports the old key gone."""
+    ran: list[int] = []
+    executor, _ = _executor(ran)
+    first = datetime.now(UTC)
+    executor.launch(_job(first + timedelta(seconds=1)), _Permit(), deadline_ms=0)  # type: ignore[arg-type]
+    assert not executor.cancel(618, "lease lost", 1, key=(618, 1, first))
+    await asyncio.sleep(0.05)
+    assert ran == [618]  # the new attempt ran
