@@ -105,3 +105,28 @@ async def test_a_repeatable_read_producer_inserts_across_a_limits_change(
     key = db.execute("SELECT partition_key FROM awa.jobs WHERE id = %s", (job.id,)).fetchone()
     assert key == (None,)  # left to adoption: its snapshot may hold the old partition_by
     assert _claim(db, "p", 1) == ["a"]
+
+
+async def test_a_pause_does_not_wait_for_producers_of_a_partitioned_queue(
+    client: awa.AsyncClient, database_url: str
+) -> None:
+    """The partitioning lock is a key of its own, not the pause gate's."""
+    await client.set_queue_limits("p", concurrency=1, partition_by="k")
+    with psycopg.connect(database_url) as producer:  # an insert left open
+        bridge.insert_job(producer, {"k": "a"}, kind="k", queue="p")
+        await asyncio.wait_for(client.pause_queue("p"), timeout=5)
+        producer.rollback()
+
+
+async def test_concurrent_partition_by_changes_never_deadlock(client: awa.AsyncClient) -> None:
+    deadlocks: list[str] = []
+
+    async def change(n: int) -> None:
+        for _ in range(25):
+            try:
+                await client.set_queue_limits("p", concurrency=2, partition_by="ab"[n % 2])
+            except awa.DatabaseError as exc:  # pragma: no cover - the failure being tested
+                deadlocks.append(str(exc))
+
+    await asyncio.gather(*(change(n) for n in range(4)))
+    assert deadlocks == []

@@ -192,6 +192,19 @@ def test_no_poll_sleeps_longer_than_the_control_refresh_cadence() -> None:
     assert control.poll_sleep_s == 0.2
 
 
+def test_a_token_bound_queue_without_a_free_permit_waits_a_poll_not_each_token() -> None:
+    config = QueueConfig("a", max_workers=1, rate_limit=(1000.0, 1), poll_interval_ms=200)
+    control = QueueControl(config, TokenBucket(1000.0, 1))
+    dispatcher = Dispatcher(
+        "a", None, QueuePermits("a", 1), control, _Launcher(),  # type: ignore[arg-type]
+        claim_lane=ConnectionLane(),
+    )  # fmt: skip
+    dispatcher.idle, dispatcher._token_bound = False, True  # the bucket ended the last claim
+    held = dispatcher.permits.try_acquire(1)  # and its one permit is out
+    assert held.total == 1 and dispatcher._reserve() is None
+    assert dispatcher._sleep_seconds() == control.poll_sleep_s  # a permit's return wakes it
+
+
 def test_a_handed_over_job_counts_as_claimed_at_its_commit_not_at_its_notice() -> None:
     """A notice read long after its commit (the process was frozen meanwhile) launches a
     job whose claim is that old: the executor re-checks such a claim before its handler

@@ -84,16 +84,15 @@ async def set_queue_limits(
 
 
 async def _lock_queue(conn: AsyncConnection[Any], queue: str, partition_by: str | None) -> None:
-    """The queue's claim lock, and first, when ``partition_by`` is to change, its
-    partitioning lock (migration 0025: waits for inserts keyed by the stored one). Looked
-    at again under the claim lock, which orders the changes: one may have landed since."""
+    """In this order, as every writer of limits takes them: the queue's writer lock (so
+    the stored partition_by read next stays as read), its partitioning lock when
+    ``partition_by`` is to change (migration 0025: waits for the inserts keyed by the
+    stored one), then its claim lock."""
     params = {"queue": queue}
-    locked = await _stored_partition_by(conn, queue) != partition_by
-    if locked:
+    await conn.execute(sql.QUEUE_LIMITS_WRITER_LOCK, params)
+    if await _stored_partition_by(conn, queue) != partition_by:
         await conn.execute(sql.QUEUE_PARTITION_LOCK, params)
     await conn.execute(sql.QUEUE_LOCK, params)
-    if not locked and await _stored_partition_by(conn, queue) != partition_by:
-        await conn.execute(sql.QUEUE_PARTITION_LOCK, params)
 
 
 async def _stored_partition_by(conn: AsyncConnection[Any], queue: str) -> str | None:

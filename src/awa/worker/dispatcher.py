@@ -389,6 +389,10 @@ class Dispatcher(LoopService):
         wanted = self._args_budget.claimable(control.claim_batch_size)
         grant = self.permits.try_acquire(wanted)
         if grant.total == 0:
+            # No permit: a permit's return wakes this dispatcher, not the next token (in
+            # weighted mode, with another queue holding the overflow, polling at each
+            # token of a local bucket spun at 100 % CPU).
+            self._token_bound = False
             return None
         allowed = grant.total
         bucket = control.bucket

@@ -2,11 +2,12 @@
 -- claim's adoption: a backlog not yet adopted delayed another key's job until all of it
 -- was (session 25's review).
 -- A change of partition_by must not miss a job keyed by the old one in a transaction still
--- open: the insert holds a shared advisory lock on the queue's partitioning (key 1635213682,
--- beside the claim lock's 1635213681) until it ends, and a change takes it exclusively
--- first (queue_partition_lock), so it waits for those inserts, then re-keys their jobs; an
--- insert that comes while a change waits or runs waits for it, then reads the new
--- partition_by. Lock-manager locks queue fairly: a row lock FOR SHARE, tried first, let
+-- open: the insert holds a shared advisory lock on the queue's partitioning until it ends
+-- (key 1635213683: 1635213679–82 are the ordering, pool, claim and pause-gate locks), and
+-- a change takes it exclusively first (queue_partition_lock), so it waits for those
+-- inserts, then re-keys their jobs; an insert that comes while a change waits or runs
+-- waits for it, then reads the new partition_by. Do not change a queue's partition_by in
+-- a transaction that inserted into it: the change would wait for that very transaction. Lock-manager locks queue fairly: a row lock FOR SHARE, tried first, let
 -- a stream of overlapping inserts starve a change for good, cost a multixact per insert,
 -- and failed REPEATABLE READ producers after any limits change.
 -- A transaction above READ COMMITTED reads the limits as of its snapshot, which may
@@ -26,7 +27,7 @@ BEGIN
     IF v_by IS NULL OR current_setting('transaction_isolation') <> 'read committed' THEN
         RETURN NULL;  -- not partitioned (no lock taken), or left to adoption
     END IF;
-    PERFORM pg_advisory_xact_lock_shared(1635213682, hashtext(p_queue));
+    PERFORM pg_advisory_xact_lock_shared(1635213683, hashtext(p_queue));
     -- Again, after the lock: a change that held it has committed by now.
     SELECT l.partition_by INTO v_by FROM awa.queue_limits AS l WHERE l.queue = p_queue;
     IF v_by IS NULL THEN

@@ -4,4 +4,4 @@
 -- the change commits: the re-keying statement that follows, its snapshot taken after this
 -- wait, sees all their jobs. Its own statement, before queue_lock when it can be, so the
 -- wait does not hold the queue's claims back.
-SELECT pg_advisory_xact_lock(1635213682, hashtext(%(queue)s::text))
+SELECT pg_advisory_xact_lock(1635213683, hashtext(%(queue)s::text))
