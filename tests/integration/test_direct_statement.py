@@ -206,20 +206,26 @@ async def test_an_interrupted_statement_on_a_watched_connection_unregisters_it(
         assert conn.closed and not _registered(fd)
 
 
+async def _sleeping_on_the_server(db: psycopg.Connection[Any], conn: AsyncConnection[Any]) -> None:
+    """Until ``conn``'s server session is inside SLEEP's pg_sleep."""
+
+    async def sleeping() -> bool:
+        row = db.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND wait_event = 'PgSleep'",
+            (conn.info.backend_pid,),
+        ).fetchone()
+        return row is not None and row[0] > 0
+
+    await wait_for(sleeping)
+
+
 async def test_a_watched_connection_whose_server_ends_mid_statement_unregisters_it(
     database_url: str, db: psycopg.Connection[Any]
 ) -> None:
     async with _watched(database_url) as (conn, fd):
         task = asyncio.ensure_future(SLEEP.rows(conn, {"s": 30}))
 
-        async def sleeping() -> bool:
-            row = db.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND wait_event = 'PgSleep'",
-                (conn.info.backend_pid,),
-            ).fetchone()
-            return row is not None and row[0] > 0
-
-        await wait_for(sleeping)
+        await _sleeping_on_the_server(db, conn)
         db.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
         with pytest.raises(psycopg.OperationalError):
             await task
@@ -251,14 +257,7 @@ async def test_a_link_lost_while_its_wakeup_is_lost_fails_instead_of_hanging(
     async with _watched(database_url) as (conn, fd):
         task = asyncio.ensure_future(SLEEP.rows(conn, {"s": 30}))
 
-        async def sleeping() -> bool:
-            row = db.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND wait_event = 'PgSleep'",
-                (conn.info.backend_pid,),
-            ).fetchone()
-            return row is not None and row[0] > 0
-
-        await wait_for(sleeping)
+        await _sleeping_on_the_server(db, conn)
         _lose_the_registration(fd)
         db.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
         with pytest.raises(psycopg.OperationalError):

@@ -70,19 +70,23 @@ async def test_overlapping_producers_never_starve_a_partition_by_change(
     await client.set_queue_limits("p", concurrency=1, partition_by="k")
     stop = asyncio.Event()
 
-    def produce() -> int:
-        n = 0
+    committed = [0] * 6
+
+    def produce(n: int) -> int:
         with psycopg.connect(database_url) as conn:
             while not stop.is_set():
                 with conn.transaction():
                     bridge.insert_job(conn, {"k": "a"}, kind="k", queue="p")
                     time.sleep(0.01)
-                n += 1
-        return n
+                committed[n] += 1
+        return committed[n]
 
-    producers = [asyncio.to_thread(produce) for _ in range(6)]
-    running = asyncio.gather(*producers)
-    await asyncio.sleep(0.3)  # under way, overlapping
+    running = asyncio.gather(*(asyncio.to_thread(produce, n) for n in range(6)))
+
+    async def all_under_way() -> bool:
+        return all(n > 0 for n in committed)
+
+    await wait_for(all_under_way)
     try:
         await asyncio.wait_for(client.set_queue_limits("p", concurrency=1, partition_by="j"), 8)
     finally:

@@ -3,7 +3,6 @@ task that has not started (its clean-up would never run)."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -11,6 +10,7 @@ from awa.types import Job, JobState
 from awa.worker import results
 from awa.worker.executor import Executor
 from awa.worker.registry import TaskRegistry
+from tests.helpers import wait_for
 
 
 class _Permit:
@@ -62,11 +62,8 @@ async def test_an_attempt_stopped_before_its_task_starts_still_ends_and_frees_it
     async def ended() -> bool:
         return permit.released == 1
 
-    for _ in range(100):
-        if await ended():
-            break
-        await asyncio.sleep(0.01)
-    assert permit.released == 1 and executor.in_flight() == []  # no longer heartbeated
+    await wait_for(ended)
+    assert executor.in_flight() == []  # no longer heartbeated
     assert ran == [] and completer.outcomes == []  # the handler never started
 
 
@@ -77,6 +74,9 @@ async def test_a_stale_attempts_key_never_stops_the_attempt_that_replaced_it() -
     executor, _ = _executor(ran)
     first = datetime.now(UTC)
     executor.launch(_job(first + timedelta(seconds=1)), _Permit(), deadline_ms=0)  # type: ignore[arg-type]
-    assert not executor.cancel(618, "lease lost", 1, key=(618, 1, first))
-    await asyncio.sleep(0.05)
-    assert ran == [618]  # the new attempt ran
+    assert not executor.cancel(618, "lease lost", key=(618, 1, first))
+
+    async def the_new_attempt_ran() -> bool:
+        return ran == [618]
+
+    await wait_for(the_new_attempt_ran)

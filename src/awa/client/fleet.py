@@ -90,16 +90,10 @@ async def _lock_queue(conn: AsyncConnection[Any], queue: str, partition_by: str 
     stored one), then its claim lock."""
     params = {"queue": queue}
     await conn.execute(sql.QUEUE_LIMITS_WRITER_LOCK, params)
-    if await _stored_partition_by(conn, queue) != partition_by:
+    stored = await queue_limits(conn, queue)
+    if (stored.partition_by if stored is not None else None) != partition_by:
         await conn.execute(sql.QUEUE_PARTITION_LOCK, params)
     await conn.execute(sql.QUEUE_LOCK, params)
-
-
-async def _stored_partition_by(conn: AsyncConnection[Any], queue: str) -> str | None:
-    cur = conn.cursor(row_factory=dict_row)
-    await cur.execute(sql.QUEUE_LIMITS_GET, {"queue": queue})
-    row = await cur.fetchone()
-    return None if row is None else row["partition_by"]
 
 
 async def clear_queue_limits(conn: AsyncConnection[Any], queue: str) -> QueueLimits | None:

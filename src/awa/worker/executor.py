@@ -301,8 +301,9 @@ class Executor:
         key: results.AttemptKey | None = None,
     ) -> bool:
         """Ask a running attempt to stop; async handlers are cancelled at their next await.
-        With ``key``, only that very attempt: a job claimed again after a crash keeps its
-        run_lease (ADR 0006), so a lease alone may name the attempt that replaced it."""
+        ``key`` names the very attempt (its run_lease among the rest): a job claimed again
+        after a crash keeps its run_lease (ADR 0006), so a lease alone may name the
+        attempt that replaced it."""
         attempt = self.attempts.get(job_id)
         if attempt is None or (run_lease is not None and attempt.run_lease != run_lease):
             return False

@@ -68,7 +68,7 @@ async def beat(
         reason = "cancelled" if job_id in cancelled else "lease lost"
         # The whole key: this beat's list predates its awaits, and the job may have been
         # claimed again meanwhile under the same lease (ADR 0006); that attempt lives.
-        if executor.cancel(job_id, reason, lease, key=key):
+        if executor.cancel(job_id, reason, key=key):
             lost += 1
             logger.info(
                 "job %s lost its lease (rescued or cancelled); stopping its handler", job_id,
