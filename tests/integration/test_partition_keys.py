@@ -134,3 +134,33 @@ async def test_concurrent_partition_by_changes_never_deadlock(client: awa.AsyncC
 
     await asyncio.gather(*(change(n) for n in range(4)))
     assert deadlocks == []
+
+
+async def test_a_partition_by_change_gives_way_to_a_completion_waiting_for_the_claim_lock(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], database_url: str
+) -> None:
+    """A completion writes its outcomes, then takes the claim lock for its riding claim.
+    A change holding that lock and waiting on one of the finished rows closed a cycle
+    that deadlock detection broke after a second by aborting a side (here the change,
+    which raised DeadlockDetected). The change now gives way, and tries again."""
+    await client.set_queue_limits("p", concurrency=5, partition_by="k")
+    await client.insert({"k": "a", "j": "b"}, kind="k", queue="p")
+    assert _claim(db, "p", 1) == ["a"]  # running, keyed by "k"
+    async with await psycopg.AsyncConnection.connect(database_url) as completion:
+        await completion.execute(
+            "UPDATE awa.jobs SET heartbeat_at = now() WHERE queue = 'p' AND state = 'running'"
+        )
+        change = asyncio.create_task(client.set_queue_limits("p", concurrency=5, partition_by="j"))
+
+        async def the_change_waits_on_the_row() -> bool:
+            row = db.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'transactionid'"
+            ).fetchone()
+            return row is not None and row[0] == 1
+
+        await wait_for(the_change_waits_on_the_row)
+        await completion.execute("SELECT pg_advisory_xact_lock(1635213681, hashtext('p'))")
+        await completion.commit()
+    await asyncio.wait_for(change, timeout=10)
+    keys = db.execute("SELECT partition_key FROM awa.jobs WHERE queue = 'p'").fetchall()
+    assert keys == [("b",)]  # re-keyed by the new partition_by

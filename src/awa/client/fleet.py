@@ -9,10 +9,13 @@ partition keys of adopted jobs change together, never under a claim in progress.
 
 from __future__ import annotations
 
+import asyncio
+import random
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, LiteralString
 
 from psycopg import AsyncConnection
+from psycopg import errors as pg
 from psycopg.rows import dict_row
 
 from awa import validate
@@ -24,6 +27,12 @@ from awa.types import FleetPool, PoolMember, QueueLimits, QueueLimitsStatus
 
 PARTITION_KEY_MAX = 63
 TOP_PARTITIONS = 5
+# How long a limit writer holding a queue's claim lock waits on any other lock before it
+# gives way and tries again (queue_lock.sql): far below deadlock_timeout (1 s by default),
+# so the completions it held up lose at most this much.
+LOCK_WAIT = "50ms"
+_RETRY_FIRST_S = 0.01
+_RETRY_MAX_S = 0.2
 
 
 def limit_params(
@@ -73,14 +82,37 @@ async def set_queue_limits(
     if all(params[key] is None for key in ("concurrency", "rate_limit", "partition_by")):
         await clear_queue_limits(conn, params["queue"])
         return None
-    with mapped():
-        async with conn.transaction():
-            await _lock_queue(conn, params["queue"], params["partition_by"])
-            cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(sql.QUEUE_LIMITS_SET, params)
-            row = await cur.fetchone()
+    row = await _write_limits(
+        conn, params["queue"], params["partition_by"], sql.QUEUE_LIMITS_SET, params
+    )
     assert row is not None  # the upsert always returns its row
     return _limits(row)
+
+
+async def _write_limits(
+    conn: AsyncConnection[Any],
+    queue: str,
+    partition_by: str | None,
+    statement: LiteralString,
+    params: dict[str, Any],
+) -> dict[str, Any] | None:
+    """Run ``statement`` in a transaction of its own under the queue's locks; the row it
+    returns. Tried again (after a short random pause) whenever a lock wait past the claim
+    lock outlasted LOCK_WAIT — such a wait may be one half of a cycle with a completion
+    (queue_lock.sql) — so the write waits as long as it must, never holding the queue's
+    claims and completions up for longer than LOCK_WAIT at a time."""
+    pause = _RETRY_FIRST_S
+    with mapped():
+        while True:
+            try:
+                async with conn.transaction():
+                    await _lock_queue(conn, queue, partition_by)
+                    cur = conn.cursor(row_factory=dict_row)
+                    await cur.execute(statement, params)
+                    return await cur.fetchone()
+            except pg.LockNotAvailable:
+                await asyncio.sleep(random.uniform(0, pause))
+                pause = min(pause * 2, _RETRY_MAX_S)
 
 
 async def _lock_queue(conn: AsyncConnection[Any], queue: str, partition_by: str | None) -> None:
@@ -93,18 +125,13 @@ async def _lock_queue(conn: AsyncConnection[Any], queue: str, partition_by: str 
     stored = await queue_limits(conn, queue)
     if (stored.partition_by if stored is not None else None) != partition_by:
         await conn.execute(sql.QUEUE_PARTITION_LOCK, params)
-    await conn.execute(sql.QUEUE_LOCK, params)
+    await conn.execute(sql.QUEUE_LOCK, {"queue": queue, "lock_wait": LOCK_WAIT})
 
 
 async def clear_queue_limits(conn: AsyncConnection[Any], queue: str) -> QueueLimits | None:
     """Remove the queue's limits; returns what was stored (None: nothing was)."""
     queue = validate.text("queue", queue)
-    with mapped():
-        async with conn.transaction():
-            await _lock_queue(conn, queue, None)
-            cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(sql.QUEUE_LIMITS_CLEAR, {"queue": queue})
-            row = await cur.fetchone()
+    row = await _write_limits(conn, queue, None, sql.QUEUE_LIMITS_CLEAR, {"queue": queue})
     return None if row is None else _limits(row)
 
 
