@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
@@ -16,6 +16,8 @@ from awa.client import batch
 from awa.client.batch import BatchOperation, BatchPreview, Progress
 from awa.types import JobState
 
+T = TypeVar("T")
+
 
 class BatchMethods:
     """Preview, apply, run, cancel and list batch operations (mixed into AsyncClient)."""
@@ -23,6 +25,11 @@ class BatchMethods:
     _get_pool: Callable[[], Awaitable[AsyncConnectionPool]]  # provided by AsyncClient
     # A pooled connection whose pool timeout is a DatabaseError (provided by AsyncClient).
     _connection: Callable[[], AbstractAsyncContextManager[AsyncConnection[Any]]]
+
+    if TYPE_CHECKING:  # provided by AsyncClient
+
+        async def _read(self, op: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
+            """Run the read-only ``op``, again on another connection if its own dies."""
 
     async def preview_batch(
         self,
@@ -36,10 +43,11 @@ class BatchMethods:
     ) -> BatchPreview:
         """How many waiting jobs ``op`` (``awa.MoveQueue(queue)``, ``awa.SetPriority(n)``)
         would change now, and the first ``sample`` by id; nothing is written."""
-        async with self._connection() as conn:
-            return await batch.preview(
+        return await self._read(
+            lambda conn: batch.preview(
                 conn, op, kind=kind, queue=queue, state=state, ids=ids, sample=sample
             )
+        )
 
     async def apply_batch(
         self,
@@ -88,13 +96,11 @@ class BatchMethods:
 
     async def get_batch(self, operation_id: int) -> BatchOperation:
         """One operation and its progress (BatchNotFound when there is none)."""
-        async with self._connection() as conn:
-            return await batch.get(conn, operation_id)
+        return await self._read(lambda conn: batch.get(conn, operation_id))
 
     async def list_batches(
         self, *, state: str | None = None, limit: int = 50
     ) -> list[BatchOperation]:
         """Operations newest first, optionally of one state (pending, running,
         completed, cancelled)."""
-        async with self._connection() as conn:
-            return await batch.list_operations(conn, state=state, limit=limit)
+        return await self._read(lambda conn: batch.list_operations(conn, state=state, limit=limit))

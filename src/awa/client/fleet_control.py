@@ -8,18 +8,22 @@ statements in :mod:`awa.client.fleet`. The sync ``Client`` exposes each through 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from psycopg import AsyncConnection
 
 from awa.client import fleet
 from awa.types import FleetPool, PoolMember, QueueLimits, QueueLimitsStatus
 
+T = TypeVar("T")
+
 
 class _Connects(Protocol):
     def _connection(self) -> AbstractAsyncContextManager[AsyncConnection[Any]]: ...
+
+    async def _read(self, op: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T: ...
 
 
 class FleetControl:
@@ -56,16 +60,14 @@ class FleetControl:
 
     async def queue_limits(self: _Connects, queue: str) -> QueueLimits | None:
         """The fleet limits stored for ``queue`` (None: unlimited)."""
-        async with self._connection() as conn:
-            return await fleet.queue_limits(conn, queue)
+        return await self._read(lambda conn: fleet.queue_limits(conn, queue))
 
     async def queue_limits_status(
         self: _Connects, queue: str | None = None
     ) -> list[QueueLimitsStatus]:
         """Every limited queue (or ``queue``) with the fleet's running jobs now, its
         busiest partitions and the tokens left in its bucket."""
-        async with self._connection() as conn:
-            return await fleet.queue_limits_status(conn, queue)
+        return await self._read(lambda conn: fleet.queue_limits_status(conn, queue))
 
     async def set_fleet_pool(
         self: _Connects, total: int, queues: Mapping[str, PoolMember]
@@ -89,8 +91,7 @@ class FleetControl:
 
     async def fleet_pool(self: _Connects) -> FleetPool | None:
         """The fleet pool with each member's running jobs now (None: no pool)."""
-        async with self._connection() as conn:
-            return await fleet.fleet_pool(conn)
+        return await self._read(fleet.fleet_pool)
 
 
 __all__ = ["FleetControl"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
@@ -27,6 +27,8 @@ from awa.periodic import CronSchedule, PeriodicJob
 from awa.types import Job
 from awa.worker.observe import Observer
 from awa.worker.registry import TaskRegistry
+
+T = TypeVar("T")
 
 
 class JobLifecycle:
@@ -42,6 +44,11 @@ class JobLifecycle:
     _connection: Callable[[], AbstractAsyncContextManager[AsyncConnection[Any]]]
     _worker: Any  # the running worker, if any
     registry: TaskRegistry  # provided by AsyncClient
+
+    if TYPE_CHECKING:  # provided by AsyncClient
+
+        async def _read(self, op: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
+            """Run the read-only ``op``, again on another connection if its own dies."""
 
     def _before_start(self, what: str) -> None:
         if self._worker is not None:
@@ -91,8 +98,7 @@ class JobLifecycle:
 
     async def list_cron_schedules(self) -> list[CronSchedule]:
         """Every stored schedule with its pause state, last and next fire."""
-        async with self._connection() as conn:
-            return await cron.list_schedules(conn)
+        return await self._read(cron.list_schedules)
 
     async def pause_cron(self, name: str) -> CronSchedule:
         """Stop firing schedule ``name`` (ScheduleNotFound when there is none)."""
@@ -127,25 +133,23 @@ class JobLifecycle:
     ) -> list[DeadLetter]:
         """Dead-lettered jobs, most recently moved first (``older_than``: seconds or a
         timedelta since they were moved). Page with ``before=page[-1].cursor``."""
-        async with self._connection() as conn:
-            return await dlq.list_dead(
+        return await self._read(
+            lambda conn: dlq.list_dead(
                 conn, kind=kind, queue=queue, older_than=older_than, limit=limit, before=before
             )
+        )
 
     async def get_dlq_job(self, job_id: int) -> DeadLetter:
         """The dead-lettered job with ``job_id`` (JobNotFound when it is not in the DLQ)."""
-        async with self._connection() as conn:
-            return await dlq.get(conn, job_id)
+        return await self._read(lambda conn: dlq.get(conn, job_id))
 
     async def dlq_depth(self, queue: str | None = None) -> int:
         """How many jobs are in the dead letter queue (of ``queue``, or in all)."""
-        async with self._connection() as conn:
-            return sum((await dlq.depth(conn, queue)).values())
+        return sum((await self._read(lambda conn: dlq.depth(conn, queue))).values())
 
     async def dlq_depth_by_queue(self) -> dict[str, int]:
         """Dead-lettered jobs per queue (queues with none are absent)."""
-        async with self._connection() as conn:
-            return await dlq.depth(conn)
+        return await self._read(dlq.depth)
 
     async def move_failed_to_dlq(
         self,
