@@ -15,11 +15,10 @@ from typing import Any
 from awa import validate
 from awa.errors import ValidationError
 
-INT32_MAX = validate.INT32_MAX  # the override columns are PostgreSQL integers
-
 
 def _integer(low: int) -> Callable[[str, Any], int]:
-    return lambda field, value: validate.integer(field, value, low=low, high=INT32_MAX)
+    # The override columns are PostgreSQL integers.
+    return lambda field, value: validate.integer(field, value, low=low, high=validate.INT32_MAX)
 
 
 VALIDATORS: dict[str, Callable[[str, Any], Any]] = {

@@ -73,6 +73,7 @@ async def test_bad_pools_name_the_field_and_write_nothing(
         (0, {"a": awa.PoolMember()}, "total"),
         (3, {}, "queues"),
         (3, {"a": awa.PoolMember(weight=0)}, "queues['a'].weight"),
+        (3, {"a": awa.PoolMember(weight=2**31)}, "queues['a'].weight"),  # a PostgreSQL integer
         (3, {"a": awa.PoolMember(min_workers=-1)}, "queues['a'].min_workers"),
         (3, {"a": {"weight": 2}}, "queues['a']"),
         (3, {"": awa.PoolMember()}, "queues"),

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 import awa
-from awa.dashboard.views import busy_shares, fleet_brief, fleet_seen_text, limits_text
+from awa.dashboard.views import fleet_brief, fleet_seen_text, limits_text
 
 AT = datetime(2026, 12, 1, tzinfo=UTC)
 CAP = awa.QueueLimits("sync", 2, 20.0, 40, "tenant", AT)
@@ -29,7 +29,7 @@ def _pool(total: int, **members: tuple[int, int]) -> awa.FleetPool:
     ],
 )
 def test_shares_when_every_member_is_busy(pool: awa.FleetPool, shares: dict[str, int]) -> None:
-    assert busy_shares(pool) == shares
+    assert pool.busy_shares() == shares
 
 
 def test_limits_and_a_workers_view_in_words() -> None:

@@ -35,21 +35,7 @@ def positive_int(text: str) -> int:
     return value
 
 
-def non_negative_int(text: str) -> int:
-    """An integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-INT4_MAX = validate.INT32_MAX  # settings stored as PostgreSQL integers
-
-
-def bounded_int(low: int, high: int = INT4_MAX) -> Callable[[str], int]:
+def bounded_int(low: int, high: int = validate.INT32_MAX) -> Callable[[str], int]:
     """A parser of integers within [low, high]."""
 
     def parse(text: str) -> int:

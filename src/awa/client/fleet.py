@@ -22,7 +22,6 @@ from awa import validate
 from awa.db import sql
 from awa.db.errors import mapped
 from awa.errors import MinWorkersExceedGlobal, ValidationError
-from awa.override_keys import INT32_MAX
 from awa.types import FleetPool, PoolMember, QueueLimits, QueueLimitsStatus
 
 PARTITION_KEY_MAX = 63
@@ -53,9 +52,11 @@ def limit_params(
         "queue": validate.name("queue", queue),
         "concurrency": None
         if concurrency is None
-        else validate.integer("concurrency", concurrency, low=1, high=INT32_MAX),
+        else validate.integer("concurrency", concurrency, low=1, high=validate.INT32_MAX),
         "rate_limit": None if rate_limit is None else float(rate_limit),
-        "burst": None if burst is None else validate.integer("burst", burst, low=1, high=INT32_MAX),
+        "burst": None
+        if burst is None
+        else validate.integer("burst", burst, low=1, high=validate.INT32_MAX),
         "partition_by": partition_by,
     }
 
@@ -167,7 +168,7 @@ async def queue_limits_status(
 
 def pool_params(total: int, queues: Mapping[str, PoolMember]) -> dict[str, Any]:
     """Validate a fleet pool before anything is written."""
-    validate.integer("total", total, low=1, high=INT32_MAX)
+    validate.integer("total", total, low=1, high=validate.INT32_MAX)
     if not isinstance(queues, Mapping) or not queues:
         raise ValidationError("queues", "name at least one member queue: {name: PoolMember}")
     names, minimums, weights = [], [], []
@@ -179,9 +180,15 @@ def pool_params(total: int, queues: Mapping[str, PoolMember]) -> dict[str, Any]:
             )
         names.append(name)
         minimums.append(
-            validate.integer(f"queues[{name!r}].min_workers", member.min_workers, low=0)
+            validate.integer(
+                f"queues[{name!r}].min_workers", member.min_workers, low=0, high=validate.INT32_MAX
+            )
         )
-        weights.append(validate.integer(f"queues[{name!r}].weight", member.weight, low=1))
+        weights.append(
+            validate.integer(
+                f"queues[{name!r}].weight", member.weight, low=1, high=validate.INT32_MAX
+            )
+        )
     if sum(minimums) > total:
         raise MinWorkersExceedGlobal(sum(minimums), total, limit="the pool total")
     return {"total": total, "queues": names, "min_workers": minimums, "weights": weights}

@@ -25,7 +25,6 @@ from awa.dashboard.app import OPERATOR_COOKIE, dashboard, mount_root, who
 from awa.dashboard.security import CSRF_FIELD, CSRF_HEADER, local_redirect
 from awa.dashboard.views import SETTINGS
 
-INT4_MAX = validate.INT32_MAX
 Action = Callable[[Request, FormData], Awaitable[Response]]
 
 
@@ -121,8 +120,8 @@ def _int_text(name: str, text: str) -> int:
         value = int(text)
     except ValueError:
         raise awa.ValidationError(name, f"must be an integer, got {text!r}") from None
-    if value > INT4_MAX:  # the columns are PostgreSQL integers
-        raise awa.ValidationError(name, f"must be <= {INT4_MAX}, got {value}")
+    if value > validate.INT32_MAX:  # the columns are PostgreSQL integers
+        raise awa.ValidationError(name, f"must be <= {validate.INT32_MAX}, got {value}")
     return value
 
 

@@ -223,17 +223,10 @@ class PoolView:
         return sum(m.running for m in self.members)
 
 
-def busy_shares(pool: awa.FleetPool) -> dict[str, int]:
-    """Each member's share when every member has waiting jobs, as the claims split it
-    (:meth:`awa.FleetPool.busy_shares`). A member with nothing to do leaves its part to
-    the others."""
-    return pool.busy_shares()
-
-
 def pool_view(pool: awa.FleetPool, stats: list[awa.QueueStat]) -> PoolView:
     """``pool`` with each member's waiting jobs (from ``stats``) and share."""
     waiting = {s.queue: s.available for s in stats}
-    shares = busy_shares(pool)
+    shares = pool.busy_shares()  # a member with nothing to do leaves its part to others
     members = [
         PoolMemberView(name, m.min_workers, m.weight, pool.running.get(name, 0),
                        waiting.get(name, 0), shares[name])

@@ -99,7 +99,7 @@ class Pool(AsyncConnectionPool[AsyncConnection[Any]]):
     """An ``AsyncConnectionPool`` that never lends a connection :func:`alive` knows dead,
     and gets connections back from idle holders when it has none left."""
 
-    dead_discarded = 0  # connections found dead at checkout (tests and metrics read it)
+    dead_discarded = 0  # connections found dead at checkout (tests read it)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

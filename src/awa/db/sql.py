@@ -151,12 +151,10 @@ BATCH_LIST_STALLED = load("batch_list_stalled")
 # awa.testing
 JOB_NEXT_AVAILABLE_OF_KIND = load("job_next_available_of_kind")
 SCHEMA_CLEAN = load("schema_clean")
+JOB_CLAIM_ONE = load("job_claim_one")
 
 # Priority aging
 JOB_AGE_PRIORITY = load("job_age_priority")
-
-# awa.testing
-JOB_CLAIM_ONE = load("job_claim_one")
 
 # Connections: a direct one, or through a pooler (db/connection.py)
 SESSION_BACKEND_PID = load("session_backend_pid")

@@ -53,7 +53,6 @@ class Leader(LoopService):
         self.epoch = NOT_LEADING
         self._watched = True  # the lease connection has a backend of its own to watch
         self.elections = 0
-        self.losses = 0  # leases lost to another worker while this one believed it led
 
     @property
     def is_leader(self) -> bool:
@@ -118,7 +117,6 @@ class Leader(LoopService):
             for service in self._services:
                 service.start()
             await self._hold(conn, epoch)
-            self.losses += 1
             logger.warning(
                 "maintenance lease lost (epoch %d): another worker leads; this one did not "
                 "renew it in time (frozen, blocked or partitioned) or its lease "

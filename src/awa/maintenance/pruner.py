@@ -1,4 +1,6 @@
-"""Retention: finished jobs and silent runtime instances are deleted in batches."""
+"""Retention, deleted in batches: finished jobs, dead-lettered jobs past their
+retention, silent runtime instances, rate buckets refilled to their burst and lapsed
+handoff seats."""
 
 from __future__ import annotations
 

@@ -47,7 +47,8 @@ JOBS = Instrument(
 )  # fmt: skip
 RESCUED = Instrument(
     "awa_jobs_rescued", "awa.jobs.rescued", "counter", ("queue", "kind", "reason"),
-    "Running jobs returned by the maintenance leader; reason is heartbeat or deadline.",
+    "Jobs returned by the maintenance leader; reason is heartbeat, deadline or "
+    "callback_timeout.",
     "{job}",
 )  # fmt: skip
 CLAIMED = Instrument(

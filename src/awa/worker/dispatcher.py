@@ -111,7 +111,6 @@ class Dispatcher(LoopService):
         self._wakeup = asyncio.Event()
         self.claimed = 0
         self.polls = 0
-        self.rate_limited_polls = 0
         self.fleet_holds = 0
         self.rides = 0  # claims made by riding on the completer's writes
         self._draining = False  # inside a poll: a claim may be on its way
@@ -400,7 +399,6 @@ class Dispatcher(LoopService):
             allowed = bucket.take(allowed)
             if allowed == 0:
                 self._token_bound = True
-                self.rate_limited_polls += 1
                 self.permits.release(grant, wake_self=False)
                 self.permits.clear_demand()
                 self._observer.polled(self.queue, 0, True)

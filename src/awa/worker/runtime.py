@@ -1,9 +1,10 @@
 """The worker process runtime: builds and runs every piece for one ``start()``.
 
-Start order: schema check → completer → listener → dispatchers → heartbeat → leader →
-runtime registry. Shutdown (:mod:`awa.worker.shutdown`) stops claiming and maintenance
-first, then the rest, within its timeout plus a bounded grace; no job this process
-claimed is left ``running``.
+Start order: schema check → upkeep → control (pauses, overrides and limits known before
+the first claim) → completer → executor → control refresh loop → listener → dispatchers
+→ idle prober → handoff seater → heartbeat → leader → runtime publisher. Shutdown
+(:mod:`awa.worker.shutdown`) stops claiming and maintenance first, then the rest, within
+its timeout plus a bounded grace; no job this process claimed is left ``running``.
 """
 
 from __future__ import annotations

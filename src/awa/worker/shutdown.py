@@ -1,7 +1,8 @@
 """Graceful shutdown of a worker, bounded in time whatever its handlers do.
 
-1. Stop claiming (dispatchers), then maintenance (the leader's lock passes on at once,
-   and this process's promoter cannot race the fencing below).
+1. Stop claiming (dispatchers), then maintenance (the leader gives its lease up, so
+   another worker leads at once, and this process's promoter cannot race the fencing
+   below).
 2. Give running handlers ``timeout_ms`` to finish.
 3. Within a grace of at most ``GRACE_S``: write the outcomes already queued, write the
    progress the attempts still running recorded, fence them back to retryable (so no

@@ -76,7 +76,7 @@ def register(actions: Any) -> None:
 
 
 def status_json(status: awa.QueueLimitsStatus) -> dict[str, Any]:
-    """One limited queue as JSON (also used by the dashboard's tests and docs)."""
+    """One limited queue as JSON (`awa queue limits show --json`)."""
     limits = status.limits
     return {
         "queue": limits.queue,

@@ -1,8 +1,9 @@
 -- job_claim_available: a dispatcher's own claim of up to %(limit)s jobs of one queue, in one
 -- round trip. The dispatcher holds one permit per row it may receive (permit before
--- claim). awa.claim (migration 0007) takes the plain path — FOR UPDATE SKIP LOCKED on
--- jobs_claim_idx (queue, priority, run_at, id) WHERE state = 'available' AND partition_key
--- IS NULL, so dispatchers in other processes take disjoint rows; a pause is effective on
+-- claim). awa.claim (last restated by migration 0016) takes the plain path — FOR UPDATE
+-- SKIP LOCKED on jobs_claim_idx (queue, priority, run_at, id) WHERE state = 'available'
+-- AND partition_key IS NULL AND ordering_key IS NULL, so dispatchers in other processes
+-- take disjoint rows; a pause is effective on
 -- the very next claim of every worker (ADR 0004) — or, for a queue under fleet limits or in
 -- the fleet pool, awa.claim_coordinated (ADR 0010), which may hold jobs back and then
 -- returns a last row with a NULL id saying why (blocked, retry_in_ms). A pool member's
