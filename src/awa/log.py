@@ -23,6 +23,10 @@ import sys
 from datetime import UTC, datetime
 from typing import IO, Any
 
+import psycopg
+
+from awa.errors import DatabaseError, SchemaNotMigrated
+
 LOGGER_NAME = "awa"
 
 # Attributes every LogRecord has; anything else on a record came from ``extra``.
@@ -31,6 +35,23 @@ _STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | 
     "asctime",
     "taskName",
 }
+
+
+# What a worker's loops meet when the database or the network fails: expected, and retried.
+_EXPECTED_FAULTS = (psycopg.Error, OSError, DatabaseError, SchemaNotMigrated)
+
+
+def fault(exc: BaseException) -> str:
+    """``exc`` as a log line names it: its type, then its message (some have none)."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def traceback_unless_expected(exc: BaseException) -> BaseException | None:
+    """``exc_info`` for a failed step of a loop that retries: none when the database or
+    the network failed (the line says enough), the traceback otherwise — a fault in the
+    code itself would else repeat for ever as a line that cannot be traced."""
+    return None if isinstance(exc, _EXPECTED_FAULTS) else exc
 
 
 def structured_fields(record: logging.LogRecord) -> dict[str, Any]:

@@ -24,6 +24,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from awa.log import fault, traceback_unless_expected
+
 logger = logging.getLogger("awa")
 
 
@@ -138,7 +140,9 @@ class Periodic(LoopService):
             except Exception as exc:
                 self.failures += 1
                 self.healthy = False
-                logger.warning("%s: %s", self.name, exc)
+                logger.warning(
+                    "%s: %s", self.name, fault(exc), exc_info=traceback_unless_expected(exc)
+                )
             self.ticks += 1
             if self.stopping:
                 return

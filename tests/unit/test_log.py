@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
@@ -9,10 +10,12 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
 import pytest
 
 import awa
 import awa.log
+from awa.service import Periodic
 from awa.worker import results
 from awa.worker.joblog import JobLog, outcome_name
 
@@ -144,3 +147,32 @@ def test_a_wait_for_a_callback_and_a_stop_from_outside_are_named_for_what_they_a
     ]
     assert "cancelled by an operator" in records[1].getMessage()
     assert records[2].outcome == "stopped"  # type: ignore[attr-defined]
+
+
+async def test_a_loop_step_failing_names_its_fault_and_traces_what_is_not_the_database(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A retried loop logs the database failing as one line, and anything else (a fault
+    in the code) with its type and traceback: it once logged ``promote: `` and no more."""
+    faults: list[Exception] = [
+        psycopg.OperationalError("server closed the connection"),
+        AssertionError(),
+    ]
+    stepped = asyncio.Event()
+
+    async def tick() -> None:
+        if not faults:
+            stepped.set()
+            return
+        raise faults.pop(0)
+
+    service = Periodic("promote", 0.001, tick)
+    with caplog.at_level(logging.WARNING, logger="awa"):
+        service.start()
+        await asyncio.wait_for(stepped.wait(), timeout=5)
+        await service.stop()
+    lines = [(r.getMessage(), r.exc_info is not None) for r in caplog.records]
+    assert lines == [
+        ("promote: OperationalError: server closed the connection", False),
+        ("promote: AssertionError", True),
+    ]

@@ -22,6 +22,7 @@ from psycopg import AsyncConnection
 
 from awa.db import forking, sql
 from awa.db.connection import behind_pooler
+from awa.log import fault, traceback_unless_expected
 from awa.service import LoopService, Periodic
 
 logger = logging.getLogger("awa")
@@ -85,7 +86,10 @@ class Leader(LoopService):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                logger.warning("leader election: %s", exc, extra={"event": "leader_error"})
+                logger.warning(
+                    "leader election: %s", fault(exc), extra={"event": "leader_error"},
+                    exc_info=traceback_unless_expected(exc),
+                )  # fmt: skip
             await self._step_down()
             await asyncio.sleep(self._interval)
 

@@ -23,6 +23,7 @@ from awa.db.direct import DirectStatement
 from awa.db.lane import ConnectionLane
 from awa.db.pool import Pool
 from awa.db.rows import WriteRow, write_rows
+from awa.log import fault, traceback_unless_expected
 from awa.service import LoopService
 from awa.worker.args_budget import args_sizes
 from awa.worker.claiming import Rider
@@ -201,8 +202,9 @@ class Completer(LoopService):
             except Exception as exc:  # connection loss, restart: keep the batch and retry
                 self.healthy = False
                 logger.warning(
-                    "completer: flush of %d outcomes failed (%s); retrying", len(batch), exc
-                )
+                    "completer: flush of %d outcomes failed (%s); retrying", len(batch),
+                    fault(exc), exc_info=traceback_unless_expected(exc),
+                )  # fmt: skip
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 continue

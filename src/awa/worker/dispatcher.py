@@ -38,6 +38,7 @@ from awa.db.direct import DirectStatement
 from awa.db.lane import ConnectionLane
 from awa.db.pool import Pool
 from awa.db.rows import FleetHold, claim_rows
+from awa.log import fault, traceback_unless_expected
 from awa.service import LoopService
 from awa.types import Job
 from awa.worker.args_budget import ArgsBudget, args_sizes
@@ -245,8 +246,9 @@ class Dispatcher(LoopService):
             except Exception as exc:  # database trouble: back off, then try again
                 self.healthy = False
                 logger.warning(
-                    "dispatcher %s: %s; retrying in %.2fs", self.queue, exc, error_backoff,
+                    "dispatcher %s: %s; retrying in %.2fs", self.queue, fault(exc), error_backoff,
                     extra={"event": "dispatcher_error", "queue": self.queue},
+                    exc_info=traceback_unless_expected(exc),
                 )  # fmt: skip
                 await asyncio.sleep(error_backoff)
                 error_backoff = min(error_backoff * 2, _MAX_ERROR_BACKOFF_S)

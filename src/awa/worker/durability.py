@@ -42,6 +42,7 @@ from typing import LiteralString
 from psycopg_pool import AsyncConnectionPool
 
 from awa.db import sql
+from awa.log import fault, traceback_unless_expected
 from awa.service import LoopService
 from awa.worker.observe import Observer
 from awa.worker.results import Finalization
@@ -112,7 +113,10 @@ class DurableOutcomes(LoopService):
                 self.healthy, delay = True, POLL_S
             except Exception as exc:  # the server may be restarting: try again
                 self.healthy = False
-                logger.warning("durable outcomes: %s; retrying in %.2fs", exc, delay)
+                logger.warning(
+                    "durable outcomes: %s; retrying in %.2fs", fault(exc), delay,
+                    exc_info=traceback_unless_expected(exc),
+                )  # fmt: skip
                 delay = min(delay * 2, 5.0)
             if self._waiting:
                 await asyncio.sleep(delay)

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from psycopg_pool import AsyncConnectionPool
 
 from awa.db import sql
+from awa.log import fault, traceback_unless_expected
 from awa.service import LoopService
 from awa.worker.dispatcher import Dispatcher
 
@@ -74,7 +75,10 @@ class IdleProber(LoopService):
                 self.healthy = True
             except Exception as exc:  # database trouble: the dispatchers' notices still work
                 self.healthy = False
-                logger.warning("idle probe failed (%s); retrying", exc)
+                logger.warning(
+                    "idle probe failed (%s); retrying", fault(exc),
+                    exc_info=traceback_unless_expected(exc),
+                )  # fmt: skip
                 await asyncio.sleep(_ERROR_BACKOFF_S)
                 continue
             due = self._next_due()

@@ -24,6 +24,7 @@ from psycopg import AsyncConnection
 
 from awa.db import forking
 from awa.db.connection import behind_pooler
+from awa.log import fault, traceback_unless_expected
 from awa.service import LoopService
 
 logger = logging.getLogger("awa")
@@ -92,7 +93,10 @@ class Listener(LoopService):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                logger.warning("listener: %s; reconnecting in %.2fs", exc, backoff)
+                logger.warning(
+                    "listener: %s; reconnecting in %.2fs", fault(exc), backoff,
+                    exc_info=traceback_unless_expected(exc),
+                )  # fmt: skip
             self.healthy, self.backend_pid = False, None
             if self._on_disconnect is not None:
                 self._on_disconnect()

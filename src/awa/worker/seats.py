@@ -36,6 +36,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa.db import sql
 from awa.db.rows import job_from_row
+from awa.log import fault, traceback_unless_expected
 from awa.service import LoopService
 from awa.types import Job
 from awa.worker.dispatcher import Dispatcher
@@ -197,7 +198,10 @@ class Seater(LoopService):
             try:
                 await self._tend()
             except Exception as exc:
-                logger.warning("handoff seats: %s; retrying in %.1fs", exc, _ERROR_BACKOFF_S)
+                logger.warning(
+                    "handoff seats: %s; retrying in %.1fs", fault(exc), _ERROR_BACKOFF_S,
+                    exc_info=traceback_unless_expected(exc),
+                )  # fmt: skip
                 await asyncio.sleep(_ERROR_BACKOFF_S)
                 self._changed.set()
 
