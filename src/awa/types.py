@@ -230,7 +230,8 @@ class HealthCheck:
 
     Unhealthy: the database is unreachable, a loop died, the worker is shutting down, or
     a queue cannot make progress (``queues[q].progressing`` is False: every permit is
-    held by a handler stuck past its deadline or cancel).
+    held by a handler stuck past its deadline or cancel). ``problems`` says which, one
+    line each (empty when healthy), as ``awa health --worker`` prints them.
     """
 
     healthy: bool
@@ -240,6 +241,7 @@ class HealthCheck:
     shutting_down: bool
     leader: bool
     queues: dict[str, QueueHealth]
+    problems: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +304,21 @@ class RuntimeSnapshot:
     # How long its jobs may go without a heartbeat before a leader rescues them: every
     # leader waits at least this long for the jobs of a queue this process serves.
     heartbeat_staleness_ms: int | None = None
+
+    def problems(self) -> list[str]:
+        """What keeps this worker from working, one line each (none: healthy) — the one
+        definition ``health_check()`` and ``awa health --worker`` share."""
+        problems = ["shutting down"] if self.shutting_down else []
+        dead = sorted(name for name, alive in self.services.items() if not alive)
+        if dead:
+            problems.append(f"loops not running: {', '.join(dead)}")
+        for name, q in sorted(self.queues.items()):
+            if not q.progressing:
+                problems.append(
+                    f"queue {name} cannot make progress ({q.stuck} handler(s) stuck past "
+                    "their deadline or cancel hold every permit)"
+                )
+        return problems
 
 
 @dataclass(frozen=True, slots=True)

@@ -325,6 +325,25 @@ async def test_health_and_runtime_registry(client: awa.AsyncClient) -> None:
     assert await client.list_runtime_instances() == []  # a clean exit deregisters
 
 
+async def test_any_loop_dead_makes_the_worker_unhealthy_and_is_named(
+    client: awa.AsyncClient,
+) -> None:
+    """health_check() once looked only at the dispatchers and the heartbeat, while
+    ``awa health --worker`` failed on any dead loop: one definition now serves both."""
+    noop_task(client, queue="a")
+    await client.start([("a", 1)], **FAST_WORKER)
+    try:
+        assert (await client.health_check()).problems == []
+        worker = client._worker
+        assert worker is not None
+        await worker.idle_prober.stop()  # as if its loop had died
+        health = await client.health_check()
+        assert not health.healthy and health.poll_loop_alive and health.heartbeat_alive
+        assert health.problems == ["loops not running: idle-probe"]
+    finally:
+        await client.shutdown()
+
+
 async def _leader(client: awa.AsyncClient) -> bool:
     return (await client.health_check()).leader
 

@@ -1,7 +1,9 @@
 """``health_check()``: is the database reachable and is every loop of the worker alive?
 
 Read from the worker's published :class:`~awa.types.RuntimeSnapshot`, like every other
-view of a running worker.
+view of a running worker; :meth:`~awa.types.RuntimeSnapshot.problems` is the one
+definition of a healthy worker, which ``awa health --worker`` applies to the snapshots
+other processes published.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ async def _postgres_ok(pool: AsyncConnectionPool) -> bool:
 async def health_check(pool: AsyncConnectionPool, snap: RuntimeSnapshot | None) -> HealthCheck:
     """Health of this client and, when one runs, its worker (``snap``: its snapshot)."""
     postgres = await _postgres_ok(pool)
+    unreachable = [] if postgres else ["the database is unreachable"]
     if snap is None:
         return HealthCheck(
             healthy=postgres,
@@ -39,6 +42,7 @@ async def health_check(pool: AsyncConnectionPool, snap: RuntimeSnapshot | None) 
             shutting_down=False,
             leader=False,
             queues={},
+            problems=unreachable,
         )
     poll_alive = all(q.polling for q in snap.queues.values())
     heartbeat_alive = snap.services.get("heartbeat", False)
@@ -53,17 +57,14 @@ async def health_check(pool: AsyncConnectionPool, snap: RuntimeSnapshot | None) 
         )
         for name, q in snap.queues.items()
     }
-    progressing = all(q.progressing for q in queues.values())
+    problems = unreachable + snap.problems()
     return HealthCheck(
-        healthy=postgres
-        and poll_alive
-        and heartbeat_alive
-        and progressing
-        and not snap.shutting_down,
+        healthy=not problems,
         postgres_connected=postgres,
         poll_loop_alive=poll_alive,
         heartbeat_alive=heartbeat_alive,
         shutting_down=snap.shutting_down,
         leader=snap.leader,
         queues=queues,
+        problems=problems,
     )

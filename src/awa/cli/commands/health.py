@@ -36,21 +36,11 @@ def worker_problems(instances: list[awa.RuntimeInstance], hostname: str) -> list
         return [f"no awa worker on host {hostname} has published a snapshot in the last minute"]
     problems: list[str] = []
     for instance in mine:
-        snap, who = instance.snapshot, f"worker pid {instance.pid}"
-        if snap is None:
+        who = f"worker pid {instance.pid}"
+        if instance.snapshot is None:
             problems.append(f"{who}: no readable snapshot")
             continue
-        if snap.shutting_down:
-            problems.append(f"{who}: shutting down")
-        dead = sorted(name for name, alive in snap.services.items() if not alive)
-        if dead:
-            problems.append(f"{who}: loops not running: {', '.join(dead)}")
-        for name, q in sorted(snap.queues.items()):
-            if not q.progressing:
-                problems.append(
-                    f"{who}: queue {name} cannot make progress "
-                    f"({q.stuck} handler(s) stuck past their deadline or cancel hold every permit)"
-                )
+        problems += [f"{who}: {problem}" for problem in instance.snapshot.problems()]
     return problems
 
 
