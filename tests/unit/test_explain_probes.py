@@ -102,11 +102,15 @@ def test_ahead_is_capped_and_said_so() -> None:
     assert found.details["ahead_capped"] is True
 
 
-def test_completion_rate_uses_the_window_or_the_full_sample() -> None:
-    assert queue(completed_recently=30, completed_since=NOW).completion_rate(NOW) == 0.1
-    since = NOW - timedelta(seconds=10)
-    full = queue(completed_recently=RATE_SAMPLE, completed_since=since)
+def test_completion_rate_is_taken_over_the_time_its_completions_took() -> None:
+    whole_window = queue(completed_recently=30, completed_since=NOW - timedelta(seconds=300))
+    assert whole_window.completion_rate(NOW) == pytest.approx(0.1)
+    # A queue that started ten seconds ago: its rate, not a fifth of it over five minutes.
+    young = queue(completed_recently=245, completed_since=NOW - timedelta(seconds=10))
+    assert young.completion_rate(NOW) == pytest.approx(24.5)
+    full = queue(completed_recently=RATE_SAMPLE, completed_since=NOW - timedelta(seconds=10))
     assert full.completion_rate(NOW) == pytest.approx(100.0)
+    assert queue(completed_recently=1, completed_since=NOW).completion_rate(NOW) == 1.0
     assert queue().completion_rate(NOW) is None
 
 

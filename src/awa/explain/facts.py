@@ -26,6 +26,8 @@ RATE_WINDOW_S = 300.0
 """Completions of the last five minutes give the rate a wait is estimated from …"""
 RATE_SAMPLE = 1_000
 """… at most this many of the newest, so a fast queue costs no more than a slow one."""
+RATE_SPAN_MIN_S = 1.0
+"""The shortest time a rate is taken over (a first completion a moment ago)."""
 MAX_PARTITIONS_SCANNED = 1_000
 """The queue page's "oldest waiting job" of a partitioned queue looks at this many keys."""
 LIVE_WITHIN_MS = 30_000
@@ -49,14 +51,18 @@ class QueueFacts:
     def completion_rate(self, now: datetime) -> float | None:
         """Jobs completed per second lately, or None when none completed in the window.
 
-        Over the whole window, unless the sample filled up: then over the time the
-        newest :data:`RATE_SAMPLE` completions took."""
+        Over the time since the oldest completion counted (at most the window; the
+        newest :data:`RATE_SAMPLE` when more): dividing by the whole window made a queue
+        that started a minute ago look five times slower than it runs."""
         if self.completed_recently == 0 or self.completed_since is None:
             return None
-        span = RATE_WINDOW_S
-        if self.completed_recently >= RATE_SAMPLE:
-            span = max((now - self.completed_since).total_seconds(), 0.001)
-        return self.completed_recently / span
+        return self.completed_recently / self.rate_span_s(now, self.completed_since)
+
+    @staticmethod
+    def rate_span_s(now: datetime, completed_since: datetime) -> float:
+        """The seconds :meth:`completion_rate` is taken over."""
+        span = min((now - completed_since).total_seconds(), RATE_WINDOW_S)
+        return max(span, RATE_SPAN_MIN_S)
 
 
 @dataclass(frozen=True, slots=True)

@@ -237,10 +237,11 @@ def queued_behind(f: Facts) -> Finding | None:
         return None
     completion = f.queue.completion_rate(f.now)
     window = duration(RATE_WINDOW_S)
-    if completion:
+    if completion and f.queue.completed_since is not None:
         about = "at least" if ahead >= AHEAD_CAP else "about"
+        span = duration(f.queue.rate_span_s(f.now, f.queue.completed_since))
         estimate = (
-            f"at the recent completion rate of {rate(completion)} (last {window}) they "
+            f"at the recent completion rate of {rate(completion)} (last {span}) they "
             f"take {about} {duration(ahead / completion)}"
         )
     else:

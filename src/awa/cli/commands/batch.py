@@ -38,7 +38,9 @@ def register(sub: Any) -> None:
     p = actions.add_parser(
         "apply",
         help="apply an operation in chunks, with progress (Ctrl-C: resume it later)",
-        **with_example("Move waiting jobs to another queue, 500 per transaction.",
+        **with_example("Apply move-queue or set-priority to the waiting jobs that match, in "
+                       "chunks (one transaction each). Here: move them to another queue, 500 "
+                       "per transaction.",
                        "awa batch apply move-queue --to email-slow --queue email "
                        "--chunk-size 500"),
     )  # fmt: skip
