@@ -328,6 +328,7 @@ def test_demo_runs_to_completion(awa_cli: Awa) -> None:
     result = awa_cli("demo", "--jobs", "20", timeout=50)
     assert result.returncode == 0, result.stderr
     assert "done: 60 jobs" in result.stdout
+    assert "awa: demo on database " in result.stderr  # a configured URL, not the embedded one
     summary = awa_cli("demo", "--jobs", "3", "--json", timeout=50)
     assert summary.returncode == 0, summary.stderr
     assert summary.json()["jobs"] == 9  # the live table went to stderr
