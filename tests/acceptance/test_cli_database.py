@@ -3,14 +3,18 @@ command, the environment, and the embedded default in ``./.awa/pgdata``."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import psycopg
 import pytest
 
-from awa import embedded
+import awa
+from awa import bridge, embedded
 from tests.acceptance.support import ROOT, Result, cli_env
+from tests.helpers import wait_until
 
 UNREACHABLE = "postgresql://nobody@127.0.0.1:1/nothing"
 
@@ -58,6 +62,7 @@ def test_no_url_falls_back_to_an_embedded_server_in_the_working_directory(
         stats = _awa("queue", "list", "--json", cwd=tmp_path)
         assert stats.stderr.splitlines() == [notice]
         assert [q["queue"] for q in stats.json() if q["paused"]] == ["fallback"]
+        _a_worker_falls_back_too(tmp_path, notice)
     finally:
         if data_dir.exists():
             embedded.stop(data_dir)
@@ -68,3 +73,29 @@ def test_an_environment_url_means_no_embedded_server(tmp_path: Path, variable: s
     result = _awa("queue", "stats", cwd=tmp_path, **{variable: UNREACHABLE})
     assert result.returncode == 1 and "cannot connect" in result.stderr
     assert not (tmp_path / ".awa").exists()
+
+
+def _a_worker_falls_back_too(cwd: Path, notice: str) -> None:
+    """``awa worker`` with an application client built without a URL: the same server
+    (it once failed, "no database URL", blamed on MODULE:CLIENT)."""
+    url = embedded.start(cwd / ".awa" / "pgdata")  # already running: its URL
+    with psycopg.connect(url, autocommit=True) as db:
+        job = bridge.insert_job(db, {}, kind="cli_echo", queue="cli")
+        assert isinstance(job, awa.Job)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "awa", "worker", "tests.acceptance.cli_app:client",
+             "--queue", "cli=1"],
+            cwd=cwd, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+
+            def completed() -> bool:
+                row = db.execute("SELECT state FROM awa.jobs WHERE id = %s", (job.id,)).fetchone()
+                return row == ("completed",)
+
+            wait_until(completed, timeout=60)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr
+    assert stderr.splitlines()[0] == notice

@@ -26,8 +26,9 @@ from awa.cli.args import (
     queue_flag,
     with_example,
 )
+from awa.cli.database import database_url
 from awa.cli.output import fail
-from awa.config import build_worker_config
+from awa.config import build_worker_config, resolve_database_url
 from awa.errors import BuildError, MinWorkersExceedGlobal
 from awa.extras import require
 from awa.supervisor import ChildLink, Supervisor
@@ -103,6 +104,20 @@ def load_client(target: str) -> awa.AsyncClient:
     raise ValueError(f"{target} is not an awa.AsyncClient or awa.Client")
 
 
+def _load_client_or_embedded(target: str, url: str | None) -> awa.AsyncClient:
+    """The application's client (the supervisor checks it once, before any child). One
+    built without a URL when none is configured anywhere gets the embedded server, as
+    every other command does (CONTRACT §1): started here, said on stderr, and named to
+    the children through AWA_DATABASE_URL. A client with a URL of its own starts none."""
+    try:
+        return load_client(target)
+    except awa.ValidationError as exc:
+        if exc.field != "database_url" or url is not None or resolve_database_url(None):
+            raise
+    os.environ["AWA_DATABASE_URL"] = database_url(None)
+    return load_client(target)  # the failed import left no module behind: import it again
+
+
 def run(args: argparse.Namespace, url: str | None) -> int | Coroutine[Any, Any, int]:
     if args.metrics_port is not None:
         require("metrics", "--metrics-port")
@@ -111,7 +126,7 @@ def run(args: argparse.Namespace, url: str | None) -> int | Coroutine[Any, Any, 
         # the application's module, so only a client built without a URL can follow it.
         os.environ["AWA_DATABASE_URL"] = url
     try:
-        client = load_client(args.target)  # the supervisor checks it once, before any child
+        client = _load_client_or_embedded(args.target, url)
     except (ImportError, ValueError) as exc:
         return fail(f"argument MODULE:CLIENT: {exc}", 2)
     if url is not None and client.database_url != awa.AsyncClient(url).database_url:
