@@ -300,19 +300,23 @@ async def test_health_and_runtime_registry(client: awa.AsyncClient) -> None:
     idle = await client.health_check()
     assert idle.postgres_connected and not idle.poll_loop_alive and idle.queues == {}
     noop_task(client, queue="a")
-    # Without handoff seats: an idle queue parks free permits in them (ADR 0045), and
-    # then "b" would never show both permits available.
-    await client.start([("a", 3), ("b", 2)], **FAST_WORKER, handoff_seats=0)
+    # An idle queue parks free permits in handoff seats (ADR 0045): they count as
+    # available (they once did not, and "b" never showed both permits available).
+    await client.start([("a", 3), ("b", 2)], **FAST_WORKER)
     try:
         health = await client.health_check()
         assert health.healthy and health.poll_loop_alive and health.heartbeat_alive
         assert health.queues["a"].capacity == awa.HardReserved(3)
         assert health.queues["b"].in_flight == 0
 
-        async def b_settled() -> bool:  # a claim under way holds the queue's permits
-            return (await client.health_check()).queues["b"].available == 2
+        worker = client._worker
+        assert worker is not None
 
-        await wait_for(b_settled)
+        async def b_settled_with_a_seat() -> bool:  # a claim under way holds permits
+            seated = worker.seater.parked().get("b", 0) == 1  # of 2: one stays out
+            return seated and (await client.health_check()).queues["b"].available == 2
+
+        await wait_for(b_settled_with_a_seat)
         instances = await wait_for(client.list_runtime_instances)
         (instance,) = instances
         snap = client.runtime_snapshot()

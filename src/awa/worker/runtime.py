@@ -389,7 +389,7 @@ class Worker:
         return self._build_snapshot()
 
     def _build_snapshot(self) -> RuntimeSnapshot:
-        census = self.executor.census()
+        census, parked = self.executor.census(), self.seater.parked()
         self.latest = RuntimeSnapshot(
             instance_id=self.instance_id,
             hostname=self.hostname,
@@ -399,7 +399,7 @@ class Worker:
             mode="weighted" if self.config.weighted else "hard_reserved",
             global_max_workers=self.config.global_max_workers,
             queues={
-                name: queue_runtime(d, census.get(name, Census()))
+                name: queue_runtime(d, census.get(name, Census()), parked.get(name, 0))
                 for name, d in self.dispatchers.items()
             },
             shutting_down=self.shutting_down,

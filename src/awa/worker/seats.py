@@ -99,6 +99,13 @@ class Seater(LoopService):
         for dispatcher in dispatchers.values():
             dispatcher.watch_seats(self.mark, self.rest)
 
+    def parked(self) -> dict[str, int]:
+        """Permits parked in seats now, per queue (free for a handoff at once)."""
+        counts: dict[str, int] = {}
+        for seat in self.seats.values():
+            counts[seat.queue] = counts.get(seat.queue, 0) + seat.grant.total
+        return counts
+
     # -- events (called from the event loop's callbacks) ----------------------------
 
     def mark(self, queue: str) -> None:

@@ -30,14 +30,16 @@ if TYPE_CHECKING:
     from awa.worker.executor import Census
 
 
-def queue_runtime(dispatcher: Dispatcher, census: Census) -> QueueRuntime:
-    """``dispatcher``'s queue as the snapshot shows it (``census``: its handlers)."""
+def queue_runtime(dispatcher: Dispatcher, census: Census, parked: int = 0) -> QueueRuntime:
+    """``dispatcher``'s queue as the snapshot shows it (``census``: its handlers;
+    ``parked``: its permits parked in handoff seats, which a job takes at once and so
+    count as available — an idle queue's in_flight + available is its capacity)."""
     permits = dispatcher.permits
     settings = dispatcher.control.runtime(permits.capacity(), permits.in_flight)
     return dataclasses.replace(
         settings,
         fleet=queue_fleet(dispatcher),
-        available=permits.available,
+        available=permits.available + parked,
         running=census.running,
         polling=dispatcher.alive,
         stuck=census.stuck,
