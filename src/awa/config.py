@@ -10,7 +10,7 @@ import logging
 import math
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from awa import validate
@@ -41,6 +41,10 @@ def resolve_database_url(explicit: str | None = None) -> str | None:
     return None
 
 
+DEFAULT_POLL_INTERVAL_MS = 200
+"""A queue's poll interval when neither it nor ``start()`` names one."""
+
+
 @dataclass(frozen=True, slots=True)
 class QueueConfig:
     """How one queue runs in this worker. Defaults follow the public contract."""
@@ -50,7 +54,8 @@ class QueueConfig:
     min_workers: int = 0
     weight: int = 1
     rate_limit: tuple[float, int] | None = None
-    poll_interval_ms: int = 200
+    # None: the worker's (``start(poll_interval_ms=…)``, 200 by default).
+    poll_interval_ms: int | None = None
     claim_batch_size: int = 512
     deadline_ms: int = 300_000
     priority_aging_interval_ms: int = 60_000
@@ -117,6 +122,8 @@ QueueSpec = str | tuple[str, int] | Mapping[str, Any] | QueueConfig
 
 def _queue_from_spec(spec: QueueSpec, poll_interval_ms: int) -> QueueConfig:
     if isinstance(spec, QueueConfig):
+        if spec.poll_interval_ms is None:
+            return replace(spec, poll_interval_ms=poll_interval_ms)
         return spec
     if isinstance(spec, str):
         return QueueConfig(spec, poll_interval_ms=poll_interval_ms)
@@ -132,7 +139,9 @@ def _queue_from_spec(spec: QueueSpec, poll_interval_ms: int) -> QueueConfig:
             )
         if "name" not in spec:
             raise InvalidSetting("queues", f"dict form needs a 'name', got {dict(spec)!r}")
-        values = {"poll_interval_ms": poll_interval_ms, **spec}
+        values = {**spec}
+        if values.get("poll_interval_ms") is None:
+            values["poll_interval_ms"] = poll_interval_ms
         if isinstance(values.get("rate_limit"), list):
             values["rate_limit"] = tuple(values["rate_limit"])
         return QueueConfig(**values)
@@ -211,7 +220,7 @@ def build_worker_config(
 ) -> WorkerConfig:
     """Validate everything ``start()`` was given; raise a BuildError naming the field."""
     # The default poll interval of the queues (each QueueConfig may set its own).
-    poll_interval_ms = settings.pop("poll_interval_ms", 200)
+    poll_interval_ms = settings.pop("poll_interval_ms", DEFAULT_POLL_INTERVAL_MS)
     validate.integer("poll_interval_ms", poll_interval_ms, low=1, error=InvalidSetting)
     specs = list(queues or ())
     if not specs:

@@ -18,9 +18,19 @@ def test_tuple_dict_and_dataclass_forms_agree() -> None:
     a, b, c = config.queues
     assert (a.name, a.max_workers) == ("a", 5)
     assert (b.max_workers, b.rate, b.burst) == (7, 2.5, 3)
-    assert c == awa.QueueConfig("c")
+    assert c == awa.QueueConfig("c", poll_interval_ms=200)  # the worker's default
     assert c.max_workers == 50 and c.claim_batch_size == 512 and c.deadline_ms == 300_000
     assert config.total_permits == 62 and not config.weighted
+
+
+def test_start_poll_interval_reaches_every_form_that_sets_none_of_its_own() -> None:
+    """A QueueConfig kept its own default (200) whatever start() was given."""
+    config = build_worker_config(
+        [awa.QueueConfig("a"), awa.QueueConfig("b", poll_interval_ms=50), ("c", 1),
+         {"name": "d", "poll_interval_ms": 70}, {"name": "e", "poll_interval_ms": None}],
+        poll_interval_ms=1_000,
+    )  # fmt: skip
+    assert [q.poll_interval_ms for q in config.queues] == [1_000, 50, 1_000, 70, 1_000]
 
 
 @pytest.mark.parametrize(

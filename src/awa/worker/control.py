@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from awa.config import QueueConfig
+from awa.config import DEFAULT_POLL_INTERVAL_MS, QueueConfig
 from awa.db.rows import control_limits, control_pool_member, runtime_overrides
 from awa.override_keys import KEYS
 from awa.types import Capacity, PoolMember, QueueLimits, QueueRuntime, RuntimeOverrides
@@ -59,7 +59,7 @@ class QueueControl:
         self.paused = False
         self.overrides: RuntimeOverrides | None = None
         self.ignored: dict[str, str] = {}
-        self.poll_interval_ms = config.poll_interval_ms
+        self.poll_interval_ms = self._configured_poll_ms()
         self.claim_batch_size = config.claim_batch_size
         self.deadline_ms = config.deadline_ms
         self.rate_limit: float | None = config.rate
@@ -73,6 +73,10 @@ class QueueControl:
         self.fleet_running: int | None = None
         self.fleet_top_partitions: list[tuple[str, int]] = []
         self._warned: dict[str, str] = {}  # override key → repr of the refused value logged
+
+    def _configured_poll_ms(self) -> int:
+        """The queue's own poll interval (build_worker_config gives every queue one)."""
+        return self.config.poll_interval_ms or DEFAULT_POLL_INTERVAL_MS
 
     @property
     def poll_sleep_s(self) -> float:
@@ -98,7 +102,7 @@ class QueueControl:
         self.overrides = runtime_overrides(row)
         ignored: dict[str, str] = {}
         o = self.overrides or _NO_OVERRIDES
-        self.poll_interval_ms = o.poll_interval_ms or self.config.poll_interval_ms
+        self.poll_interval_ms = o.poll_interval_ms or self._configured_poll_ms()
         self.claim_batch_size = o.claim_batch_size or self.config.claim_batch_size
         self.deadline_ms = self._effective_deadline(o.deadline_ms, ignored)
         self._apply_rate(self._usable_rate(o.rate_limit, ignored))
