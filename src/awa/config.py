@@ -28,6 +28,11 @@ from awa.errors import (
 )
 
 DEFAULT_QUEUE = "default"
+# A job's priority and attempts when its producer names none. They are also the column
+# defaults of awa.jobs, which a bulk insert of default rows leaves to the table (COPY of
+# fewer columns, job_copy_in_defaults): a test holds the two equal.
+DEFAULT_PRIORITY = 2
+DEFAULT_MAX_ATTEMPTS = 25
 LEADER_ELECTION_INTERVAL_MS = 5_000
 LEADER_LEASE_MS = 15_000
 logger = logging.getLogger("awa")

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import psycopg
 import pytest
 
 import awa
+from awa.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY
 from awa.db import migrations
 
 
@@ -142,3 +144,17 @@ async def test_0016_keeps_the_table_and_its_rows(
     assert len(claimed) == 50
     assert {(k, q, p, tuple(t)) for k, q, p, t, _ in claimed} == {("k", "q", 2, ("t",))}
     assert sum(1 for *_, key in claimed if key is not None) == 25
+
+
+def test_the_job_defaults_of_the_client_are_the_tables(db: psycopg.Connection[Any]) -> None:
+    """A bulk insert of jobs at their defaults leaves priority and max_attempts to the
+    column defaults (job_copy_in_defaults): the client's and the table's must agree."""
+    rows = db.execute(
+        "SELECT column_name, column_default FROM information_schema.columns "
+        "WHERE table_schema = 'awa' AND table_name = 'jobs' "
+        "AND column_name IN ('priority', 'max_attempts') ORDER BY column_name"
+    ).fetchall()
+    assert rows == [
+        ("max_attempts", str(DEFAULT_MAX_ATTEMPTS)),
+        ("priority", str(DEFAULT_PRIORITY)),
+    ]

@@ -19,6 +19,7 @@ from awa import validate
 from awa.client import copy_rows
 from awa.client.seat_outlook import SeatOutlook
 from awa.client.unique import UniqueOpts
+from awa.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY
 from awa.db import sql
 from awa.db.direct import DirectStatement
 from awa.db.errors import mapped
@@ -127,14 +128,16 @@ def _shared_options(
         and run_at is None
         and unique_opts is None
         and type(priority) is int
-        and priority == 2
+        and priority == DEFAULT_PRIORITY
         and type(max_attempts) is int
-        and max_attempts == 25
+        and max_attempts == DEFAULT_MAX_ATTEMPTS
     ):  # every option at its default: nothing to check (fresh containers: jobs own them)
         traced = trace_context.current()  # the producer's traceparent, inside an OTel span
         if traced is None:
-            return _SharedOptions(2, 25, [], {}, "{}", None, None)
-        return _SharedOptions(2, 25, [], traced, encode_json(traced), None, None)
+            return _SharedOptions(DEFAULT_PRIORITY, DEFAULT_MAX_ATTEMPTS, [], {}, "{}", None, None)
+        return _SharedOptions(
+            DEFAULT_PRIORITY, DEFAULT_MAX_ATTEMPTS, [], traced, encode_json(traced), None, None
+        )
     meta = _metadata(metadata)
     trace_context.carry(meta)  # the producer's traceparent, when inside an OTel span
     return _SharedOptions(
@@ -207,8 +210,8 @@ def build_spec(
     *,
     kind: str | None = None,
     queue: str = "default",
-    priority: int = 2,
-    max_attempts: int = 25,
+    priority: int = DEFAULT_PRIORITY,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     tags: Sequence[str] | None = None,
     metadata: Mapping[str, Any] | None = None,
     run_at: datetime | None = None,
@@ -232,8 +235,8 @@ def build_specs(
     default_queue: Callable[[type[Any], str | None], str] = lambda _type, _kind: "default",
     default_kind: Callable[[type[Any]], str | None] = lambda _type: None,
     first_index: int = 0,
-    priority: int = 2,
-    max_attempts: int = 25,
+    priority: int = DEFAULT_PRIORITY,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     tags: Sequence[str] | None = None,
     metadata: Mapping[str, Any] | None = None,
     run_at: datetime | None = None,
@@ -374,8 +377,8 @@ def _takes_defaults(spec: InsertSpec) -> bool:
     return (
         spec.run_at is None
         and spec.unique_key is None
-        and spec.priority == 2
-        and spec.max_attempts == 25
+        and spec.priority == DEFAULT_PRIORITY
+        and spec.max_attempts == DEFAULT_MAX_ATTEMPTS
         and not spec.tags
         and spec.metadata_json == "{}"
         and spec.ordering_key is None

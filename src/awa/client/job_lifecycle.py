@@ -21,6 +21,7 @@ from psycopg_pool import AsyncConnectionPool
 from awa.client import callbacks, cron, dlq
 from awa.client.dlq import DeadLetter
 from awa.client.insert import InsertSpec
+from awa.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY
 from awa.errors import ValidationError
 from awa.hooks import Callback, Hooks, JobEvent
 from awa.periodic import CronSchedule, PeriodicJob
@@ -67,8 +68,8 @@ class JobLifecycle:
         kind: str | None = None,
         timezone: str = "UTC",
         queue: str | None = None,
-        priority: int = 2,
-        max_attempts: int = 25,
+        priority: int = DEFAULT_PRIORITY,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         tags: Sequence[str] | None = None,
         metadata: Mapping[str, Any] | None = None,
         missed_fire_policy: str = "coalesce",

@@ -13,6 +13,7 @@ import awa
 from awa import validate
 from awa.cli.args import positive_int, with_example
 from awa.cli.output import ProgressLine, fail, print_json
+from awa.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, DEFAULT_QUEUE
 from awa.errors import ValidationError
 
 
@@ -29,9 +30,11 @@ def register(actions: Any) -> None:
     )
     p.add_argument("--file", required=True, metavar="FILE", help="JSON lines; - for stdin")
     p.add_argument("--kind", required=True)
-    p.add_argument("--queue", default="default")
-    p.add_argument("--priority", type=int, choices=range(1, 5), default=2, metavar="1-4")
-    p.add_argument("--max-attempts", type=positive_int, default=25)
+    p.add_argument("--queue", default=DEFAULT_QUEUE)
+    p.add_argument(
+        "--priority", type=int, choices=range(1, 5), default=DEFAULT_PRIORITY, metavar="1-4"
+    )
+    p.add_argument("--max-attempts", type=positive_int, default=DEFAULT_MAX_ATTEMPTS)
     p.add_argument(
         "--ordering-key",
         type=_ordering_key,
