@@ -10,10 +10,11 @@ import math
 from dataclasses import dataclass
 
 from awa.errors import ValidationError
+from awa.validate import MAX_DURATION_S
 
-# 100 years. Beyond some 9e12 s, now() + delay overflows PostgreSQL's timestamp range,
-# and the statement writing the outcome would fail for every job of its batch.
-MAX_DELAY_SECONDS = 3_155_760_000
+# Beyond some 9e12 s, now() + delay overflows PostgreSQL's timestamp range, and the
+# statement writing the outcome would fail for every job of its batch.
+MAX_DELAY_SECONDS = MAX_DURATION_S
 
 
 def _check_seconds(field: str, seconds: float) -> None:

@@ -13,7 +13,10 @@ ErrorFactory = Callable[[str, str], Exception]
 
 INT32_MAX = 2_147_483_647  # PostgreSQL integer: settings and overrides stored or sent as one
 BIGINT_MAX = 9_223_372_036_854_775_807  # PostgreSQL bigint: job and operation ids
-MAX_DURATION_MS = 100 * 31_557_600_000  # 100 years: every duration PostgreSQL gets as ms
+# 100 years: every duration PostgreSQL gets (as ms, or added to now()). Far beyond, an
+# interval or now() + delay overflows PostgreSQL's ranges.
+MAX_DURATION_MS = 100 * 31_557_600_000
+MAX_DURATION_S = MAX_DURATION_MS // 1000
 
 
 def integer(

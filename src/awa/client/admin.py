@@ -27,7 +27,7 @@ from awa.types import (
 from awa.worker.snapshot import snapshot_from_json
 
 MAX_LIST_LIMIT = 10_000
-MAX_FRESH_MS = 3_155_760_000_000  # 100 years, well inside the interval arithmetic
+MAX_FRESH_MS = validate.MAX_DURATION_MS  # well inside the interval arithmetic
 
 
 def _state(value: JobState | str | None) -> str | None:

@@ -68,7 +68,7 @@ def dead_letter_rows(cursor: Cursor[Any] | AsyncCursor[Any]) -> RowMaker[DeadLet
     return make
 
 
-MAX_OLDER_THAN_S = 3_155_760_000  # 100 years
+MAX_OLDER_THAN_S = validate.MAX_DURATION_S
 
 
 def _older_than_ms(value: timedelta | float | None) -> int | None:
