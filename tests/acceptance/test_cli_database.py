@@ -99,3 +99,32 @@ def _a_worker_falls_back_too(cwd: Path, notice: str) -> None:
             _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 0, stderr
     assert stderr.splitlines()[0] == notice
+
+
+REFUSED_WITHOUT_A_DATABASE = [
+    (["dlq", "purge"], "--all"),
+    (["dlq", "retry"], "--all"),
+    (["dlq", "move"], "--all"),
+    (["batch", "apply", "move-queue", "--to", "slow"], "--all"),
+    (["batch", "preview", "move-queue"], "--to"),
+    (["job", "retry-failed"], "--kind"),
+    (["queue", "limits", "set", "q"], "limits set"),
+    (["queue", "limits", "set", "q", "--burst", "3"], "--burst"),
+    (["queue", "overrides", "set", "q"], "overrides set"),
+    (["pool", "set", "--total", "5", "--queue", "a:min=9"], "--queue"),
+    (["pool", "set", "--total", "5", "--queue", "a", "--queue", "a"], "--queue"),
+    (["job", "enqueue", "--kind", "k", "--file", "/nonexistent"], "--file"),
+]
+
+
+@pytest.mark.parametrize(("argv", "named"), REFUSED_WITHOUT_A_DATABASE, ids=" ".join)
+def test_input_refused_without_a_database_starts_no_embedded_server(
+    tmp_path: Path, argv: list[str], named: str
+) -> None:
+    """Bad input is one line on stderr, before any database is looked for: with no URL
+    configured, these once started the embedded server (and said so) before refusing."""
+    result = _awa(*argv, cwd=tmp_path)
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"awa: error: {'argument ' if named.startswith('--') else ''}{named}")
+    assert not (tmp_path / ".awa").exists()

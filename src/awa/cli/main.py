@@ -87,6 +87,10 @@ def _argument_for(field: str, command: argparse.ArgumentParser | None) -> str | 
     return None
 
 
+def _nothing_to_check(args: argparse.Namespace) -> None:
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser = build_parser()
@@ -96,6 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # application that configures logging still gets them.
     logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
     try:
+        # What a command can refuse without the database, refused before one is found
+        # (or the embedded server started): one line, nothing started or written.
+        getattr(args, "check", _nothing_to_check)(args)
         url = database_url(args.database_url) if needs_db else args.database_url
         # A command returns a coroutine to run on the event loop, or (the supervisor,
         # which picks its own loop) its exit status.

@@ -34,7 +34,7 @@ def register(sub: Any) -> None:
     )  # fmt: skip
     _operation(p)
     p.add_argument("--sample", type=positive_int, default=10)
-    p.set_defaults(handler=run)
+    p.set_defaults(handler=run, check=_op)
     p = actions.add_parser(
         "apply",
         help="apply an operation in chunks, with progress (Ctrl-C: resume it later)",
@@ -51,7 +51,7 @@ def register(sub: Any) -> None:
     p.add_argument("--detach", action="store_true",
                    help="submit only: a worker's maintenance leader carries it out")  # fmt: skip
     p.add_argument("--by", dest="submitted_by", metavar="NAME", help="recorded as the submitter")
-    p.set_defaults(handler=run)
+    p.set_defaults(handler=run, check=check_apply)
     for name, help_text, example in (
         ("show", "one operation and its progress", "awa batch show 7"),
         ("cancel", "stop an operation after the chunk in flight", "awa batch cancel 7"),
@@ -98,11 +98,16 @@ def _show(op: awa.BatchOperation, as_json: bool) -> None:
     )  # fmt: skip
 
 
-async def _apply(client: awa.AsyncClient, args: argparse.Namespace) -> awa.BatchOperation:
+def check_apply(args: argparse.Namespace) -> None:
+    """``batch apply`` without the database: a whole operation, and jobs to apply it to."""
+    _op(args)
     if not args.allow_all and all(v is None for v in _filter(args).values()):
         raise awa.ValidationError(
             "all", "no filter given: pass --kind, --queue, --state or --id, or --all"
         )
+
+
+async def _apply(client: awa.AsyncClient, args: argparse.Namespace) -> awa.BatchOperation:
     op = await client.apply_batch(
         _op(args), **_filter(args), chunk_size=args.chunk_size, allow_all=args.allow_all,
         submitted_by=args.submitted_by, wait=False,

@@ -69,14 +69,14 @@ def register(sub: Any) -> None:
         **with_example("Retry dead-lettered jobs.", "awa dlq retry --kind send_email"),
     )
     _filters(p, bulk=True)
-    p.set_defaults(handler=run)
+    p.set_defaults(handler=run, check=check_filtered)
     p = actions.add_parser(
         "purge",
         help="delete dead-lettered jobs for good",
         **with_example("Delete dead-lettered jobs.", "awa dlq purge --older-than 30d"),
     )
     _filters(p, bulk=True)
-    p.set_defaults(handler=run)
+    p.set_defaults(handler=run, check=check_filtered)
     p = actions.add_parser(
         "move",
         help="move failed jobs (any queue) into the DLQ",
@@ -84,7 +84,7 @@ def register(sub: Any) -> None:
     )
     _filters(p, bulk=True, age=False)
     p.add_argument("--reason", help="recorded as the reason (default: each job's last error)")
-    p.set_defaults(handler=run)
+    p.set_defaults(handler=run, check=check_filtered)
 
 
 def _entry(dead: awa.DeadLetter) -> dict[str, Any]:
@@ -132,6 +132,15 @@ async def _depth(client: awa.AsyncClient, args: argparse.Namespace) -> None:
     print_table(("queue", "depth"), [*queues.items(), ("total", total)])
 
 
+def check_filtered(args: argparse.Namespace) -> None:
+    """A bulk action names the jobs it acts on, or says --all (before any database)."""
+    unfiltered = not args.ids and args.kind is None and args.queue is None
+    if unfiltered and getattr(args, "older_than", None) is None and not args.allow_all:
+        raise awa.ValidationError(
+            "all", "no filter given: pass IDs, --kind, --queue or --older-than, or --all"
+        )
+
+
 async def run(args: argparse.Namespace, url: str | None) -> int:
     async with awa.AsyncClient(url) as client:
         if args.action == "list":
@@ -151,11 +160,6 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
             return 0
         ids = args.ids or None
         common = {"kind": args.kind, "queue": args.queue, "allow_all": args.allow_all}
-        unfiltered = ids is None and args.kind is None and args.queue is None
-        if unfiltered and getattr(args, "older_than", None) is None and not args.allow_all:
-            raise awa.ValidationError(
-                "all", "no filter given: pass IDs, --kind, --queue or --older-than, or --all"
-            )
         if args.action == "move":
             count = await client.move_failed_to_dlq(ids, reason=args.reason, **common)
             report(args.json, {"moved": count}, f"moved {count} job(s)")

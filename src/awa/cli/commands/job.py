@@ -45,7 +45,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--kind")
     p.add_argument("--queue")
-    p.set_defaults(handler=run)
+    p.set_defaults(handler=run, check=check_retry_failed)
     p = actions.add_parser(
         "discard",
         help="delete the failed jobs of a kind",
@@ -74,6 +74,12 @@ def _show(job: awa.Job[Any], as_json: bool) -> None:
     if job.errors:
         last = job.errors[-1]
         print(f"last error (attempt {last.get('attempt')}): {last.get('error')}")
+
+
+def check_retry_failed(args: argparse.Namespace) -> None:
+    """``job retry-failed`` names a kind, a queue or both (before any database)."""
+    if args.kind is None and args.queue is None:
+        raise awa.ValidationError("kind", "give --kind or --queue (or both)")
 
 
 async def run(args: argparse.Namespace, url: str | None) -> int:

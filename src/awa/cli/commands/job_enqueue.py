@@ -12,7 +12,7 @@ from typing import Any
 import awa
 from awa import validate
 from awa.cli.args import positive_int, with_example
-from awa.cli.output import ProgressLine, fail, print_json
+from awa.cli.output import ProgressLine, print_json
 from awa.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, DEFAULT_QUEUE
 from awa.errors import ValidationError
 
@@ -42,7 +42,7 @@ def register(actions: Any) -> None:
         help="the jobs run one at a time, in file order, after earlier jobs of KEY",
     )
     p.add_argument("--batch-size", type=positive_int, default=5_000)
-    p.set_defaults(handler=run)
+    p.set_defaults(handler=run, check=check)
 
 
 def _ordering_key(text: str) -> str:
@@ -86,15 +86,19 @@ def _read(source: str) -> list[dict[str, Any]] | str:
     return rows
 
 
-async def run(args: argparse.Namespace, url: str | None) -> int:
-    try:  # checked even when the file holds no job
-        validate.name("kind", args.kind)
-        validate.name("queue", args.queue)
-    except awa.ValidationError as exc:
-        return fail(f"argument --{exc.field}: {exc.reason}", 2)
+def check(args: argparse.Namespace) -> None:
+    """Before any database: the names (even when the file holds no job), then the file,
+    read whole into ``args.rows`` (it may be stdin: read once)."""
+    validate.name("kind", args.kind)
+    validate.name("queue", args.queue)
     rows = _read(args.file)
     if isinstance(rows, str):
-        return fail(f"argument --file: {rows}", 2)
+        raise awa.ValidationError("file", rows)
+    args.rows = rows
+
+
+async def run(args: argparse.Namespace, url: str | None) -> int:
+    rows = args.rows
     options = {"kind": args.kind, "queue": args.queue, "priority": args.priority,
                "max_attempts": args.max_attempts,
                "ordering_key": args.ordering_key}  # fmt: skip

@@ -52,7 +52,7 @@ def register(actions: Any) -> None:
                    help="bucket size (>= 1; default ceil(rate))")  # fmt: skip
     p.add_argument("--partition-by", metavar="KEY",
                    help="a top-level args key: limits per value of it")  # fmt: skip
-    p.set_defaults(handler=run)
+    p.set_defaults(handler=run, check=check_set)
     p = sub.add_parser(
         "clear",
         help="remove a queue's fleet limits",
@@ -146,23 +146,19 @@ def _print_status(statuses: list[awa.QueueLimitsStatus], queue: str | None) -> N
     )  # fmt: skip
 
 
+def check_set(args: argparse.Namespace) -> None:
+    """``limits set`` without the database: a burst needs a rate; something to set."""
+    if args.burst is not None and args.rate_limit is None:
+        raise awa.ValidationError("burst", "needs --rate-limit (a burst is the size of its bucket)")
+    if args.concurrency is None and args.rate_limit is None and args.partition_by is None:
+        raise awa.ValidationError(
+            "limits set", "give at least one of --concurrency, --rate-limit, --partition-by "
+            "(`awa queue limits clear` removes them all)",
+        )  # fmt: skip
+
+
 async def run(args: argparse.Namespace, url: str | None) -> int:
     action = args.limits_action
-    if action == "set" and args.burst is not None and args.rate_limit is None:
-        sys.stderr.write("awa: error: argument --burst: needs --rate-limit (a burst is the "
-                         "size of its bucket)\n")  # fmt: skip
-        return 2
-    if (
-        action == "set"
-        and args.concurrency is None
-        and args.rate_limit is None
-        and (args.partition_by is None)
-    ):
-        sys.stderr.write(
-            "awa: error: limits set: give at least one of --concurrency, --rate-limit, "
-            "--partition-by (`awa queue limits clear` removes them all)\n"
-        )
-        return 2
     async with awa.AsyncClient(url) as client:
         if action == "set":
             await client.set_queue_limits(

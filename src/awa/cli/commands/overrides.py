@@ -64,7 +64,7 @@ def register(actions: Any) -> None:
                    help="share of the overflow pool, weighted mode (>= 1)")  # fmt: skip
     p.add_argument("--deadline-ms", type=bounded_int(0), metavar="N",
                    help="attempt deadline in ms (>= 0)")  # fmt: skip
-    p.set_defaults(handler=run)
+    p.set_defaults(handler=run, check=check_set)
     p = sub.add_parser(
         "clear",
         help="remove every override of a queue",
@@ -169,17 +169,19 @@ def _print_stored(queue: str, stored: awa.RuntimeOverrides) -> None:
     )
 
 
+def check_set(args: argparse.Namespace) -> None:
+    """``overrides set`` without the database: something to set."""
+    if all(getattr(args, k, None) is None for k in SETTINGS):
+        raise awa.ValidationError(
+            "overrides set", "give at least one of --poll-interval-ms, --claim-batch-size, "
+            "--rate-limit, --deadline-ms, --max-workers, --min-workers, --weight "
+            "(`awa queue overrides clear` removes them all)",
+        )  # fmt: skip
+
+
 async def run(args: argparse.Namespace, url: str | None) -> int:
     action = args.overrides_action
     values = {k: getattr(args, k, None) for k in SETTINGS}
-    if action == "set" and all(v is None for v in values.values()):
-        sys.stderr.write(
-            "awa: error: overrides set: give at least one of --poll-interval-ms, "
-            "--claim-batch-size, --rate-limit, --deadline-ms, --max-workers, --min-workers, "
-            "--weight (`awa queue overrides clear` "
-            "removes them all)\n"
-        )
-        return 2
     async with awa.AsyncClient(url) as client:
         if action == "show":
             entries = await _show(client, args.queue)

@@ -7,7 +7,7 @@ from typing import Any
 
 import awa
 from awa.cli.args import WEIGHTED_FORM, bounded_int, weighted_options, with_example
-from awa.cli.output import fail, print_json, print_table
+from awa.cli.output import print_json, print_table
 
 
 def member(text: str) -> tuple[str, awa.PoolMember]:
@@ -39,7 +39,7 @@ def register(sub: Any) -> None:
                    help="most jobs the members run at once, fleet-wide")  # fmt: skip
     p.add_argument("--queue", dest="queues", type=member, action="append", required=True,
                    metavar=WEIGHTED_FORM, help="a member queue (repeat)")  # fmt: skip
-    p.set_defaults(handler=run)
+    p.set_defaults(handler=run, check=check_set)
     p = actions.add_parser(
         "clear", help="remove the pool", **with_example("Remove the fleet pool.", "awa pool clear")
     )
@@ -67,16 +67,21 @@ def pool_json(pool: awa.FleetPool | None) -> dict[str, Any] | None:
     }  # fmt: skip
 
 
+def check_set(args: argparse.Namespace) -> None:
+    """``pool set`` without the database: each member once, minimums within the total."""
+    names = [name for name, _ in args.queues]
+    if len(set(names)) != len(names):
+        raise awa.ValidationError("queue", "a queue is named twice")
+    minimums = sum(member.min_workers for _, member in args.queues)
+    if minimums > args.total:
+        refused = awa.MinWorkersExceedGlobal(minimums, args.total, limit="the pool total")
+        raise awa.ValidationError("queue", refused.reason)
+
+
 async def run(args: argparse.Namespace, url: str | None) -> int:
     async with awa.AsyncClient(url) as client:
         if args.action == "set":
-            names = [name for name, _ in args.queues]
-            if len(set(names)) != len(names):
-                return fail("argument --queue: a queue is named twice", 2)
-            try:
-                await client.set_fleet_pool(args.total, dict(args.queues))
-            except awa.MinWorkersExceedGlobal as exc:
-                return fail(f"argument --queue: {exc.reason}", 2)
+            await client.set_fleet_pool(args.total, dict(args.queues))
         elif args.action == "clear":
             await client.clear_fleet_pool()
         pool = await client.fleet_pool()
