@@ -7,7 +7,6 @@ into frozen dataclasses or raises a :class:`~awa.errors.BuildError` naming the f
 from __future__ import annotations
 
 import logging
-import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
@@ -26,6 +25,7 @@ from awa.errors import (
     NoQueuesConfigured,
     ValidationError,
 )
+from awa.types import bucket_size
 
 DEFAULT_QUEUE = "default"
 # A job's priority and attempts when its producer names none. They are also the column
@@ -76,8 +76,7 @@ class QueueConfig:
         """Token bucket size (a configured burst of 0 means ceil(rate))."""
         if self.rate_limit is None:
             return None
-        rate, burst = self.rate_limit
-        return burst if burst > 0 else math.ceil(rate)
+        return bucket_size(*self.rate_limit)
 
 
 @dataclass(frozen=True, slots=True)

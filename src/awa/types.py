@@ -6,6 +6,7 @@ Nearly a leaf: it imports only :mod:`awa.errors` (itself a leaf), so every layer
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -377,6 +378,11 @@ class Explanation:
     summary: str
 
 
+def bucket_size(rate: float, burst: int | None) -> int:
+    """A token bucket's size: ``burst``, or ``ceil(rate)`` when none (or 0) is given."""
+    return burst if burst else math.ceil(rate)
+
+
 @dataclass(frozen=True, slots=True)
 class QueueLimits:
     """Fleet-wide limits of one queue as stored (CONTRACT §8): they hold across every
@@ -388,6 +394,11 @@ class QueueLimits:
     burst: int | None
     partition_by: str | None
     updated_at: datetime
+
+    @property
+    def effective_burst(self) -> int | None:
+        """The fleet bucket's size (None: no rate limit)."""
+        return None if self.rate_limit is None else bucket_size(self.rate_limit, self.burst)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
+import awa
+from awa.types import bucket_size
 from awa.worker.rate_limit import TokenBucket
 
 
@@ -66,3 +70,10 @@ def test_sustained_rate_matches_configuration() -> None:
         clock.now += 0.125
         taken += bucket.take(1000)
     assert taken == 50
+
+
+def test_a_bucket_without_a_burst_holds_a_second_of_its_rate_rounded_up() -> None:
+    assert [bucket_size(2.5, None), bucket_size(2.5, 0), bucket_size(2.5, 7)] == [3, 3, 7]
+    limits = awa.QueueLimits("q", None, 0.2, None, None, datetime.now(UTC))
+    assert limits.effective_burst == 1
+    assert awa.QueueLimits("q", 3, None, None, None, datetime.now(UTC)).effective_burst is None

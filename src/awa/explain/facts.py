@@ -12,12 +12,11 @@ of them says is held is not promised to a waiting job.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from awa.types import HardReserved, Job, QueueRuntime, RuntimeInstance, Weighted
+from awa.types import HardReserved, Job, QueueRuntime, RuntimeInstance, Weighted, bucket_size
 
 AHEAD_CAP = 10_000
 """Counting the jobs ahead stops here (``at least 10 000``): the count stays one
@@ -87,9 +86,7 @@ class FleetFacts:
     @property
     def effective_burst(self) -> int | None:
         """The bucket's size: ``burst``, or ``ceil(rate_limit)`` when none was given."""
-        if self.rate_limit is None:
-            return None
-        return self.burst or math.ceil(self.rate_limit)
+        return None if self.rate_limit is None else bucket_size(self.rate_limit, self.burst)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -40,7 +39,7 @@ from awa.db.pool import Pool
 from awa.db.rows import FleetHold, claim_rows
 from awa.log import fault, traceback_unless_expected
 from awa.service import LoopService
-from awa.types import Job
+from awa.types import Job, bucket_size
 from awa.worker.args_budget import ArgsBudget, args_sizes
 from awa.worker.claiming import Reservation
 from awa.worker.control import QueueControl
@@ -291,8 +290,7 @@ class Dispatcher(LoopService):
         limits = self.control.limits
         if limits is None or limits.rate_limit is None:
             return 0.0
-        burst = limits.burst or math.ceil(limits.rate_limit)
-        return max(burst - 1, 0) / limits.rate_limit
+        return max(bucket_size(limits.rate_limit, limits.burst) - 1, 0) / limits.rate_limit
 
     async def _wait(self, timeout: float | None) -> None:
         if self._wakeup.is_set():

@@ -11,6 +11,8 @@ import math
 import time
 from collections.abc import Callable
 
+from awa.types import bucket_size
+
 Clock = Callable[[], float]
 
 
@@ -20,7 +22,7 @@ class TokenBucket:
     def __init__(self, rate: float, burst: int, *, clock: Clock = time.monotonic) -> None:
         self._clock = clock
         self.rate = rate
-        self.burst = burst if burst > 0 else math.ceil(rate)
+        self.burst = bucket_size(rate, burst)
         self._tokens = float(self.burst)
         self._stamp = clock()
 
@@ -59,5 +61,5 @@ class TokenBucket:
         """New rate and burst; current tokens are clamped to the burst, never refilled."""
         self._refill()
         self.rate = rate
-        self.burst = burst if burst > 0 else math.ceil(rate)
+        self.burst = bucket_size(rate, burst)
         self._tokens = min(self._tokens, float(self.burst))
