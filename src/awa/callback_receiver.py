@@ -32,10 +32,11 @@ import json
 import os
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from awa import validate
+from awa.asgi import Receive, Scope, Send, lifespan, respond
 from awa.client.async_client import AsyncClient
 from awa.client.callbacks import callback_uuid
 from awa.errors import (
@@ -52,11 +53,6 @@ SECRET_ENV = "AWA_CALLBACK_SECRET"
 ACTIONS = ("complete", "resume", "fail", "retry", "heartbeat")
 DEFAULT_TOLERANCE_S = 300.0
 MAX_BODY_BYTES = 1_048_576
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
 
 
 def _action(value: Any) -> str:
@@ -175,7 +171,7 @@ class CallbackReceiver:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
+            await lifespan(receive, send)
             return
         if scope["type"] != "http":
             return
@@ -275,20 +271,7 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
 
 
 async def _respond(send: Send, status: int, answer: dict[str, Any]) -> None:
-    body = json.dumps(answer).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _lifespan(receive: Receive, send: Send) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
+    await respond(send, status, json.dumps(answer).encode(), "application/json")
 
 
 __all__ = [

@@ -4,6 +4,8 @@ handoff seats."""
 
 from __future__ import annotations
 
+from typing import Any, LiteralString
+
 from psycopg_pool import AsyncConnectionPool
 
 from awa.db import sql
@@ -12,23 +14,31 @@ BATCH = 5_000
 INSTANCE_EXPIRY_MS = 5 * 60_000
 
 
+async def _in_batches(
+    pool: AsyncConnectionPool, statement: LiteralString, params: dict[str, Any]
+) -> int:
+    """Run ``statement`` (which deletes at most ``params["limit"]`` rows, BATCH) until a
+    run deletes fewer, each on a connection of its own; returns how many it deleted."""
+    total = 0
+    while True:
+        async with pool.connection() as conn:
+            cur = await conn.execute(statement, params)
+        total += cur.rowcount
+        if cur.rowcount < BATCH:
+            return total
+
+
 async def prune_finalized(
     pool: AsyncConnectionPool, completed_retention_ms: int, failed_retention_ms: int, epoch: int
 ) -> int:
     """Delete finished jobs past their retention; returns how many."""
-    total = 0
     params = {
         "completed_retention_ms": completed_retention_ms,
         "failed_retention_ms": failed_retention_ms,
         "limit": BATCH,
         "epoch": epoch,
     }
-    while True:
-        async with pool.connection() as conn:
-            cur = await conn.execute(sql.JOB_PRUNE_FINALIZED, params)
-        total += cur.rowcount
-        if cur.rowcount < BATCH:
-            return total
+    return await _in_batches(pool, sql.JOB_PRUNE_FINALIZED, params)
 
 
 async def prune_runtime_instances(pool: AsyncConnectionPool, epoch: int) -> int:
@@ -42,26 +52,14 @@ async def prune_runtime_instances(pool: AsyncConnectionPool, epoch: int) -> int:
 
 async def prune_dlq(pool: AsyncConnectionPool, retention_ms: int, epoch: int) -> int:
     """Delete dead-lettered jobs older than ``retention_ms``; returns how many."""
-    total = 0
     params = {"retention_ms": retention_ms, "limit": BATCH, "epoch": epoch}
-    while True:
-        async with pool.connection() as conn:
-            cur = await conn.execute(sql.DLQ_PRUNE, params)
-        total += cur.rowcount
-        if cur.rowcount < BATCH:
-            return total
+    return await _in_batches(pool, sql.DLQ_PRUNE, params)
 
 
 async def prune_full_rate_buckets(pool: AsyncConnectionPool, epoch: int) -> int:
     """Forget fleet rate buckets that refilled to their burst (one per partition key a
     rate-limited queue ever saw, else); returns how many."""
-    total = 0
-    while True:
-        async with pool.connection() as conn:
-            cur = await conn.execute(sql.RATE_BUCKETS_PRUNE, {"limit": BATCH, "epoch": epoch})
-        total += cur.rowcount
-        if cur.rowcount < BATCH:
-            return total
+    return await _in_batches(pool, sql.RATE_BUCKETS_PRUNE, {"limit": BATCH, "epoch": epoch})
 
 
 async def prune_lapsed_seats(pool: AsyncConnectionPool) -> int:

@@ -8,21 +8,17 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Awaitable, Callable, MutableMapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from awa.asgi import Receive, Scope, Send, lifespan, respond
+
 if TYPE_CHECKING:
     from awa.metrics.core import Metrics
 
 logger = logging.getLogger("awa")
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
 
 
 class Renderer(Protocol):
@@ -129,31 +125,15 @@ class MetricsApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
+            await lifespan(receive, send)
             return
         if scope["type"] != "http":
             return
         if scope.get("method", "GET") not in ("GET", "HEAD"):
-            await _send(send, 405, b"method not allowed\n", "text/plain; charset=utf-8")
+            await respond(send, 405, b"method not allowed\n", "text/plain; charset=utf-8")
             return
         await self.metrics.refresh()
         body = self.metrics.render()
         if scope.get("method") == "HEAD":
             body = b""
-        await _send(send, 200, body, CONTENT_TYPE_LATEST)
-
-
-async def _send(send: Send, status: int, body: bytes, content_type: str) -> None:
-    headers = [(b"content-type", content_type.encode()), (b"content-length", b"%d" % len(body))]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _lifespan(receive: Receive, send: Send) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
+        await respond(send, 200, body, CONTENT_TYPE_LATEST)
