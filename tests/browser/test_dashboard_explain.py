@@ -8,6 +8,7 @@ job-explain-running.png and queue-explain.png.
 from __future__ import annotations
 
 import dataclasses
+import re
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -106,7 +107,8 @@ def test_waiting_job_shows_why(driver: Any, site: str, scene: Scene) -> None:
     assert "holds 2 of 2" in busy
     behind = reason(driver, "queued_behind")
     assert "3 jobs of queue 'imports' are ahead of it in claim order" in behind
-    assert "recent completion rate of 0.04/s (last 5 min) they take about 1 min 15 s" in behind
+    # The rate over the time its completions took (the scene's 12 finished just now).
+    assert re.search(r"recent completion rate of \S+/s \(last [^)]+\) they take about", behind)
     screenshot(driver, "job-explain-waiting")
 
 
