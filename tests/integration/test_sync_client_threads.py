@@ -152,11 +152,25 @@ def test_an_interrupted_call_is_cancelled_not_carried_out(
         hold = client.transaction()  # the only connection: the insert below must wait
         tx = hold.__enter__()
         tx.execute("SELECT 1")
-        interrupt = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+        seen, released = threading.Event(), threading.Event()
+
+        def interrupt_from_another_thread() -> None:
+            # As the kernel may deliver a Ctrl-C: to a thread other than the caller's,
+            # which must still see it while it waits (it once saw it only once the call
+            # had ended). If it does not, the wait is ended here, and the job inserted.
+            signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+            if not seen.wait(10):
+                hold.__exit__(None, None, None)
+                released.set()
+
+        interrupt = threading.Timer(0.3, interrupt_from_another_thread)
         interrupt.start()
         with pytest.raises(KeyboardInterrupt):
             client.insert({}, kind="interrupted", queue="q")
-        hold.__exit__(None, None, None)
+        seen.set()
+        interrupt.join()
+        if not released.is_set():
+            hold.__exit__(None, None, None)
         client.insert({}, kind="after", queue="q")  # the connection is free again
     finally:
         client.close()

@@ -23,6 +23,19 @@ R = TypeVar("R")
 logger = logging.getLogger("awa")
 
 CLOSE_WAIT_S = 5.0  # for calls in flight to end once cancelled
+SIGNAL_CHECK_S = 0.2  # a blocked call looks for a pending Ctrl-C this often
+
+
+def _result(future: concurrent.futures.Future[R]) -> R:
+    """``future``'s result, waited for in slices: a Ctrl-C the kernel delivered to another
+    thread (the loop's, a handler's) only marks the signal, and its KeyboardInterrupt is
+    raised when this thread next runs Python — an unbounded wait could hold it back
+    until the call ended (a 30 s pool timeout, in a test under load)."""
+    while True:
+        try:
+            return future.result(timeout=SIGNAL_CHECK_S)
+        except concurrent.futures.TimeoutError:
+            continue
 
 
 class Portal:
@@ -102,7 +115,7 @@ class Portal:
             future = asyncio.run_coroutine_threadsafe(self._tracked(coro), self._loop)
             self._waiting.add(future)
         try:
-            return future.result()
+            return _result(future)
         except concurrent.futures.CancelledError:
             if self._closed:
                 raise ClientClosed("this client was closed during the call") from None
