@@ -8,6 +8,7 @@ from typing import LiteralString
 from psycopg_pool import AsyncConnectionPool
 
 from awa.db import sql
+from awa.maintenance.pruner import INSTANCE_EXPIRY_MS
 
 logger = logging.getLogger("awa")
 BATCH = 1_000
@@ -46,7 +47,7 @@ async def rescue_stale_heartbeats(
     return await _rescue(
         pool,
         sql.JOB_RESCUE_STALE_HEARTBEAT,
-        {"staleness_ms": staleness_ms, "epoch": epoch},
+        {"staleness_ms": staleness_ms, "instances_kept_ms": INSTANCE_EXPIRY_MS, "epoch": epoch},
         "stale heartbeat",
         "heartbeat",
     )

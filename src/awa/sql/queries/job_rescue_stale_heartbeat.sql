@@ -4,9 +4,10 @@
 -- (awa.end_lost_attempts, migration 0028), so it can never complete if its worker comes
 -- back.
 -- A job is stale once its heartbeat is older than this leader's staleness and than that of
--- every process serving its queue that published a snapshot in the last 5 minutes (its
--- runtime_instances row): a fleet of processes with longer settings sharing the database
--- never has a live job rescued under it (session 24's review).
+-- every process serving its queue whose snapshot is still kept (its runtime_instances row,
+-- seen within %(instances_kept_ms)s, the time the leader keeps a silent process's row): a
+-- fleet of processes with longer settings sharing the database never has a live job
+-- rescued under it (session 24's review).
 -- Expects jobs_running_idx (heartbeat_at) WHERE state = 'running'.
 -- Fenced: does nothing unless the given epoch is still the leader lease's (ADR 0019).
 WITH stale AS (
@@ -16,7 +17,7 @@ WITH stale AS (
       AND heartbeat_at < now() - interval '1 millisecond' * coalesce((
           SELECT max((i.snapshot ->> 'heartbeat_staleness_ms')::bigint)
           FROM awa.runtime_instances AS i
-          WHERE i.last_seen_at > now() - interval '5 minutes'
+          WHERE i.last_seen_at > now() - %(instances_kept_ms)s::bigint * interval '1 millisecond'
             AND i.snapshot -> 'queues' ? awa.jobs.queue), 0)
       AND (SELECT awa.leader_holds(%(epoch)s::bigint))
     LIMIT %(limit)s
