@@ -8,7 +8,7 @@
 -- p_errors: {"<job id>": "<error message>"} for the jobs to end; only those still running
 -- change. p_type: the error's type (HeartbeatStale, DeadlineExceeded, Interrupted).
 -- Returns the jobs ended, with the state each went to.
-CREATE FUNCTION awa.end_lost_attempts(p_errors jsonb, p_type text)
+CREATE OR REPLACE FUNCTION awa.end_lost_attempts(p_errors jsonb, p_type text)
 RETURNS TABLE (id bigint, queue text, kind text, state awa.job_state)
 LANGUAGE sql VOLATILE AS $$
     WITH ended AS (
