@@ -9,6 +9,8 @@ import time
 from typing import Any
 
 import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
 
 import awa
 from awa import bridge
@@ -164,3 +166,59 @@ async def test_a_partition_by_change_gives_way_to_a_completion_waiting_for_the_c
     await asyncio.wait_for(change, timeout=10)
     keys = db.execute("SELECT partition_key FROM awa.jobs WHERE queue = 'p'").fetchall()
     assert keys == [("b",)]  # re-keyed by the new partition_by
+
+
+async def test_completions_that_never_pause_do_not_keep_a_partition_by_change_out(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], database_url: str
+) -> None:
+    """Completions back to back, each holding rows of running jobs while it waits for the
+    claim lock: a change that took the claim lock first and gave way on every such row
+    never got through (a reviewer: 115+ attempts in 20 s). It now locks the running jobs
+    before the claim lock, and gives way for a bounded time only."""
+    await client.set_queue_limits("p", concurrency=500, partition_by="k")
+    await client.insert_many([{"k": str(i % 7), "j": "x"} for i in range(200)], kind="k", queue="p")
+    assert len(_claim(db, "p", 200)) == 200  # all running
+    ids = [r[0] for r in db.execute("SELECT id FROM awa.jobs WHERE queue = 'p'").fetchall()]
+    stop = asyncio.Event()
+    done = [0] * 4
+
+    async def completions(n: int) -> None:
+        async with await psycopg.AsyncConnection.connect(database_url) as conn:
+            while not stop.is_set():
+                mine = ids[n * 50 : n * 50 + 50]
+                for start in range(0, 50, 5):
+                    await conn.execute(
+                        "UPDATE awa.jobs SET heartbeat_at = now() WHERE id = ANY(%s)",
+                        (mine[start : start + 5],),
+                    )
+                    await conn.execute("SELECT pg_advisory_xact_lock(1635213681, hashtext('p'))")
+                    await conn.commit()
+                    done[n] += 1
+
+    running = asyncio.gather(*(completions(n) for n in range(4)))
+
+    async def all_under_way() -> bool:
+        return all(n > 0 for n in done)
+
+    try:
+        await wait_for(all_under_way)
+        await asyncio.wait_for(client.set_queue_limits("p", concurrency=500, partition_by="j"), 20)
+    finally:
+        stop.set()
+        await running
+    keys = {r[0] for r in db.execute("SELECT partition_key FROM awa.jobs WHERE queue = 'p'")}
+    assert keys == {"x"}  # every running job re-keyed by the new partition_by
+
+
+async def test_an_operators_lock_timeout_on_the_writer_lock_is_not_retried(
+    database_url: str, db: psycopg.Connection[Any]
+) -> None:
+    """Giving way is for the locks completions hold, not the writer's own: a role or
+    database lock_timeout that ends a wait for the writer lock fails the call, as before."""
+    url = make_conninfo(database_url, options="-c lock_timeout=100")
+    async with awa.AsyncClient(url) as client:
+        await client.set_queue_limits("p", concurrency=1)
+        with db.transaction():  # another writer of the queue's limits, for as long as it takes
+            db.execute("SELECT pg_advisory_xact_lock(1635213684, hashtext('p'))")
+            with pytest.raises(awa.DatabaseError, match="LockNotAvailable"):
+                await asyncio.wait_for(client.set_queue_limits("p", concurrency=2), 10)

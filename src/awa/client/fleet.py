@@ -26,10 +26,14 @@ from awa.types import FleetPool, PoolMember, QueueLimits, QueueLimitsStatus
 
 PARTITION_KEY_MAX = 63
 TOP_PARTITIONS = 5
-# How long a limit writer holding a queue's claim lock waits on any other lock before it
-# gives way and tries again (queue_lock.sql): far below deadlock_timeout (1 s by default),
-# so the completions it held up lose at most this much.
+# How long a limit writer waits on a lock a completion may hold (a running job's row, the
+# claim lock) before it gives way and tries again: far below deadlock_timeout (1 s by
+# default), so the completions it held up lose at most this much (lock_wait_bound.sql).
 LOCK_WAIT = "50ms"
+# For this long a writer gives way; then it waits as long as it must, leaving a cycle to
+# PostgreSQL's deadlock detection, so a queue whose completions never pause cannot keep
+# it out for ever.
+GIVE_WAY_S = 5.0
 _RETRY_FIRST_S = 0.01
 _RETRY_MAX_S = 0.2
 
@@ -84,7 +88,7 @@ async def set_queue_limits(
         await clear_queue_limits(conn, params["queue"])
         return None
     row = await _write_limits(
-        conn, params["queue"], params["partition_by"], sql.QUEUE_LIMITS_SET, params
+        conn, params["queue"], params["partition_by"], sql.QUEUE_LIMITS_SET, params, rekeys=True
     )
     assert row is not None  # the upsert always returns its row
     return _limits(row)
@@ -96,37 +100,65 @@ async def _write_limits(
     partition_by: str | None,
     statement: LiteralString,
     params: dict[str, Any],
+    *,
+    rekeys: bool = False,
 ) -> dict[str, Any] | None:
     """Run ``statement`` in a transaction of its own under the queue's locks; the row it
-    returns. Tried again (after a short random pause) whenever a lock wait past the claim
-    lock outlasted LOCK_WAIT — such a wait may be one half of a cycle with a completion
-    (queue_lock.sql) — so the write waits as long as it must, never holding the queue's
-    claims and completions up for longer than LOCK_WAIT at a time."""
+    returns. ``rekeys``: it re-keys the queue's running jobs when partition_by changes.
+
+    Past its own locks (writer, partitioning) the writer meets locks a completion holds
+    while it waits for the claim lock; for GIVE_WAY_S it waits on each at most LOCK_WAIT,
+    then gives way and tries again after a short random pause, so a cycle with a
+    completion costs that completion no more than LOCK_WAIT. A timeout on its own locks
+    (an operator's lock_timeout) is not retried."""
+    loop = asyncio.get_running_loop()
+    give_way_until = loop.time() + GIVE_WAY_S
     pause = _RETRY_FIRST_S
     with mapped():
         while True:
+            past_own_locks = False
             try:
                 async with conn.transaction():
-                    await _lock_queue(conn, queue, partition_by)
+                    changes = await _lock_writer(conn, queue, partition_by)
+                    past_own_locks = True
+                    bounded = loop.time() < give_way_until
+                    await _lock_claims(conn, queue, rekeys and changes, bounded=bounded)
                     cur = conn.cursor(row_factory=dict_row)
                     await cur.execute(statement, params)
                     return await cur.fetchone()
-            except pg.LockNotAvailable:
+            except (pg.LockNotAvailable, pg.DeadlockDetected):
+                if not past_own_locks:
+                    raise
                 await asyncio.sleep(random.uniform(0, pause))
                 pause = min(pause * 2, _RETRY_MAX_S)
 
 
-async def _lock_queue(conn: AsyncConnection[Any], queue: str, partition_by: str | None) -> None:
-    """In this order, as every writer of limits takes them: the queue's writer lock (so
-    the stored partition_by read next stays as read), its partitioning lock when
-    ``partition_by`` is to change (migration 0025: waits for the inserts keyed by the
-    stored one), then its claim lock."""
+async def _lock_writer(conn: AsyncConnection[Any], queue: str, partition_by: str | None) -> bool:
+    """The locks of a writer of limits, in this order, as every writer takes them: the
+    queue's writer lock (so the stored partition_by read next stays as read), then its
+    partitioning lock when ``partition_by`` is to change (migration 0025: waits for the
+    inserts keyed by the stored one). True when partition_by changes."""
     params = {"queue": queue}
     await conn.execute(sql.QUEUE_LIMITS_WRITER_LOCK, params)
     stored = await queue_limits(conn, queue)
-    if (stored.partition_by if stored is not None else None) != partition_by:
+    changes = (stored.partition_by if stored is not None else None) != partition_by
+    if changes:
         await conn.execute(sql.QUEUE_PARTITION_LOCK, params)
-    await conn.execute(sql.QUEUE_LOCK, {"queue": queue, "lock_wait": LOCK_WAIT})
+    return changes
+
+
+async def _lock_claims(
+    conn: AsyncConnection[Any], queue: str, running_rows: bool, *, bounded: bool
+) -> None:
+    """Then what claims and completions hold: the queue's running jobs first when they are
+    to be re-keyed (queue_running_lock.sql), then its claim lock — every wait bounded by
+    LOCK_WAIT while ``bounded``."""
+    params = {"queue": queue}
+    if bounded:
+        await conn.execute(sql.LOCK_WAIT_BOUND, {"lock_wait": LOCK_WAIT})
+    if running_rows:
+        await conn.execute(sql.QUEUE_RUNNING_LOCK, params)
+    await conn.execute(sql.QUEUE_LOCK, params)
 
 
 async def clear_queue_limits(conn: AsyncConnection[Any], queue: str) -> QueueLimits | None:
