@@ -4,6 +4,7 @@ The tree::
 
     AwaError
     ├── ValidationError          a value is out of range or of the wrong type (names the field)
+    │   └── NoDatabaseUrl        no database URL given, and none in the environment
     ├── SerializationError       job args cannot be encoded as JSON
     ├── UniqueConflict           a unique job already exists in one of the guarded states
     ├── JobNotFound              no job has that id
@@ -50,6 +51,16 @@ class ValidationError(AwaError, ValueError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.reason = message
+
+
+class NoDatabaseUrl(ValidationError):
+    """A client was built with no database URL, and the environment names none
+    (``AWA_DATABASE_URL``, ``DATABASE_URL``)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "database_url", "no database URL: pass one, or set AWA_DATABASE_URL or DATABASE_URL"
+        )
 
 
 class SerializationError(AwaError, TypeError):

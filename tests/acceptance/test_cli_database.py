@@ -128,3 +128,18 @@ def test_input_refused_without_a_database_starts_no_embedded_server(
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"awa: error: {'argument ' if named.startswith('--') else ''}{named}")
     assert not (tmp_path / ".awa").exists()
+
+
+def test_a_worker_whose_client_has_a_bad_url_of_its_own_starts_no_embedded_server(
+    tmp_path: Path,
+) -> None:
+    """The embedded fallback is for a client with no URL at all, not one with a malformed
+    URL of its own (it once started the server, then failed on that URL)."""
+    (tmp_path / "badapp.py").write_text(
+        'import awa\nclient = awa.AsyncClient("host=db port=notaport dbname")\n'
+    )
+    result = _awa("worker", "badapp:client", "--queue", "q=1", cwd=tmp_path)
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("awa: error: argument MODULE:CLIENT: database_url: ")
+    assert not (tmp_path / ".awa").exists()

@@ -136,8 +136,11 @@ def test_database_url_resolution_order(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_client_without_any_url_is_a_validation_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AWA_DATABASE_URL", raising=False)
     monkeypatch.delenv("DATABASE_URL", raising=False)
-    with pytest.raises(awa.ValidationError, match="database_url"):
+    with pytest.raises(awa.NoDatabaseUrl, match="database_url"):  # a ValidationError
         awa.AsyncClient()
+    with pytest.raises(awa.ValidationError) as bad:
+        awa.AsyncClient("host=db port=notaport dbname")
+    assert not isinstance(bad.value, awa.NoDatabaseUrl)  # a URL, if a bad one
 
 
 def test_vacuum_dead_rows_may_be_zero_to_switch_the_vacuum_off_but_not_negative() -> None:

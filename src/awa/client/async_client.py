@@ -41,7 +41,7 @@ from awa.db import connection, forking, migrations
 from awa.db.errors import mapped, translate
 from awa.db.lane import ConnectionLane
 from awa.db.pool import Pool
-from awa.errors import DatabaseError, NoHandlersRegistered, ValidationError
+from awa.errors import DatabaseError, NoDatabaseUrl, NoHandlersRegistered, ValidationError
 from awa.hooks import Hooks
 from awa.periodic import PeriodicJob
 from awa.types import (
@@ -89,10 +89,7 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
     ) -> None:
         url = resolve_database_url(database_url)
         if url is None:
-            raise ValidationError(
-                "database_url",
-                "no database URL: pass one, or set AWA_DATABASE_URL or DATABASE_URL",
-            )
+            raise NoDatabaseUrl()
         self.database_url = connection.check_url(url)
         if listen_url is None:
             listen_url = os.environ.get("AWA_LISTEN_URL") or None

@@ -111,8 +111,8 @@ def _load_client_or_embedded(target: str, url: str | None) -> awa.AsyncClient:
     the children through AWA_DATABASE_URL. A client with a URL of its own starts none."""
     try:
         return load_client(target)
-    except awa.ValidationError as exc:
-        if exc.field != "database_url" or url is not None or resolve_database_url(None):
+    except awa.NoDatabaseUrl:
+        if url is not None or resolve_database_url(None):
             raise
     os.environ["AWA_DATABASE_URL"] = database_url(None)
     return load_client(target)  # the failed import left no module behind: import it again
