@@ -103,14 +103,18 @@ def test_ahead_is_capped_and_said_so() -> None:
 
 
 def test_completion_rate_is_taken_over_the_time_its_completions_took() -> None:
-    whole_window = queue(completed_recently=30, completed_since=NOW - timedelta(seconds=300))
+    whole_window = queue(completed_recently=31, completed_since=NOW - timedelta(seconds=300))
     assert whole_window.completion_rate(NOW) == pytest.approx(0.1)
     # A queue that started ten seconds ago: its rate, not a fifth of it over five minutes.
-    young = queue(completed_recently=245, completed_since=NOW - timedelta(seconds=10))
+    young = queue(completed_recently=246, completed_since=NOW - timedelta(seconds=10))
     assert young.completion_rate(NOW) == pytest.approx(24.5)
     full = queue(completed_recently=RATE_SAMPLE, completed_since=NOW - timedelta(seconds=10))
-    assert full.completion_rate(NOW) == pytest.approx(100.0)
-    assert queue(completed_recently=1, completed_since=NOW).completion_rate(NOW) == 1.0
+    assert full.completion_rate(NOW) == pytest.approx(99.9)
+    # A slow queue: one job every 4 minutes, two in the window, not 2 per 61 s.
+    slow = queue(completed_recently=2, completed_since=NOW - timedelta(seconds=250))
+    assert slow.completion_rate(NOW) == pytest.approx(1 / 250)
+    # One completion, however recent, says only "one in the window".
+    assert queue(completed_recently=1, completed_since=NOW).completion_rate(NOW) == 1 / 300
     assert queue().completion_rate(NOW) is None
 
 

@@ -50,16 +50,21 @@ class QueueFacts:
     def completion_rate(self, now: datetime) -> float | None:
         """Jobs completed per second lately, or None when none completed in the window.
 
-        Over the time since the oldest completion counted (at most the window; the
-        newest :data:`RATE_SAMPLE` when more): dividing by the whole window made a queue
-        that started a minute ago look five times slower than it runs."""
+        The completions after the oldest one counted, over the time since it (the newest
+        :data:`RATE_SAMPLE` at most): dividing by the whole window made a queue that
+        started a minute ago look five times slower than it runs, while counting the
+        oldest as well made a slow queue look fast. One completion alone: over the whole
+        window."""
         if self.completed_recently == 0 or self.completed_since is None:
             return None
-        return self.completed_recently / self.rate_span_s(now, self.completed_since)
+        if self.completed_recently == 1:
+            return 1 / RATE_WINDOW_S
+        return (self.completed_recently - 1) / self.rate_span_s(now, self.completed_since)
 
-    @staticmethod
-    def rate_span_s(now: datetime, completed_since: datetime) -> float:
+    def rate_span_s(self, now: datetime, completed_since: datetime) -> float:
         """The seconds :meth:`completion_rate` is taken over."""
+        if self.completed_recently <= 1:
+            return RATE_WINDOW_S
         span = min((now - completed_since).total_seconds(), RATE_WINDOW_S)
         return max(span, RATE_SPAN_MIN_S)
 
