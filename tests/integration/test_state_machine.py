@@ -338,7 +338,12 @@ class JobStateMachine(RuleBasedStateMachine):
     def rescue_stale_heartbeats(self) -> None:
         rows = self.run(
             sql.JOB_RESCUE_STALE_HEARTBEAT,
-            {"staleness_ms": 60_000, "limit": 1000, "epoch": self.epoch},
+            {
+                "staleness_ms": 60_000,
+                "instances_kept_ms": 300_000,
+                "limit": 1000,
+                "epoch": self.epoch,
+            },
         )
         expected = {j.id for j in self.jobs.values() if j.state == "running" and j.stale}
         assert {row[0] for row in rows} == expected
@@ -374,7 +379,10 @@ class JobStateMachine(RuleBasedStateMachine):
     def stale_leader_maintenance(self, query: str) -> None:
         """A former leader (an older lease epoch) runs maintenance: nothing happens."""
         statement, params = {
-            "rescue_heartbeat": (sql.JOB_RESCUE_STALE_HEARTBEAT, {"staleness_ms": 60_000}),
+            "rescue_heartbeat": (
+                sql.JOB_RESCUE_STALE_HEARTBEAT,
+                {"staleness_ms": 60_000, "instances_kept_ms": 300_000},
+            ),
             "rescue_deadline": (sql.JOB_RESCUE_PAST_DEADLINE, {"grace_ms": 1_000}),
             "promote": (sql.JOB_PROMOTE_DUE, {}),
         }[query]
