@@ -9,6 +9,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -143,6 +144,16 @@ def test_start_from_several_threads_starts_one_worker(sync_client: awa.Client) -
     assert not any(t.name.startswith("awa-job") for t in threading.enumerate())
 
 
+@pytest.fixture
+def ctrl_c_raises() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt, as in a terminal: a suite started in the background
+    by a non-interactive shell inherits SIGINT ignored, and Python then keeps it so."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("ctrl_c_raises")
 def test_an_interrupted_call_is_cancelled_not_carried_out(
     database_url: str, db: psycopg.Connection[Any]
 ) -> None:
