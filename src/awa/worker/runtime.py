@@ -90,44 +90,13 @@ class Worker:
             observer=self.observer,
             synchronous_commit=config.synchronous_commit,
         )
-        # Threads start on demand and permits bound how many run, so a generous ceiling
-        # costs nothing and leaves room for max_workers raised live (CONTRACT §10).
-        threads = max(config.total_permits, SYNC_THREADS_CEILING)
-        self.executor = Executor(registry, self.completer, threads, self.observer)
-        # A claim that waited half the staleness window before its handler starts may
-        # have been rescued meanwhile (a frozen process): it is re-checked first.
-        self.executor.revalidate = lambda keys: heartbeat.still_running(
-            pool, keys, config.synchronous_commit
-        )
-        self.executor.revalidate_after_s = config.heartbeat_staleness_ms / 2000
-        # Handlers abandoned at a time (ADR 0016): the permits, not the thread ceiling.
-        self.executor.abandoned.limit = max(config.total_permits, 1)
+        self.executor = self._build_executor(registry)
         self.upkeep = Upkeep(pool, config, schedules)  # cron, DLQ, aging, progress, callbacks
         self.upkeep.attach(self.executor, self.observer.jobs_rescued)
-        permits = build_permits(
-            [(q.name, q.max_workers, q.min_workers, q.weight) for q in config.queues],
-            config.global_max_workers,
-        )
         # One budget for the whole process: the args of running jobs, every queue's.
         self.args_budget = ArgsBudget(config.max_args_bytes_in_flight)
-        self.dispatchers: dict[str, Dispatcher] = {}
         self.claim_lane = ConnectionLane()  # the dispatchers' claims (ADR 0048)
-        for q in config.queues:
-            bucket = TokenBucket(q.rate_limit[0], q.rate_limit[1]) if q.rate_limit else None
-            control = QueueControl(
-                q, bucket, weighted=config.weighted, refresh_ms=config.override_refresh_ms
-            )
-            self.dispatchers[q.name] = Dispatcher(
-                q.name,
-                pool,
-                permits[q.name],
-                control,
-                self.executor,
-                self.observer,
-                args_budget=self.args_budget,
-                instance_id=self.instance_id,
-                claim_lane=self.claim_lane,
-            )
+        self.dispatchers = self._build_dispatchers()
         # Claims ride on the completer's writes (ADR 0012).
         self.completer.ride_with(list(self.dispatchers.values()))
         for dispatcher in self.dispatchers.values():
@@ -173,6 +142,48 @@ class Worker:
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self.latest = self._build_snapshot()
+
+    def _build_executor(self, registry: TaskRegistry) -> Executor:
+        config, pool = self.config, self.pool
+        # Threads start on demand and permits bound how many run, so a generous ceiling
+        # costs nothing and leaves room for max_workers raised live (CONTRACT §10).
+        threads = max(config.total_permits, SYNC_THREADS_CEILING)
+        executor = Executor(registry, self.completer, threads, self.observer)
+        # A claim that waited half the staleness window before its handler starts may
+        # have been rescued meanwhile (a frozen process): it is re-checked first.
+        executor.revalidate = lambda keys: heartbeat.still_running(
+            pool, keys, config.synchronous_commit
+        )
+        executor.revalidate_after_s = config.heartbeat_staleness_ms / 2000
+        # Handlers abandoned at a time (ADR 0016): the permits, not the thread ceiling.
+        executor.abandoned.limit = max(config.total_permits, 1)
+        return executor
+
+    def _build_dispatchers(self) -> dict[str, Dispatcher]:
+        """One dispatcher per queue, each with its permits, control and rate limiter."""
+        config = self.config
+        permits = build_permits(
+            [(q.name, q.max_workers, q.min_workers, q.weight) for q in config.queues],
+            config.global_max_workers,
+        )
+        dispatchers: dict[str, Dispatcher] = {}
+        for q in config.queues:
+            bucket = TokenBucket(q.rate_limit[0], q.rate_limit[1]) if q.rate_limit else None
+            control = QueueControl(
+                q, bucket, weighted=config.weighted, refresh_ms=config.override_refresh_ms
+            )
+            dispatchers[q.name] = Dispatcher(
+                q.name,
+                self.pool,
+                permits[q.name],
+                control,
+                self.executor,
+                self.observer,
+                args_budget=self.args_budget,
+                instance_id=self.instance_id,
+                claim_lane=self.claim_lane,
+            )
+        return dispatchers
 
     def _maintenance_services(self) -> list[Periodic]:
         c = self.config
