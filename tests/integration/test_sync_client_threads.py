@@ -187,3 +187,18 @@ def test_an_interrupted_call_is_cancelled_not_carried_out(
         client.close()
     kinds = [r[0] for r in db.execute("SELECT kind FROM awa.jobs ORDER BY id").fetchall()]
     assert kinds == ["warm", "after"]
+
+
+def test_a_call_that_raises_timeout_error_raises_it(database_url: str) -> None:
+    """The caller waits in slices; a call's own TimeoutError once read as a slice ending,
+    and the caller waited for ever."""
+
+    async def times_out() -> None:
+        raise TimeoutError("an endpoint timed out")
+
+    client = awa.Client(database_url)
+    try:
+        with pytest.raises(TimeoutError, match="endpoint"):
+            client._portal.call(times_out())
+    finally:
+        client.close()

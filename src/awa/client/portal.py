@@ -31,11 +31,10 @@ def _result(future: concurrent.futures.Future[R]) -> R:
     thread (the loop's, a handler's) only marks the signal, and its KeyboardInterrupt is
     raised when this thread next runs Python — an unbounded wait could hold it back
     until the call ended (a 30 s pool timeout, in a test under load)."""
-    while True:
-        try:
-            return future.result(timeout=SIGNAL_CHECK_S)
-        except concurrent.futures.TimeoutError:
-            continue
+    while True:  # (not result(timeout=): a call's own TimeoutError would read as a slice)
+        done, _ = concurrent.futures.wait([future], timeout=SIGNAL_CHECK_S)
+        if done:
+            return future.result()
 
 
 class Portal:
