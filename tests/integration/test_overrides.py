@@ -251,11 +251,15 @@ async def test_the_deadline_guard_rail_is_logged_and_reported_and_a_rate_overrid
         messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
         assert not any("plain" in m for m in messages)
         assert any("nodeadline" in m and "zero boundary" in m for m in messages)
-        # Published for the fleet too.
-        await client._worker.publisher._tick()
-        (instance,) = await client.list_runtime_instances()
-        assert instance.snapshot is not None
-        assert "deadline_ms" in instance.snapshot.queues["nodeadline"].ignored
+
+        # Published for the fleet too (at the publisher's next tick, run here).
+        async def published() -> bool:
+            await client._worker.publisher._tick()
+            (instance,) = await client.list_runtime_instances()
+            assert instance.snapshot is not None
+            return "deadline_ms" in instance.snapshot.queues["nodeadline"].ignored
+
+        await wait_for(published)
         # Clearing the override removes the limiter it created.
         await client.clear_runtime_overrides("plain")
 
