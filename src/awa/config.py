@@ -33,6 +33,7 @@ DEFAULT_QUEUE = "default"
 # fewer columns, job_copy_in_defaults): a test holds the two equal.
 DEFAULT_PRIORITY = 2
 DEFAULT_MAX_ATTEMPTS = 25
+DEFAULT_POLL_INTERVAL_MS = 200  # a queue's, when neither it nor start() names one
 LEADER_ELECTION_INTERVAL_MS = 5_000
 LEADER_LEASE_MS = 15_000
 logger = logging.getLogger("awa")
@@ -44,10 +45,6 @@ def resolve_database_url(explicit: str | None = None) -> str | None:
         if candidate:
             return candidate
     return None
-
-
-DEFAULT_POLL_INTERVAL_MS = 200
-"""A queue's poll interval when neither it nor ``start()`` names one."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,10 +27,10 @@ SIGNAL_CHECK_S = 0.2  # a blocked call looks for a pending Ctrl-C this often
 
 
 def _result(future: concurrent.futures.Future[R]) -> R:
-    """``future``'s result, waited for in slices: a Ctrl-C the kernel delivered to another
-    thread (the loop's, a handler's) only marks the signal, and its KeyboardInterrupt is
-    raised when this thread next runs Python — an unbounded wait could hold it back
-    until the call ended (a 30 s pool timeout, in a test under load)."""
+    """``future``'s result, waited for in slices: a SIGINT delivered to another thread
+    (the loop's, a handler's) only marks the signal, and its KeyboardInterrupt is raised
+    when this thread next runs Python — an unbounded wait held it back until the call
+    had ended."""
     while True:  # (not result(timeout=): a call's own TimeoutError would read as a slice)
         done, _ = concurrent.futures.wait([future], timeout=SIGNAL_CHECK_S)
         if done:

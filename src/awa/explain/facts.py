@@ -57,15 +57,13 @@ class QueueFacts:
         window."""
         if self.completed_recently == 0 or self.completed_since is None:
             return None
-        if self.completed_recently == 1:
-            return 1 / RATE_WINDOW_S
-        return (self.completed_recently - 1) / self.rate_span_s(now, self.completed_since)
+        return max(self.completed_recently - 1, 1) / self.rate_span_s(now)
 
-    def rate_span_s(self, now: datetime, completed_since: datetime) -> float:
+    def rate_span_s(self, now: datetime) -> float:
         """The seconds :meth:`completion_rate` is taken over."""
-        if self.completed_recently <= 1:
+        if self.completed_recently <= 1 or self.completed_since is None:
             return RATE_WINDOW_S
-        span = min((now - completed_since).total_seconds(), RATE_WINDOW_S)
+        span = min((now - self.completed_since).total_seconds(), RATE_WINDOW_S)
         return max(span, RATE_SPAN_MIN_S)
 
 

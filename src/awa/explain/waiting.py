@@ -237,9 +237,9 @@ def queued_behind(f: Facts) -> Finding | None:
         return None
     completion = f.queue.completion_rate(f.now)
     window = duration(RATE_WINDOW_S)
-    if completion and f.queue.completed_since is not None:
+    if completion:
         about = "at least" if ahead >= AHEAD_CAP else "about"
-        span = duration(f.queue.rate_span_s(f.now, f.queue.completed_since))
+        span = duration(f.queue.rate_span_s(f.now))
         estimate = (
             f"at the recent completion rate of {rate(completion)} (last {span}) they "
             f"take {about} {duration(ahead / completion)}"

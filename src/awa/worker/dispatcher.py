@@ -39,7 +39,7 @@ from awa.db.pool import Pool
 from awa.db.rows import FleetHold, claim_rows
 from awa.log import fault, traceback_unless_expected
 from awa.service import LoopService
-from awa.types import Job, bucket_size
+from awa.types import Job
 from awa.worker.args_budget import ArgsBudget, args_sizes
 from awa.worker.claiming import Reservation
 from awa.worker.control import QueueControl
@@ -288,9 +288,9 @@ class Dispatcher(LoopService):
         """How long the fleet bucket (a key's, for a partitioned queue) takes from one
         token to full."""
         limits = self.control.limits
-        if limits is None or limits.rate_limit is None:
+        if limits is None or limits.rate_limit is None or limits.effective_burst is None:
             return 0.0
-        return max(bucket_size(limits.rate_limit, limits.burst) - 1, 0) / limits.rate_limit
+        return max(limits.effective_burst - 1, 0) / limits.rate_limit
 
     async def _wait(self, timeout: float | None) -> None:
         if self._wakeup.is_set():
