@@ -10,6 +10,7 @@ WITH mine AS (
         AS f(id, run_lease, attempted_at)
         ON j.id = f.id AND j.run_lease = f.run_lease AND j.attempted_at = f.attempted_at
     WHERE j.state = 'running'
+    ORDER BY j.id  -- the order every writer of several running jobs locks in (0029)
     FOR UPDATE OF j
 )
 SELECT r.id
