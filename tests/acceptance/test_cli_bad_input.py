@@ -46,6 +46,8 @@ BAD_VALUES = [
     (["pool", "set", "--total", "5", "--queue", LONG], "argument --queue"),
     (["pool", "set", "--total", "5", "--queue", "a,weight=2"], "argument --queue"),
     (["pool", "set", "--total", "5", "--queue", "a:min=1,min=2"], "argument --queue"),
+    (["pool", "set", "--total", "2", "--queue", "a:min=3"], "exceeds the pool total (2)"),
+    (["pool", "set", "--total", "5", "--queue", "a:min=1", "--queue", "a:min=1"], "named twice"),
     (["cron", "pause", ""], "argument NAME"),
     (["dlq", "list", "--older-than", "5x"], "--older-than"),
     (["dlq", "list", "--older-than", "99999999999999999999d"], "--older-than"),
