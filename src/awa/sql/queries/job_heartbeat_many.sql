@@ -2,21 +2,23 @@
 -- Ids not returned are attempts that lost their lease (rescued or cancelled): the worker
 -- tells their handlers to stop. A heartbeat lost to a crash costs nothing: asynchronous
 -- commit (ADR 0006).
--- The rows are locked in id order first, as every writer of several running jobs does
--- (migration 0029): in plan order they deadlocked with completions. Found by primary key
--- (``state::text`` keeps the planner off jobs_running_idx, which holds every running job
--- of the fleet and more).
+-- The rows are locked in id order before any is updated (ADR 0050): in the update's own
+-- order (heap order) they deadlocked with completions. The lock is a gate the update
+-- passes once (``count(*) >= 0``), so the update keeps its plan (a hash join; the same
+-- join in one statement with the lock was planned as a nested loop, quadratic in the
+-- number of attempts).
+WITH mine AS (
+    SELECT l.id FROM awa.jobs AS l
+    WHERE l.id = ANY (%(ids)s::bigint[])
+    ORDER BY l.id
+    FOR UPDATE
+)
 UPDATE awa.jobs AS j
 SET heartbeat_at = now()
-FROM (
-    SELECT l.id FROM awa.jobs AS l
-    JOIN unnest(%(ids)s::bigint[], %(run_leases)s::bigint[], %(attempted_ats)s::timestamptz[])
-        AS h(id, run_lease, attempted_at)
-        ON l.id = h.id AND l.run_lease = h.run_lease AND l.attempted_at = h.attempted_at
-    WHERE l.id = ANY (%(ids)s::bigint[]) AND l.state::text = 'running'
-    ORDER BY l.id
-    FOR UPDATE OF l
-) AS mine,
+FROM unnest(%(ids)s::bigint[], %(run_leases)s::bigint[], %(attempted_ats)s::timestamptz[])
+    AS h(id, run_lease, attempted_at),
     (SELECT set_config('synchronous_commit', %(synchronous_commit)s, true)) AS commit_mode
-WHERE j.id = mine.id
+WHERE j.id = h.id AND j.run_lease = h.run_lease AND j.attempted_at = h.attempted_at
+  AND j.state = 'running'
+  AND (SELECT count(*) FROM mine) >= 0
 RETURNING j.id

@@ -4,21 +4,21 @@
 -- write of an attempt (id, run_lease, attempted_at, state = 'running'); progress
 -- replaces, metadata merges top-level keys, so writing the same snapshot twice changes
 -- nothing. Ids not returned lost their lease.
--- Rows locked in id order first, by primary key, as in job_heartbeat_many (migration 0029).
-UPDATE awa.jobs AS j
-SET progress = coalesce(mine.progress, j.progress),
-    metadata = CASE WHEN mine.metadata IS NULL THEN j.metadata
-        ELSE j.metadata || mine.metadata END
-FROM (
-    SELECT l.id, u.progress, u.metadata FROM awa.jobs AS l
-    JOIN unnest(
-        %(ids)s::bigint[], %(run_leases)s::bigint[], %(attempted_ats)s::timestamptz[],
-        %(progress)s::jsonb[], %(metadata)s::jsonb[]
-    ) AS u(id, run_lease, attempted_at, progress, metadata)
-        ON l.id = u.id AND l.run_lease = u.run_lease AND l.attempted_at = u.attempted_at
-    WHERE l.id = ANY (%(ids)s::bigint[]) AND l.state::text = 'running'
+-- Rows locked in id order before any is updated, as in job_heartbeat_many (ADR 0050).
+WITH mine AS (
+    SELECT l.id FROM awa.jobs AS l
+    WHERE l.id = ANY (%(ids)s::bigint[])
     ORDER BY l.id
-    FOR UPDATE OF l
-) AS mine
-WHERE j.id = mine.id
+    FOR UPDATE
+)
+UPDATE awa.jobs AS j
+SET progress = coalesce(u.progress, j.progress),
+    metadata = CASE WHEN u.metadata IS NULL THEN j.metadata ELSE j.metadata || u.metadata END
+FROM unnest(
+    %(ids)s::bigint[], %(run_leases)s::bigint[], %(attempted_ats)s::timestamptz[],
+    %(progress)s::jsonb[], %(metadata)s::jsonb[]
+) AS u(id, run_lease, attempted_at, progress, metadata)
+WHERE j.id = u.id AND j.run_lease = u.run_lease AND j.attempted_at = u.attempted_at
+  AND j.state = 'running'
+  AND (SELECT count(*) FROM mine) >= 0
 RETURNING j.id
