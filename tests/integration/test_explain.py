@@ -115,10 +115,36 @@ async def test_retry_backoff_gives_the_error_and_the_next_attempt(
         job = await client.insert({}, kind="flaky", queue="q", max_attempts=5)
         found = await explained(client, job.id, first=C.RETRY_BACKOFF)
         message = found.reasons[0].message
-        assert message.startswith("Attempt 1 of 5 failed: RetryAfter: retry requested after 600s.")
+        # Not a failure: the handler asked for the retry.
+        assert message.startswith(
+            "Attempt 1 of 5 asked to be retried later (retry requested after 600s). "
+        )
         assert "(in 9 min 5" in message or "(in 10 min)" in message
         assert codes(found) == [C.RETRY_BACKOFF]
         assert found.reasons[0].details["attempt"] == 1
+    finally:
+        await client.shutdown()
+
+
+async def test_a_handler_waiting_for_a_callback_is_shown_with_its_callback(
+    client: awa.AsyncClient,
+) -> None:
+    tokens: asyncio.Queue[str] = asyncio.Queue()
+
+    @client.task(None, kind="approve", queue="q")
+    async def approve(job: awa.Job[Any]) -> None:
+        token = await job.register_callback(timeout_seconds=600)
+        await tokens.put(token)
+        await job.wait_for_callback(token)
+
+    await client.start([("q", 2)], **LIVE)
+    try:
+        job = await client.insert({}, kind="approve", queue="q")
+        token = await asyncio.wait_for(tokens.get(), 15)
+        found = await explained(client, job.id, first=C.RUNNING, contains="waits for callback")
+        assert f"Its handler waits for callback {token} until" in found.reasons[0].message
+        assert found.reasons[0].details["callback_id"] == token
+        await client.resume_external(token)
     finally:
         await client.shutdown()
 

@@ -113,9 +113,21 @@ def test_completion_rate_is_taken_over_the_time_its_completions_took() -> None:
     # A slow queue: one job every 4 minutes, two in the window, not 2 per 61 s.
     slow = queue(completed_recently=2, completed_since=NOW - timedelta(seconds=250))
     assert slow.completion_rate(NOW) == pytest.approx(1 / 250)
-    # One completion, however recent, says only "one in the window".
-    assert queue(completed_recently=1, completed_since=NOW).completion_rate(NOW) == 1 / 300
+    # One completion gives no rate: over the whole window it read "1 job in 5 minutes"
+    # for a queue that had just started (a review: "about 5 min" under a 10 s turn).
+    assert queue(completed_recently=1, completed_since=NOW).completion_rate(NOW) is None
     assert queue().completion_rate(NOW) is None
+
+
+def test_a_partitions_rate_is_its_share_of_the_queues_completions() -> None:
+    """Its line moves at the partition's share: the queue's whole rate made a partition at
+    its cap look many times faster (a review: 90 ms estimated, 1.9 s taken)."""
+    q = queue(completed_recently=11, completed_since=NOW - timedelta(seconds=1),
+              completed_in_partition=2)  # fmt: skip
+    assert q.completion_rate(NOW) == pytest.approx(10 * 2 / 11)
+    none_of_its_own = queue(completed_recently=11, completed_since=NOW - timedelta(seconds=1),
+                            completed_in_partition=0)  # fmt: skip
+    assert none_of_its_own.completion_rate(NOW) is None
 
 
 def test_due_scheduled_job_waits_for_promotion_and_says_nobody_promotes() -> None:
@@ -226,3 +238,73 @@ def test_fleet_limits_with_room_say_nothing() -> None:
         partition_running=1,
     )  # fmt: skip
     assert codes(partitioned) == [ReasonCode.QUEUED_BEHIND]
+
+
+def test_a_running_job_parked_in_wait_for_callback_says_so() -> None:
+    """A handler waiting in wait_for_callback looked like any busy handler (a review)."""
+    running = job(JobState.RUNNING, attempt=1, attempted_at=NOW - timedelta(seconds=2))
+    parked = replace(facts(running), callback_id="3cc6258d",
+                     callback_timeout_at=NOW + timedelta(minutes=10))  # fmt: skip
+    reason = explain(parked).reasons[0]
+    assert "Its handler waits for callback 3cc6258d until" in reason.message
+    assert "(in 10 min)" in reason.message and "deadline is paused" in reason.message
+    assert reason.details["callback_id"] == "3cc6258d"
+    assert "waiting for callback 3cc6258d" in explain(parked).summary
+    assert "callback" not in explain(facts(running)).reasons[0].message
+
+
+def test_a_job_handed_to_an_external_system_names_its_callback() -> None:
+    waiting = job(JobState.WAITING_EXTERNAL, attempt=1, attempted_at=NOW - timedelta(seconds=2))
+    message = explain(replace(facts(waiting), callback_id="3cc6258d")).reasons[0].message
+    assert "(attempt 1 of 25, started 2.0 s ago) handed it" in message  # no stray comma
+    assert "resume_external with callback id 3cc6258d." in message
+
+
+def test_a_partitions_backlog_is_said_to_be_its_partitions() -> None:
+    live = [instance(1, {"email": runtime(HardReserved(1), 1)})]
+    q = queue(running=1, ahead=3, completed_recently=11,
+              completed_since=NOW - timedelta(seconds=1), completed_in_partition=2)  # fmt: skip
+    partitioned = replace(facts(q=q, live=live), fleet=FleetFacts(partition_by="cust",
+                                                                 partition="A"))  # fmt: skip
+    found = explain(partitioned).reasons[1]
+    assert found.message.startswith(
+        "3 jobs of partition cust='A' of queue 'email' are ahead of it in claim order"
+    )
+    assert "its partition's share (2 of the queue's last 11 completions)" in found.message
+    none = replace(partitioned, queue=replace(q, completed_in_partition=0))
+    assert "none of the queue's last 11 completions was of its partition" in (
+        explain(none).reasons[1].message
+    )
+
+
+def test_one_completion_is_too_few_for_an_estimate() -> None:
+    live = [instance(1, {"email": runtime(HardReserved(1), 1)})]
+    q = queue(running=1, ahead=2, completed_recently=1, completed_since=NOW)
+    found = explain(facts(q=q, live=live)).reasons[1]
+    assert "only one job of the queue completed in the last 5 min" in found.message
+    assert found.details["estimated_wait_s"] is None
+
+
+def test_one_permit_is_not_all_1_permits() -> None:
+    live = [instance(1, {"email": runtime(HardReserved(1), 1)})]
+    assert (
+        "its one permit for queue 'email' is in use"
+        in explain(facts(q=queue(running=1), live=live)).summary
+    )
+
+
+def test_a_retry_the_handler_asked_for_is_not_called_a_failure() -> None:
+    errors = [{"error": "retry requested after 60s", "attempt": 1, "type": "RetryAfter"}]
+    retrying = job(JobState.RETRYABLE, attempt=1, errors=errors,
+                   run_at=NOW - timedelta(seconds=1))  # fmt: skip
+    message = explain(facts(retrying)).reasons[0].message
+    assert message.startswith(
+        "Attempt 1 of 25 asked to be retried later (retry requested after 60s). "
+    )
+    assert "no worker process is live to run that pass" in message  # due, and nobody promotes
+
+
+def test_the_first_in_line_for_a_token_takes_the_next_one() -> None:
+    limited = replace(facts(), fleet=FleetFacts(rate_limit=0.2, burst=1, tokens=0.2))
+    message = " ".join(r.message for r in explain(limited).reasons)
+    assert "and it takes the next one, so its turn comes in about 4.0 s" in message

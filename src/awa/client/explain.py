@@ -78,6 +78,7 @@ def _facts(row: dict[str, Any], live: tuple[Any, ...]) -> Facts:
             running=row["queue_running"] or 0,
             completed_recently=row["completed_recently"] or 0,
             completed_since=row["completed_since"],
+            completed_in_partition=None if row["part"] is None else row["completed_in_partition"],
         ),
         live=live,
         fleet=FleetFacts(
@@ -96,6 +97,7 @@ def _facts(row: dict[str, Any], live: tuple[Any, ...]) -> Facts:
             pool_running=row["pool_running"] or 0,
         ),
         ordering=_ordering(row),
+        callback_id=None if row["callback_id"] is None else str(row["callback_id"]),
     )
 
 

@@ -46,22 +46,33 @@ class QueueFacts:
     running: int
     completed_recently: int
     completed_since: datetime | None
+    # In a partitioned queue, how many of those completions were of the job's partition
+    # (None in a queue without partitions).
+    completed_in_partition: int | None = None
 
     def completion_rate(self, now: datetime) -> float | None:
-        """Jobs completed per second lately, or None when none completed in the window.
+        """Jobs completed per second lately in the job's line (its queue, or its
+        partition's share of the queue's), or None when there is no rate to tell.
 
         The completions after the oldest one counted, over the time since it (the newest
         :data:`RATE_SAMPLE` at most): dividing by the whole window made a queue that
         started a minute ago look five times slower than it runs, while counting the
-        oldest as well made a slow queue look fast. One completion alone: over the whole
-        window."""
-        if self.completed_recently == 0 or self.completed_since is None:
+        oldest as well made a slow queue look fast. One completion gives no rate: over
+        the whole window it made a queue that had just started look like one job in five
+        minutes. A partition's line moves at its share of the queue's completions: the
+        queue's rate alone made a partition at its cap look many times faster."""
+        if self.completed_recently < 2 or self.completed_since is None:
             return None
-        return max(self.completed_recently - 1, 1) / self.rate_span_s(now)
+        rate = (self.completed_recently - 1) / self.rate_span_s(now)
+        if self.completed_in_partition is None:
+            return rate
+        if self.completed_in_partition == 0:
+            return None
+        return rate * self.completed_in_partition / self.completed_recently
 
     def rate_span_s(self, now: datetime) -> float:
         """The seconds :meth:`completion_rate` is taken over."""
-        if self.completed_recently <= 1 or self.completed_since is None:
+        if self.completed_since is None:
             return RATE_WINDOW_S
         span = min((now - self.completed_since).total_seconds(), RATE_WINDOW_S)
         return max(span, RATE_SPAN_MIN_S)
@@ -85,6 +96,12 @@ class FleetFacts:
     pool_weight: int | None = None
     pool_room: int | None = None  # how many more jobs the pool lets the queue run now
     pool_running: int = 0  # running jobs of every member
+
+    def partition_label(self) -> str:
+        """The job's partition as a reader knows it: ``key='value'``."""
+        if not self.partition:
+            return f"jobs without {self.partition_by}"
+        return f"{self.partition_by}={self.partition!r}"
 
     @property
     def effective_burst(self) -> int | None:
@@ -152,6 +169,7 @@ class Facts:
     live: tuple[RuntimeInstance, ...]
     fleet: FleetFacts = FleetFacts()
     ordering: OrderingFacts | None = None  # None: the job has no ordering key
+    callback_id: str | None = None  # a callback its attempt registered and waits for
 
     def serving(self) -> list[Serving]:
         """The live processes whose snapshot lists the job's queue."""

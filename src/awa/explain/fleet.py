@@ -19,13 +19,6 @@ def _set(f: Facts) -> str:
     return f" (set {ago(f.now, updated)})" if updated else ""
 
 
-def _partition(f: Facts) -> str:
-    fleet = f.fleet
-    if not fleet.partition:
-        return f"jobs without {fleet.partition_by}"
-    return f"{fleet.partition_by}={fleet.partition!r}"
-
-
 def _turn(f: Facts) -> tuple[float, float, str] | None:
     """(seconds to its turn, seconds to the next token, words) when the bucket lacks the
     tokens for this job and those ahead of it; None when it has them."""
@@ -39,7 +32,10 @@ def _turn(f: Facts) -> tuple[float, float, str] | None:
     next_token = (math.floor(fleet.tokens) + 1 - fleet.tokens) / fleet.rate_limit
     ahead = f.queue.ahead
     verb = "takes" if ahead == 1 else "take"
-    takers = f"the {count(ahead, 'job')} ahead of it {verb} the first" if ahead else "it takes"
+    takers = (
+        f"the {count(ahead, 'job')} ahead of it {verb} the first" if ahead
+        else "it takes the next one"
+    )  # fmt: skip
     words = (
         f"the bucket ({rate(fleet.rate_limit)}, burst {fleet.effective_burst}) holds "
         f"{fleet.tokens:.2f} tokens, the next is due in {duration(next_token)}, and {takers}, "
@@ -87,9 +83,9 @@ def partition_limit(f: Facts) -> Finding | None:
     q = f.queue.name
     return finding(
         ReasonCode.PARTITION_LIMIT,
-        f"Partition {_partition(f)} of queue '{q}' is at its fleet limit{_set(f)}: "
+        f"Partition {f.fleet.partition_label()} of queue '{q}' is at its fleet limit{_set(f)}: "
         f"{'; '.join(limits)}. The other partitions of '{q}' are not held back by it.",
-        waits(f, f"partition {_partition(f)} of queue '{q}' is at its limit"),
+        waits(f, f"partition {f.fleet.partition_label()} of queue '{q}' is at its limit"),
         partition_by=fleet.partition_by,
         partition=fleet.partition,
         running=fleet.partition_running,

@@ -80,15 +80,26 @@ def running(f: Facts) -> Finding:
     since = job.attempted_at or job.run_at
     beat = f"; last heartbeat {ago(f.now, f.heartbeat_at)}" if f.heartbeat_at else ""
     deadline = f" Its deadline is {when(f.now, job.deadline_at)}." if job.deadline_at else ""
+    parked, short_parked = "", ""
+    if f.callback_id is not None:  # its handler waits in wait_for_callback (ADR 0029)
+        until = f" until {when(f.now, f.callback_timeout_at)}" if f.callback_timeout_at else ""
+        parked = (
+            f" Its handler waits for callback {f.callback_id}{until} (resume_external "
+            "answers it; without an answer by then the wait raises awa.CallbackTimeout in "
+            "the handler); its deadline is paused meanwhile."
+        )
+        short_parked = f", waiting for callback {f.callback_id}"
     return finding(
         ReasonCode.RUNNING,
         f"Running since {when(f.now, since)}, attempt {job.attempt} of {job.max_attempts}, "
-        f"{where}{beat}.{_progress(job.progress)}{deadline}",
-        f"is running {short} since {at(since)}",
+        f"{where}{beat}.{parked}{_progress(job.progress)}{deadline}",
+        f"is running {short} since {at(since)}{short_parked}",
         **place,
         attempted_at=since.isoformat(),
         heartbeat_at=f.heartbeat_at.isoformat() if f.heartbeat_at else None,
         progress=job.progress,
+        callback_id=f.callback_id,
+        callback_timeout_at=f.callback_timeout_at.isoformat() if f.callback_timeout_at else None,
     )
 
 
@@ -101,13 +112,15 @@ def waiting_external(f: Facts) -> Finding:
         if f.callback_timeout_at
         else ""
     )
-    started = f", started {ago(f.now, job.attempted_at)}," if job.attempted_at else ""
+    started = f", started {ago(f.now, job.attempted_at)}" if job.attempted_at else ""
+    callback = f" {f.callback_id}" if f.callback_id else ""
     return finding(
         ReasonCode.WAITING_EXTERNAL,
         f"Its handler (attempt {job.attempt} of {job.max_attempts}{started}) handed it to "
-        f"an external system: it waits for complete_external, fail_external or "
-        f"retry_external with its callback id.{timeout}",
+        f"an external system: it waits for complete_external, fail_external, "
+        f"retry_external or resume_external with callback id{callback}.{timeout}",
         "is waiting for an external callback",
+        callback_id=f.callback_id,
         callback_timeout_at=f.callback_timeout_at.isoformat() if f.callback_timeout_at else None,
     )
 

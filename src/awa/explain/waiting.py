@@ -102,11 +102,18 @@ def retry_backoff(f: Facts) -> Finding:
     else:
         next_try = (
             f"The next attempt is due since {ago(f.now, job.run_at)}: the maintenance "
-            "leader's next promotion pass makes it available."
+            "leader's next promotion pass makes it available"
+            + ("." if f.live else ", but no worker process is live to run that pass.")
         )
+    if last.get("type") == "RetryAfter":  # not a failure: the handler asked for a retry
+        what = f"Attempt {failed_attempt} of {job.max_attempts} asked to be retried later"
+        said = str(last.get("error") or "").strip().rstrip(".")
+        outcome = f"{what} ({said})" if said and said != "RetryAfter" else what
+    else:
+        outcome = f"Attempt {failed_attempt} of {job.max_attempts} failed: {error.rstrip('.')}"
     return finding(
         ReasonCode.RETRY_BACKOFF,
-        f"Attempt {failed_attempt} of {job.max_attempts} failed: {error.rstrip('.')}. {next_try}",
+        f"{outcome}. {next_try}",
         f"failed attempt {failed_attempt} of {job.max_attempts} and retries at "
         f"{at(job.run_at)} ({relative(f.now, job.run_at)})",
         attempt=failed_attempt,
@@ -171,6 +178,12 @@ def _holds(s: Serving, f: Facts) -> str:
     return f"{process(s.instance)} holds {s.held} of {s.limit} (reported {age})"
 
 
+def _every(permits: int) -> str:
+    if permits == 1:
+        return "its one permit"
+    return f"all {permits} permits"
+
+
 def workers_busy(f: Facts) -> Finding | None:
     """Every serving process has all the permits it could give the queue in use."""
     serving = f.serving()
@@ -182,7 +195,7 @@ def workers_busy(f: Facts) -> Finding | None:
         f"Every permit for {_queue(f)} on the live processes serving it is in use: the "
         f"database counts {count(f.queue.running, 'running job')} of the queue against "
         f"{count(total, 'permit')}: {names([_holds(s, f) for s in serving])}.",
-        waits(f, f"all {total} permits for {_queue(f)} are in use"),
+        waits(f, f"{_every(total)} for {_queue(f)} {'is' if total == 1 else 'are'} in use"),
         running=f.queue.running,
         permits=total,
         processes=[
@@ -230,31 +243,46 @@ def _ahead_text(ahead: int) -> str:
     return count(ahead, "job")
 
 
+def _no_rate(f: Facts) -> str:
+    """Why the recent completions give no rate for the job's line."""
+    q, window = f.queue, duration(RATE_WINDOW_S)
+    if q.completed_recently == 0:
+        return f"no job of the queue completed in the last {window}"
+    if q.completed_recently == 1:
+        return f"only one job of the queue completed in the last {window}"
+    return f"none of the queue's last {q.completed_recently} completions was of its partition"
+
+
 def queued_behind(f: Facts) -> Finding | None:
     """Jobs ahead of it in claim order (priority, then the earliest due) go first."""
     ahead = f.queue.ahead
     if ahead == 0:
         return None
-    completion = f.queue.completion_rate(f.now)
-    window = duration(RATE_WINDOW_S)
+    q = f.queue
+    completion = q.completion_rate(f.now)
+    partitioned = q.completed_in_partition is not None
+    line = f"partition {f.fleet.partition_label()} of {_queue(f)}" if partitioned else _queue(f)
     if completion:
         about = "at least" if ahead >= AHEAD_CAP else "about"
-        span = duration(f.queue.rate_span_s(f.now))
+        span = duration(q.rate_span_s(f.now))
+        share = (
+            f"its partition's share ({q.completed_in_partition} of the queue's last "
+            f"{q.completed_recently} completions) of the queue's recent rate, "
+            if partitioned
+            else "the recent completion rate of "
+        )
         estimate = (
-            f"at the recent completion rate of {rate(completion)} (last {span}) they "
-            f"take {about} {duration(ahead / completion)}"
+            f"at {share}{rate(completion)} (last {span}) they take {about} "
+            f"{duration(ahead / completion)}"
         )
     else:
-        estimate = (
-            f"no job of the queue completed in the last {window}, so there is no rate "
-            "to estimate the wait from"
-        )
+        estimate = f"{_no_rate(f)}, so there is no rate to estimate the wait from"
     verb = "is" if ahead == 1 else "are"
     return finding(
         ReasonCode.QUEUED_BEHIND,
-        f"{_ahead_text(ahead)} of {_queue(f)} {verb} ahead of it in claim order "
+        f"{_ahead_text(ahead)} of {line} {verb} ahead of it in claim order "
         f"(priority, then the earliest due); {estimate}.",
-        waits(f, f"{count(ahead, 'job')} {verb} ahead of it in {_queue(f)}"),
+        waits(f, f"{count(ahead, 'job')} {verb} ahead of it in {line}"),
         ahead=ahead,
         ahead_capped=ahead >= AHEAD_CAP,
         completion_rate=completion,

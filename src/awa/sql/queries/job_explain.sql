@@ -13,7 +13,9 @@
 --   queue_running   the queue's running jobs on jobs_running_idx (queue, heartbeat_at);
 --   part_running    the running jobs of its partition, in the same range;
 --   completed_*     the queue's newest completions within %(rate_window_s)s, at most
---                   %(rate_sample)s of them, read backwards on an index of finalized_at;
+--                   %(rate_sample)s of them, read backwards on an index of finalized_at,
+--                   and how many of them were of the job's partition (its line moves at
+--                   that share of the queue's rate);
 --   fleet limits    its queue_limits row, its token bucket refilled to now (as the claim
 --                   refills it), its fleet pool membership and awa.pool_room (ADR 0010);
 --   ordering        for a job with an ordering key (ADR 0034): the key's unfinished jobs
@@ -24,13 +26,14 @@
 WITH found AS (
     (SELECT id, kind, queue, args, state, priority, attempt, max_attempts, run_lease, tags,
         metadata, progress, errors, created_at, run_at, attempted_at, deadline_at,
-        finalized_at, heartbeat_at, callback_timeout_at, partition_key, ordering_key,
-        NULL::timestamptz AS dead_lettered_at
+        finalized_at, heartbeat_at, callback_id, callback_timeout_at, partition_key,
+        ordering_key, NULL::timestamptz AS dead_lettered_at
     FROM awa.jobs WHERE id = %(id)s)
     UNION ALL
     (SELECT id, kind, queue, args, state, priority, attempt, max_attempts, run_lease, tags,
         metadata, progress, errors, created_at, run_at, attempted_at, deadline_at,
-        finalized_at, heartbeat_at, callback_timeout_at, NULL::text, ordering_key, dlq_at
+        finalized_at, heartbeat_at, callback_id, callback_timeout_at, NULL::text, ordering_key,
+        dlq_at
     FROM awa.dlq WHERE id = %(id)s)
     LIMIT 1
 ), job AS (
@@ -47,6 +50,7 @@ SELECT j.*, now() AS db_now,
     coalesce(plain.n, 0) + coalesce(adopted.n, 0) + coalesce(ordered.n, 0) AS ahead,
     running.n AS queue_running, part_running.n AS part_running,
     done.n AS completed_recently, done.oldest AS completed_since,
+    done.part_n AS completed_in_partition,
     least(coalesce(j.fleet_burst, ceil(j.fleet_rate)),
           coalesce(b.tokens + j.fleet_rate * extract(epoch FROM now() - b.refilled_at),
                    coalesce(j.fleet_burst, ceil(j.fleet_rate)))) AS fleet_tokens,
@@ -99,8 +103,10 @@ LEFT JOIN LATERAL (
       AND r.queue = j.queue AND r.partition_key = j.part
 ) AS part_running ON true
 LEFT JOIN LATERAL (
-    SELECT count(*) AS n, min(c.finalized_at) AS oldest FROM (
-        SELECT c.finalized_at FROM awa.jobs AS c
+    SELECT count(*) AS n, min(c.finalized_at) AS oldest,
+        count(*) FILTER (WHERE c.partition_key = j.part) AS part_n
+    FROM (
+        SELECT c.finalized_at, c.partition_key FROM awa.jobs AS c
         WHERE j.state = 'available' AND c.state = 'completed' AND c.queue = j.queue
           AND c.finalized_at > now() - %(rate_window_s)s::float8 * interval '1 second'
         ORDER BY c.finalized_at DESC
