@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import psycopg
 import pytest
 
 import awa
+from tests.helpers import wait_for
 
 
 def _fleet_rows(db: psycopg.Connection[Any]) -> tuple[Any, ...]:
@@ -118,3 +120,32 @@ async def test_the_pool_is_whole_state_and_reports_running_members(
     assert await client.clear_fleet_pool() is True
     assert await client.fleet_pool() is None
     assert await client.clear_fleet_pool() is False
+
+
+async def test_a_pool_write_that_loses_a_deadlock_tries_again(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], database_url: str
+) -> None:
+    """A claim writes a member's demand signal before it takes the pool's lock; one riding
+    on a completion may then wait for that lock while holding the member row the pool
+    writer updates. When deadlock detection ends the writer, the (whole-state) write is
+    tried again instead of failing the operator's call (a review's repro)."""
+    members = {"a": awa.PoolMember(weight=1), "b": awa.PoolMember(weight=1)}
+    await client.set_fleet_pool(2, members)
+    async with await psycopg.AsyncConnection.connect(database_url) as claim:
+        await claim.execute("UPDATE awa.fleet_pool_members SET asked_at = now() WHERE queue = 'a'")
+        write = asyncio.create_task(client.set_fleet_pool(5, members))
+
+        async def writer_waits_for_the_row() -> bool:
+            row = db.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE wait_event_type = 'Lock' AND query LIKE '%%fleet_pool_set%%'"
+            ).fetchone()
+            return write.done() or (row is not None and row[0] == 1)
+
+        await wait_for(writer_waits_for_the_row)
+        # The claim now waits for the pool's lock the writer holds: a cycle, which deadlock
+        # detection breaks by ending the writer (it waited first).
+        await claim.execute("SELECT pg_advisory_xact_lock(1635213680, 0)")
+        await claim.commit()
+        pool = await asyncio.wait_for(write, timeout=30)
+    assert pool.total == 5

@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
+import awa
 from awa.db import sql
 from tests.helpers import wait_for
 
@@ -112,3 +113,86 @@ async def test_a_writer_of_several_running_jobs_locks_them_in_id_order(
     assert sorted(row[0] for row in rows) == [lowest, highest]  # both written
     states = {row[0] for row in db.execute("SELECT state::text FROM awa.jobs")}
     assert states == {WRITERS[writer]}
+
+
+CLAIM_LOCK = 1635213681  # a capped queue's claim lock: (CLAIM_LOCK, hashtext(queue))
+
+
+@pytest.mark.parametrize("riding", [["a", "b"], ["b", "a"]])
+async def test_claims_riding_on_a_completion_lock_their_queues_in_name_order(
+    riding: list[str], db: psycopg.Connection[Any], database_url: str
+) -> None:
+    """Riding claims locked capped queues in the order the worker listed its queues: two
+    processes started with them in different orders deadlocked (a review's soak). Blocked
+    on the first queue by name, the completion holds no other queue's claim lock."""
+    for queue in ("a", "b"):
+        db.execute("INSERT INTO awa.queue_limits (queue, concurrency) VALUES (%s, 5)", (queue,))
+    claims = json.dumps([
+        {"queue": q, "limit": 1, "deadline_ms": 0, "instance": None, "held": 0} for q in riding
+    ])  # fmt: skip
+    async with (
+        await psycopg.AsyncConnection.connect(database_url) as holder,
+        await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn,
+    ):
+        await holder.execute("SELECT pg_advisory_xact_lock(%s, hashtext('a'))", (CLAIM_LOCK,))
+        completion = asyncio.create_task(
+            conn.execute("SELECT * FROM awa.complete_and_claim('[]', 'on', %s)", (claims,))
+        )
+
+        async def waits_for_a_lock() -> bool:
+            if completion.done():
+                return True
+            row = db.execute(
+                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
+                (conn.info.backend_pid,),
+            ).fetchone()
+            return row is not None and row[0] == "Lock"
+
+        try:
+            await wait_for(waits_for_a_lock)
+            row = db.execute(
+                "SELECT pg_try_advisory_xact_lock(%s, hashtext('b'))", (CLAIM_LOCK,)
+            ).fetchone()
+            assert row == (True,), "the completion took b's claim lock before a's"
+        finally:
+            await holder.rollback()
+            await asyncio.wait_for(completion, timeout=30)
+
+
+@pytest.mark.parametrize("writer", ["drain", "batch chunk"])
+async def test_writers_of_several_waiting_jobs_lock_them_in_id_order(
+    writer: str, client: awa.AsyncClient, db: psycopg.Connection[Any], database_url: str
+) -> None:
+    """A drain locked a queue's waiting jobs in heap order, a batch operation's chunk in id
+    order: the two deadlocked (a review). Blocked on the lowest id, neither holds the other."""
+    await client.insert_many([{"n": i} for i in range(500)], kind="k", queue="other")
+    low = await client.insert({"n": 1}, kind="k", queue="q")
+    high = await client.insert({"n": 2}, kind="k", queue="q")
+    db.execute("UPDATE awa.jobs SET tags = tags WHERE id = %s", (low.id,))  # behind high's
+    db.execute("ANALYZE awa.jobs")
+    op = await client.apply_batch(awa.SetPriority(1), queue="q", wait=False)
+    async with await psycopg.AsyncConnection.connect(database_url) as holder:
+        await holder.execute("SELECT id FROM awa.jobs WHERE id = %s FOR UPDATE", (low.id,))
+        if writer == "drain":
+            write = asyncio.create_task(client.drain_queue("q"))
+        else:
+            write = asyncio.create_task(client.run_batch(op.id))
+
+        async def waits_for_a_row() -> bool:
+            if write.done():
+                return True
+            row = db.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            ).fetchone()
+            return row is not None and row[0] == 1
+
+        try:
+            await wait_for(waits_for_a_row)
+            db.execute("SELECT id FROM awa.jobs WHERE id = %s FOR UPDATE NOWAIT", (high.id,))
+        finally:
+            await holder.rollback()
+            await asyncio.wait_for(write, timeout=30)
+    expected = "cancelled" if writer == "drain" else "available"
+    states = db.execute("SELECT DISTINCT state::text FROM awa.jobs WHERE queue = 'q'").fetchall()
+    assert states == [(expected,)]

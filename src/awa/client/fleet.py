@@ -226,12 +226,33 @@ def pool_params(total: int, queues: Mapping[str, PoolMember]) -> dict[str, Any]:
     return {"total": total, "queues": names, "min_workers": minimums, "weights": weights}
 
 
+async def _write_pool(conn: AsyncConnection[Any], statement: LiteralString, params: Any) -> Any:
+    """Run ``statement`` under the pool's lock in a transaction of its own; its first row.
+
+    A claim of a pool member writes the member's demand signal (``asked_at``) before it
+    takes the pool's lock, and one riding on a completion can then wait for that lock
+    while holding the member row this writer updates: deadlock detection ends one of the
+    two. The write is whole-state, so a writer that lost tries again, for GIVE_WAY_S."""
+    loop = asyncio.get_running_loop()
+    give_up_at = loop.time() + GIVE_WAY_S
+    pause = _RETRY_FIRST_S
+    with mapped():
+        while True:
+            try:
+                async with conn.transaction():
+                    await conn.execute(sql.POOL_LOCK)
+                    cur = await conn.execute(statement, params)
+                    return await cur.fetchone()
+            except pg.DeadlockDetected:
+                if loop.time() >= give_up_at:
+                    raise
+                await asyncio.sleep(random.uniform(0, pause))
+                pause = min(pause * 2, _RETRY_MAX_S)
+
+
 async def set_fleet_pool(conn: AsyncConnection[Any], params: dict[str, Any]) -> FleetPool:
     """Store the pool from :func:`pool_params` (whole state) and return it as stored."""
-    with mapped():
-        async with conn.transaction():
-            await conn.execute(sql.POOL_LOCK)
-            await conn.execute(sql.FLEET_POOL_SET, params)
+    await _write_pool(conn, sql.FLEET_POOL_SET, params)
     pool = await fleet_pool(conn)
     assert pool is not None
     return pool
@@ -239,11 +260,7 @@ async def set_fleet_pool(conn: AsyncConnection[Any], params: dict[str, Any]) -> 
 
 async def clear_fleet_pool(conn: AsyncConnection[Any]) -> bool:
     """Remove the pool; True when there was one."""
-    with mapped():
-        async with conn.transaction():
-            await conn.execute(sql.POOL_LOCK)
-            cur = await conn.execute(sql.FLEET_POOL_CLEAR)
-            row = await cur.fetchone()
+    row = await _write_pool(conn, sql.FLEET_POOL_CLEAR, None)
     return bool(row and row[1])
 
 

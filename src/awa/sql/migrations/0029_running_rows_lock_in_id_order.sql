@@ -1,4 +1,4 @@
--- 0029: a completion locks the running rows it finishes in id order.
+-- 0029: a completion locks the running rows it finishes in id order, and claims in queue order.
 -- Forward-only: never edit a shipped migration; add the next number instead.
 --
 -- Every statement that changes several running jobs and may wait for one of them must
@@ -11,8 +11,13 @@
 -- 200 ms heartbeats. So the completion first locks its rows in id order (``ORDER BY ...
 -- FOR UPDATE`` locks after the sort), as the heartbeat, the progress writer, the shutdown
 -- fence and the limit writer now do; the UPDATE then finds them held by itself. Rescues
--- lock with SKIP LOCKED and never wait. complete_and_claim is restated whole (0013's
--- body, with the lock first).
+-- lock with SKIP LOCKED and never wait.
+-- The claims riding on a completion take advisory locks (a capped queue's claim lock, the
+-- fleet pool's lock) in the order the worker listed its queues, so two processes started
+-- with the same queues in different orders deadlocked (a review's soak: 12 in 70 s). They
+-- now run in one order: pool members first, then by queue name, as a lone claim (the
+-- pool's lock, then its queue's) does. complete_and_claim is restated whole (0013's body,
+-- with the row locks first and the claims in order).
 CREATE OR REPLACE FUNCTION awa.complete_and_claim(
     p_outcomes jsonb, p_synchronous_commit text, p_claims jsonb
 ) RETURNS TABLE (
@@ -101,6 +106,10 @@ BEGIN
         SELECT r.queue, r."limit", r.deadline_ms, r.instance, r.held
         FROM jsonb_to_recordset(p_claims)
             AS r(queue text, "limit" integer, deadline_ms bigint, instance text, held integer)
+        -- The claims' locks in one order for every transaction: pool members first (a
+        -- member's claim takes the pool's lock before its queue's), then by queue name.
+        ORDER BY NOT EXISTS (SELECT FROM awa.fleet_pool_members AS m WHERE m.queue = r.queue),
+            r.queue
     LOOP
         RETURN QUERY
         SELECT 'claimed'::text, c.queue, k.*

@@ -18,6 +18,14 @@ WITH op AS (
     WHERE i.operation_id = op.id AND i.job_id > op.cursor_id
     ORDER BY i.job_id
     LIMIT (SELECT chunk_size FROM op)
+), locked AS (
+    -- The chunk's jobs locked in id order before any changes (ADR 0050), whatever order
+    -- the update's plan visits them in: a drain of the queue locks in the same order.
+    SELECT j.id FROM awa.jobs AS j, op
+    WHERE j.id IN (SELECT c.job_id FROM chunk AS c)
+      AND j.state::text IN (SELECT jsonb_array_elements_text(op.filter -> 'states'))
+    ORDER BY j.id
+    FOR UPDATE OF j
 ), changed AS (
     UPDATE awa.jobs AS j
     SET queue = coalesce(op.spec ->> 'queue', j.queue),
@@ -31,6 +39,7 @@ WITH op AS (
       AND (op.filter ->> 'queue' IS NULL OR j.queue = op.filter ->> 'queue')
       AND (op.spec ->> 'queue' IS NULL OR j.queue <> op.spec ->> 'queue')
       AND (op.spec ->> 'priority' IS NULL OR j.priority <> (op.spec ->> 'priority')::smallint)
+      AND (SELECT count(*) FROM locked) >= 0  -- a gate the update passes once
     RETURNING j.id, j.queue, j.state
 ), woken AS (
     SELECT pg_notify('awa_available', q.queue)
