@@ -8,7 +8,6 @@ from typing import Any
 import awa
 from awa.cli.args import WEIGHTED_FORM, bounded_int, weighted_options, with_example
 from awa.cli.output import print_json, print_table
-from awa.client.fleet import pool_params
 
 
 def member(text: str) -> tuple[str, awa.PoolMember]:
@@ -73,10 +72,10 @@ def check_set(args: argparse.Namespace) -> None:
     names = [name for name, _ in args.queues]
     if len(set(names)) != len(names):
         raise awa.ValidationError("queue", "a queue is named twice")
-    try:
-        pool_params(args.total, dict(args.queues))  # the API's own checks, nothing written
-    except awa.MinWorkersExceedGlobal as refused:  # the members' minimums come from --queue
-        raise awa.ValidationError("queue", refused.reason) from None
+    minimums = sum(member.min_workers for _, member in args.queues)
+    if minimums > args.total:
+        refused = awa.MinWorkersExceedGlobal(minimums, args.total, limit="the pool total")
+        raise awa.ValidationError("queue", refused.reason)
 
 
 async def run(args: argparse.Namespace, url: str | None) -> int:
