@@ -23,9 +23,10 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
 from awa.client.insert import InsertSpec, build_spec, guarded, insert_one
+from awa.client.unique import naming_the_holder_sync
 from awa.db import sql
 from awa.db.errors import mapped
-from awa.errors import ValidationError
+from awa.errors import UniqueConflict, ValidationError
 from awa.types import Job
 from awa.worker.registry import TaskRegistry
 
@@ -48,9 +49,11 @@ def _insert_sync(conn: psycopg.Connection[Any], spec: InsertSpec) -> Job[Any]:
         try:
             with mapped():
                 row = cur.execute(sql.JOB_INSERT, spec.params()).fetchone()
-        except BaseException:
+        except BaseException as exc:
             if savepoint and conn.info.transaction_status == TransactionStatus.INERROR:
                 cur.execute(sql.INSERT_SAVEPOINT_ROLLBACK)
+            if isinstance(exc, UniqueConflict):
+                raise naming_the_holder_sync(conn, exc) from exc
             raise
         if savepoint:
             cur.execute(sql.INSERT_SAVEPOINT_RELEASE)

@@ -68,11 +68,26 @@ class SerializationError(AwaError, TypeError):
 
 
 class UniqueConflict(AwaError):
-    """A job with the same unique key already exists in one of the guarded states."""
+    """A job with the same unique key already exists in one of the guarded states.
 
-    def __init__(self, message: str, *, existing_id: int | None = None) -> None:
+    ``existing_id`` is that job's id when the insert could still look it up (not inside
+    a transaction the conflict aborted), else None; ``unique_key`` is the key."""
+
+    def __init__(
+        self, message: str, *, existing_id: int | None = None, unique_key: bytes | None = None
+    ) -> None:
         super().__init__(message)
         self.existing_id = existing_id
+        self.unique_key = unique_key
+
+    def held_by(self, job_id: int) -> UniqueConflict:
+        """This conflict, naming the job that holds the key."""
+        return UniqueConflict(
+            f"job {job_id} already holds this unique key in a guarded state "
+            f"(awa job explain {job_id})",
+            existing_id=job_id,
+            unique_key=self.unique_key,
+        )
 
 
 class JobNotFound(AwaError, LookupError):

@@ -204,14 +204,16 @@ async def test_a_caught_unique_conflict_keeps_the_callers_transaction(
     db.execute("CREATE TABLE orders (id int)")
     with psycopg.connect(database_url) as conn:
         conn.execute("INSERT INTO orders VALUES (1)")
-        insert_job(conn, {"order": 1}, kind="ship", unique_opts={})
-        with pytest.raises(awa.UniqueConflict):  # enqueued already: fine, go on
+        first = insert_job(conn, {"order": 1}, kind="ship", unique_opts={})
+        with pytest.raises(awa.UniqueConflict) as refused:  # enqueued already: fine, go on
             insert_job(conn, {"order": 1}, kind="ship", unique_opts={})
+        assert isinstance(first, awa.Job) and refused.value.existing_id == first.id
         conn.execute("INSERT INTO orders VALUES (2)")
         conn.commit()
     async with await psycopg.AsyncConnection.connect(database_url) as aconn:
-        with pytest.raises(awa.UniqueConflict):
+        with pytest.raises(awa.UniqueConflict) as refused:
             await insert_job(aconn, {"order": 1}, kind="ship", unique_opts={})  # type: ignore[misc]
+        assert refused.value.existing_id == first.id
         await aconn.execute("INSERT INTO orders VALUES (3)")
         await aconn.commit()
     engine = sqlalchemy.create_engine(

@@ -155,20 +155,23 @@ async def test_a_caught_unique_conflict_leaves_the_transaction_usable(
     client: awa.AsyncClient, sync_client: awa.Client, db: psycopg.Connection[Any]
 ) -> None:
     db.execute("CREATE TABLE orders (id int PRIMARY KEY)")
-    await client.insert(SendEmail("dup"), unique_opts={})
+    dup = await client.insert(SendEmail("dup"), unique_opts={})
     async with client.transaction() as tx:
         await tx.execute("INSERT INTO orders VALUES (1)")
-        with pytest.raises(awa.UniqueConflict):  # an idempotent enqueue: already there
+        with pytest.raises(awa.UniqueConflict) as refused:  # idempotent enqueue: already there
             await tx.insert(SendEmail("dup"), unique_opts={})
-        with pytest.raises(awa.UniqueConflict):
+        assert refused.value.existing_id == dup.id  # looked up in the savepoint's wake
+        with pytest.raises(awa.UniqueConflict) as refused:
             await tx.insert_many([SendEmail("new"), SendEmail("dup")], unique_opts={})
+        assert refused.value.existing_id == dup.id
         await tx.insert(SendEmail("after"))
     assert db.execute("SELECT count(*) FROM orders").fetchone() == (1,)
     assert count_jobs(db) == 2  # "dup" and "after"; "new" went with its batch
     with sync_client.transaction() as stx:  # the blocking twin shares it
         stx.execute("INSERT INTO orders VALUES (2)")
-        with pytest.raises(awa.UniqueConflict):
+        with pytest.raises(awa.UniqueConflict) as refused:
             stx.insert(SendEmail("dup"), unique_opts={})
+        assert refused.value.existing_id == dup.id
     assert db.execute("SELECT count(*) FROM orders").fetchone() == (2,)
 
 
@@ -187,8 +190,12 @@ async def test_a_failed_statement_caught_in_the_block_is_not_a_silent_rollback(
 async def test_unique_jobs_conflict_while_guarded(client: awa.AsyncClient) -> None:
     opts = {"by_args": True}
     first = await client.insert(SendEmail("u"), unique_opts=opts)
-    with pytest.raises(awa.UniqueConflict):
+    with pytest.raises(awa.UniqueConflict) as refused:
         await client.insert(SendEmail("u"), unique_opts=opts)
+    # The job that holds the key is named, so it can be explained (a review: it was not).
+    assert refused.value.existing_id == first.id
+    assert f"job {first.id} already holds this unique key" in str(refused.value)
+    assert (await client.explain(first.id)).job.id == first.id
     other = await client.insert(SendEmail("v"), unique_opts=opts)
     assert other.id != first.id
     cancelled = await client.cancel(first.id)
@@ -200,9 +207,10 @@ async def test_unique_jobs_conflict_while_guarded(client: awa.AsyncClient) -> No
 async def test_unique_conflict_inside_insert_many_writes_nothing(
     client: awa.AsyncClient, db: psycopg.Connection[Any]
 ) -> None:
-    await client.insert(SendEmail("dup"), unique_opts={})
-    with pytest.raises(awa.UniqueConflict):
+    dup = await client.insert(SendEmail("dup"), unique_opts={})
+    with pytest.raises(awa.UniqueConflict) as refused:
         await client.insert_many([SendEmail("new"), SendEmail("dup")], unique_opts={})
+    assert refused.value.existing_id == dup.id
     assert count_jobs(db) == 1
 
 

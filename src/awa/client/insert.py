@@ -18,12 +18,12 @@ from psycopg.rows import tuple_row
 from awa import validate
 from awa.client import copy_rows
 from awa.client.seat_outlook import SeatOutlook
-from awa.client.unique import UniqueOpts
+from awa.client.unique import UniqueOpts, naming_the_holder
 from awa.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY
 from awa.db import sql
 from awa.db.direct import DirectStatement
 from awa.db.errors import mapped
-from awa.errors import SerializationError, ValidationError
+from awa.errors import SerializationError, UniqueConflict, ValidationError
 from awa.kinds import derive_kind
 from awa.serialization import args_to_dict, encode_bounded, encode_json
 from awa.tracing import context as trace_context
@@ -291,9 +291,11 @@ async def insert_one(conn: AsyncConnection[Any], spec: InsertSpec) -> Job[Any]:
             with mapped():
                 await cur.execute(sql.JOB_INSERT, spec.params())
                 row = await cur.fetchone()
-        except BaseException:
+        except BaseException as exc:
             if savepoint and conn.info.transaction_status == TransactionStatus.INERROR:
                 await cur.execute(sql.INSERT_SAVEPOINT_ROLLBACK)
+            if isinstance(exc, UniqueConflict):
+                raise await naming_the_holder(conn, exc) from exc
             raise
         if savepoint:
             await cur.execute(sql.INSERT_SAVEPOINT_RELEASE)
@@ -313,8 +315,11 @@ async def insert_direct(
     # A job with an ordering key never takes a seat: the statement without one is the same.
     looking = spec.ordering_key is None and outlook.worth_looking(spec.queue)
     statement = _JOB_INSERT_DIRECT if looking else _JOB_INSERT_UNSEATED
-    with mapped():
-        rows = await statement.rows(conn, spec.params())
+    try:
+        with mapped():
+            rows = await statement.rows(conn, spec.params())
+    except UniqueConflict as exc:
+        raise await naming_the_holder(conn, exc) from exc
     row = rows[0]
     _, state, _, _, notified = row
     if looking and state == "available":  # a job scheduled for later looked for nothing
@@ -326,6 +331,13 @@ async def insert_many(conn: AsyncConnection[Any], specs: Sequence[InsertSpec]) -
     """Write many jobs atomically: reserve ids, then COPY. Two round trips in all."""
     if not specs:
         return []
+    try:
+        return await _insert_many(conn, specs)
+    except UniqueConflict as exc:  # the transaction (or its savepoint) is undone: look
+        raise await naming_the_holder(conn, exc) from exc
+
+
+async def _insert_many(conn: AsyncConnection[Any], specs: Sequence[InsertSpec]) -> list[Job[Any]]:
     with mapped():
         async with conn.transaction():
             queues = sorted({spec.queue for spec in specs})

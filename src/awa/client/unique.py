@@ -9,8 +9,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
+from psycopg import AsyncConnection, Connection
+from psycopg.pq import TransactionStatus
+from psycopg.rows import tuple_row
+
 from awa import validate
-from awa.errors import ValidationError
+from awa.db import sql
+from awa.errors import UniqueConflict, ValidationError
 from awa.types import JobState
 
 # The states a job moves between on its own (the claim, a retry, a snooze, a rescue, a
@@ -106,3 +112,43 @@ class UniqueOpts:
             instant = time.time() if now is None else now
             parts.append(f"period={int(instant // self.by_period)}")
         return hashlib.sha256("\x1f".join(parts).encode()).digest()
+
+
+def _holder_params(conflict: UniqueConflict) -> dict[str, Any]:
+    return {"unique_key": conflict.unique_key}
+
+
+def _lookable(conn: Connection[Any] | AsyncConnection[Any], conflict: UniqueConflict) -> bool:
+    """The key is known and the connection can still read (the conflict aborted no
+    transaction: the insert ran alone, in a savepoint, or its transaction was undone)."""
+    return (
+        conflict.unique_key is not None
+        and conflict.existing_id is None
+        and conn.info.transaction_status != TransactionStatus.INERROR
+    )
+
+
+async def naming_the_holder(conn: AsyncConnection[Any], conflict: UniqueConflict) -> UniqueConflict:
+    """``conflict``, naming the job that holds the key when ``conn`` can still look it up
+    (one read on jobs_unique_idx, only after a conflict)."""
+    if not _lookable(conn, conflict):
+        return conflict
+    try:
+        async with conn.cursor(row_factory=tuple_row) as cur:
+            await cur.execute(sql.JOB_UNIQUE_HOLDER, _holder_params(conflict))
+            row = await cur.fetchone()
+    except psycopg.Error:  # the conflict is the news; a failed look adds nothing
+        return conflict
+    return conflict if row is None else conflict.held_by(row[0])
+
+
+def naming_the_holder_sync(conn: Connection[Any], conflict: UniqueConflict) -> UniqueConflict:
+    """:func:`naming_the_holder`'s blocking twin (the bridge's psycopg connections)."""
+    if not _lookable(conn, conflict):
+        return conflict
+    try:
+        with conn.cursor(row_factory=tuple_row) as cur:
+            row = cur.execute(sql.JOB_UNIQUE_HOLDER, _holder_params(conflict)).fetchone()
+    except psycopg.Error:
+        return conflict
+    return conflict if row is None else conflict.held_by(row[0])

@@ -6,6 +6,7 @@ only ever see the :mod:`awa.errors` tree.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import psycopg
@@ -13,6 +14,8 @@ from psycopg import errors as pg
 
 from awa.errors import DatabaseError, SchemaNotMigrated, UniqueConflict, ValidationError
 
+# A unique violation's detail: Key (unique_key)=(\x0a1b…) already exists.
+_KEY_IN_DETAIL = re.compile(r"\(unique_key\)=\(\\x([0-9a-f]+)\)")
 _MIGRATE_HINT = "the awa schema is missing or out of date: run `awa migrate` (or client.migrate())"
 
 
@@ -23,9 +26,12 @@ def translate(exc: psycopg.Error) -> Exception:
     if isinstance(exc, pg.UndefinedColumn | pg.UndefinedFunction):
         return SchemaNotMigrated(f"{_MIGRATE_HINT} ({exc.diag.message_primary})")
     if isinstance(exc, pg.UniqueViolation) and exc.diag.constraint_name == "jobs_unique_idx":
+        detail = exc.diag.message_detail or ""
+        key = _KEY_IN_DETAIL.search(detail)
         return UniqueConflict(
             "a job with the same unique key already exists in a guarded state "
-            f"({exc.diag.message_detail or 'duplicate unique_key'})"
+            f"({detail or 'duplicate unique_key'})",
+            unique_key=bytes.fromhex(key.group(1)) if key else None,
         )
     if isinstance(exc, pg.CheckViolation):
         constraint = exc.diag.constraint_name or "check"
