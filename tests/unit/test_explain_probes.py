@@ -308,3 +308,19 @@ def test_the_first_in_line_for_a_token_takes_the_next_one() -> None:
     limited = replace(facts(), fleet=FleetFacts(rate_limit=0.2, burst=1, tokens=0.2))
     message = " ".join(r.message for r in explain(limited).reasons)
     assert "and it takes the next one, so its turn comes in about 4.0 s" in message
+
+
+def test_a_weighted_queue_at_its_minimum_names_who_holds_the_overflow() -> None:
+    """'all 0 permits … holds 0 of 0' did not say why (a review): another queue holds the
+    process's whole overflow."""
+    inst = instance(
+        1,
+        {"email": runtime(Weighted(0, 1, 0), 0), "reports": runtime(Weighted(0, 1, 2), 2)},
+        global_max=2,
+    )
+    found = explain(facts(q=queue(running=0), live=[inst])).reasons[0]
+    assert found.code == ReasonCode.WORKERS_BUSY
+    assert "holds 0 of 0 (reported 2.0 s ago), its shared overflow held by 'reports' 2" in (
+        found.message
+    )
+    assert "no permit is free for queue 'email'" in explain(facts(live=[inst])).summary

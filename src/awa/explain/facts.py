@@ -195,6 +195,19 @@ class Facts:
         return max(0.0, (self.now - self.job.run_at).total_seconds())
 
 
+def overflow_holders(instance: RuntimeInstance, queue: str) -> dict[str, int]:
+    """In a weighted process, the other queues holding its shared overflow (name → how
+    much): what keeps ``queue`` at its minimum when the overflow is all held."""
+    snap = instance.snapshot
+    if snap is None or not isinstance(snap.queues[queue].capacity, Weighted):
+        return {}
+    return {
+        name: q.capacity.overflow_held
+        for name, q in sorted(snap.queues.items())
+        if name != queue and isinstance(q.capacity, Weighted) and q.capacity.overflow_held
+    }
+
+
 def permits_for(instance: RuntimeInstance, queue: str) -> tuple[int, int]:
     """(held, limit) of ``queue``'s permits in one process, from its snapshot.
 

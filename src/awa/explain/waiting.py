@@ -8,7 +8,14 @@ first. A scheduled or retrying job waits for its time, and the first two matter 
 
 from __future__ import annotations
 
-from awa.explain.facts import AHEAD_CAP, LIVE_WITHIN_MS, RATE_WINDOW_S, Facts, Serving
+from awa.explain.facts import (
+    AHEAD_CAP,
+    LIVE_WITHIN_MS,
+    RATE_WINDOW_S,
+    Facts,
+    Serving,
+    overflow_holders,
+)
 from awa.explain.finding import Finding, finding
 from awa.explain.wording import (
     ago,
@@ -175,13 +182,21 @@ def no_live_worker(f: Facts) -> Finding | None:
 
 def _holds(s: Serving, f: Facts) -> str:
     age = ago(f.now, s.instance.last_seen_at)
-    return f"{process(s.instance)} holds {s.held} of {s.limit} (reported {age})"
+    held = f"{process(s.instance)} holds {s.held} of {s.limit} (reported {age})"
+    others = overflow_holders(s.instance, f.queue.name)
+    if not others:
+        return held
+    # Weighted: the queue has only its minimum while other queues hold the overflow.
+    listed = names([f"'{name}' {n}" for name, n in others.items()])
+    return f"{held}, its shared overflow held by {listed}"
 
 
-def _every(permits: int) -> str:
+def _every_permit_held(permits: int, queue: str) -> str:
+    if permits == 0:  # weighted, at a minimum of 0 while other queues hold the overflow
+        return f"no permit is free for {queue}"
     if permits == 1:
-        return "its one permit"
-    return f"all {permits} permits"
+        return f"its one permit for {queue} is in use"
+    return f"all {permits} permits for {queue} are in use"
 
 
 def workers_busy(f: Facts) -> Finding | None:
@@ -195,7 +210,7 @@ def workers_busy(f: Facts) -> Finding | None:
         f"Every permit for {_queue(f)} on the live processes serving it is in use: the "
         f"database counts {count(f.queue.running, 'running job')} of the queue against "
         f"{count(total, 'permit')}: {names([_holds(s, f) for s in serving])}.",
-        waits(f, f"{_every(total)} for {_queue(f)} {'is' if total == 1 else 'are'} in use"),
+        waits(f, _every_permit_held(total, _queue(f))),
         running=f.queue.running,
         permits=total,
         processes=[
