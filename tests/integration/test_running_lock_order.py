@@ -196,3 +196,45 @@ async def test_writers_of_several_waiting_jobs_lock_them_in_id_order(
     expected = "cancelled" if writer == "drain" else "available"
     states = db.execute("SELECT DISTINCT state::text FROM awa.jobs WHERE queue = 'q'").fetchall()
     assert states == [(expected,)]
+
+
+@pytest.mark.parametrize("claim", ["a lone claim", "a claim riding on a completion"])
+async def test_a_claims_demand_signal_never_waits_for_the_members_row(
+    claim: str, client: awa.AsyncClient, db: psycopg.Connection[Any], database_url: str
+) -> None:
+    """The demand signal (asked_at) was written before the pool's lock on some paths and
+    after it on others, so a claim holding one member's row could wait for the pool's lock
+    held by one waiting for that row (a review's repro). It is a hint: a claim now skips it
+    while another transaction holds the row (migration 0030)."""
+    await client.set_fleet_pool(2, {"a": awa.PoolMember(weight=1), "b": awa.PoolMember()})
+    await client.insert({}, kind="k", queue="a")
+    if claim == "a lone claim":  # the pool's lock, then the signal
+        statement, params = "SELECT * FROM awa.claim('a', 1, 0, 'on')", None
+    else:  # at its part (held beyond it): the signal without the pool's lock
+        claims = [{"queue": "a", "limit": 1, "deadline_ms": 0, "instance": "i", "held": 99}]
+        statement = "SELECT * FROM awa.complete_and_claim('[]', 'on', %s)"
+        params = (json.dumps(claims),)
+    async with (
+        await psycopg.AsyncConnection.connect(database_url) as holder,
+        await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn,
+    ):
+        await holder.execute("UPDATE awa.fleet_pool_members SET weight = 1 WHERE queue = 'a'")
+        run = asyncio.create_task(conn.execute(statement, params))
+
+        async def done_or_waiting() -> bool:
+            row = db.execute(
+                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
+                (conn.info.backend_pid,),
+            ).fetchone()
+            return run.done() or (row is not None and row[0] == "Lock")
+
+        try:
+            await wait_for(done_or_waiting)
+            assert run.done(), "the claim waits for the member row the holder has"
+        finally:
+            await holder.rollback()
+            await asyncio.wait_for(run, timeout=30)
+    (asked,) = db.execute(
+        "SELECT asked_at FROM awa.fleet_pool_members WHERE queue = 'a'"
+    ).fetchone()
+    assert asked is None  # skipped, not written late
