@@ -229,10 +229,11 @@ def pool_params(total: int, queues: Mapping[str, PoolMember]) -> dict[str, Any]:
 async def _write_pool(conn: AsyncConnection[Any], statement: LiteralString, params: Any) -> Any:
     """Run ``statement`` under the pool's lock in a transaction of its own; its first row.
 
-    A claim of a pool member writes the member's demand signal (``asked_at``) before it
-    takes the pool's lock, and one riding on a completion can then wait for that lock
-    while holding the member row this writer updates: deadlock detection ends one of the
-    two. The write is whole-state, so a writer that lost tries again, for GIVE_WAY_S."""
+    Before migration 0030 a claim riding on a completion could hold a member row (its
+    demand signal, ``asked_at``) while it waited for the pool's lock this writer held,
+    and deadlock detection ended one of the two; the signal no longer waits for the row.
+    The write is whole-state, so should detection still end it (a cycle through another
+    lock), it tries again, for GIVE_WAY_S."""
     loop = asyncio.get_running_loop()
     give_up_at = loop.time() + GIVE_WAY_S
     pause = _RETRY_FIRST_S
