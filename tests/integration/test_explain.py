@@ -141,8 +141,8 @@ async def test_a_handler_waiting_for_a_callback_is_shown_with_its_callback(
     try:
         job = await client.insert({}, kind="approve", queue="q")
         token = await asyncio.wait_for(tokens.get(), 15)
-        found = await explained(client, job.id, first=C.RUNNING, contains="waits for callback")
-        assert f"Its handler waits for callback {token} until" in found.reasons[0].message
+        found = await explained(client, job.id, first=C.RUNNING, contains="wait_for_callback")
+        assert f"waits in wait_for_callback for callback {token}" in found.reasons[0].message
         assert found.reasons[0].details["callback_id"] == token
         await client.resume_external(token)
     finally:

@@ -238,3 +238,37 @@ async def test_a_claims_demand_signal_never_waits_for_the_members_row(
         "SELECT asked_at FROM awa.fleet_pool_members WHERE queue = 'a'"
     ).fetchone()
     assert asked is None  # skipped, not written late
+
+
+@pytest.mark.parametrize("writer", ["heartbeat", "progress"])
+async def test_a_heartbeat_never_waits_for_the_row_of_an_attempt_that_lost_its_lease(
+    writer: str, db: psycopg.Connection[Any], database_url: str
+) -> None:
+    """An attempt whose job was rescued (its handler still running) stays in the batch;
+    locking its row whatever its state made every heartbeat of the process wait for an
+    operator holding it (a bulk retry), until the live jobs were rescued (a review)."""
+    keys = _running_with_the_higher_id_first_in_the_heap(db)
+    lost = keys[0][0]
+    db.execute("UPDATE awa.jobs SET state = 'failed', finalized_at = now() WHERE id = %s", (lost,))
+    async with (
+        await psycopg.AsyncConnection.connect(database_url) as operator,
+        await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn,
+    ):
+        await operator.execute("UPDATE awa.jobs SET state = 'available' WHERE id = %s", (lost,))
+        beat = asyncio.create_task(conn.execute(*_writer(writer, keys)))
+
+        async def done_or_waiting() -> bool:
+            row = db.execute(
+                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
+                (conn.info.backend_pid,),
+            ).fetchone()
+            return beat.done() or (row is not None and row[0] == "Lock")
+
+        try:
+            await wait_for(done_or_waiting)
+            assert beat.done(), "the heartbeat waits for a row it has no attempt on"
+        finally:
+            await operator.rollback()
+            await asyncio.wait_for(beat, timeout=30)
+        rows = await beat.result().fetchall()
+    assert [row[0] for row in rows] == [keys[1][0]]  # the live attempt, and only it

@@ -246,11 +246,17 @@ def test_a_running_job_parked_in_wait_for_callback_says_so() -> None:
     parked = replace(facts(running), callback_id="3cc6258d",
                      callback_timeout_at=NOW + timedelta(minutes=10))  # fmt: skip
     reason = explain(parked).reasons[0]
-    assert "Its handler waits for callback 3cc6258d until" in reason.message
-    assert "(in 10 min)" in reason.message and "deadline is paused" in reason.message
+    assert "Its handler waits in wait_for_callback for callback 3cc6258d" in reason.message
+    assert "deadline paused meanwhile; the callback times out at" in reason.message
+    assert "(in 10 min), raising awa.CallbackTimeout" in reason.message
     assert reason.details["callback_id"] == "3cc6258d"
     assert "waiting for callback 3cc6258d" in explain(parked).summary
     assert "callback" not in explain(facts(running)).reasons[0].message
+    # Registered, not waited for yet: the deadline (set to NULL by the wait) still runs.
+    working = replace(parked, job=replace(running, deadline_at=NOW + timedelta(seconds=59)))
+    message = explain(working).reasons[0].message
+    assert "Its handler registered callback 3cc6258d, which times out at" in message
+    assert "is still working" in message and "paused" not in message
 
 
 def test_a_job_handed_to_an_external_system_names_its_callback() -> None:
@@ -258,6 +264,10 @@ def test_a_job_handed_to_an_external_system_names_its_callback() -> None:
     message = explain(replace(facts(waiting), callback_id="3cc6258d")).reasons[0].message
     assert "(attempt 1 of 25, started 2.0 s ago) handed it" in message  # no stray comma
     assert "resume_external with callback id 3cc6258d." in message
+    # Answered before its handler returned: nothing to answer; the leader releases it.
+    answered = explain(facts(waiting)).reasons[0].message
+    assert "whose answer came before the handler returned" in answered
+    assert "no worker process is live to run that pass" in answered
 
 
 def test_a_partitions_backlog_is_said_to_be_its_partitions() -> None:

@@ -73,6 +73,32 @@ def _progress(progress: dict[str, Any] | None) -> str:
     return f" Progress {float(progress['percent']):g}%{note}."
 
 
+def _callback_in_attempt(f: Facts) -> tuple[str, str]:
+    """(sentence, clause) on a callback the running attempt registered: waited for in
+    wait_for_callback, which pauses the deadline (``deadline_at`` NULL, ADR 0029), or only
+    registered so far (its handler still works, and may return WaitForCallback)."""
+    if f.callback_id is None:
+        return "", ""
+    times_out = when(f.now, f.callback_timeout_at) if f.callback_timeout_at else None
+    if f.job.deadline_at is not None:
+        until = f", which times out at {times_out}," if times_out else ""
+        return (
+            f" Its handler registered callback {f.callback_id}{until} and is still working.",
+            f", callback {f.callback_id} registered",
+        )
+    timeout = (
+        f"; the callback times out at {times_out}, raising awa.CallbackTimeout in the handler"
+        if times_out
+        else ""
+    )
+    return (
+        f" Its handler waits in wait_for_callback for callback {f.callback_id} "
+        f"(resume_external answers it), its deadline paused meanwhile{timeout}; or it is "
+        "about to hand the job over by returning WaitForCallback.",
+        f", waiting for callback {f.callback_id}",
+    )
+
+
 def running(f: Facts) -> Finding:
     """Where and since when it runs, its last heartbeat, progress and deadline."""
     job = f.job
@@ -80,15 +106,7 @@ def running(f: Facts) -> Finding:
     since = job.attempted_at or job.run_at
     beat = f"; last heartbeat {ago(f.now, f.heartbeat_at)}" if f.heartbeat_at else ""
     deadline = f" Its deadline is {when(f.now, job.deadline_at)}." if job.deadline_at else ""
-    parked, short_parked = "", ""
-    if f.callback_id is not None:  # its handler waits in wait_for_callback (ADR 0029)
-        until = f" until {when(f.now, f.callback_timeout_at)}" if f.callback_timeout_at else ""
-        parked = (
-            f" Its handler waits for callback {f.callback_id}{until} (resume_external "
-            "answers it; without an answer by then the wait raises awa.CallbackTimeout in "
-            "the handler); its deadline is paused meanwhile."
-        )
-        short_parked = f", waiting for callback {f.callback_id}"
+    parked, short_parked = _callback_in_attempt(f)
     return finding(
         ReasonCode.RUNNING,
         f"Running since {when(f.now, since)}, attempt {job.attempt} of {job.max_attempts}, "
@@ -113,12 +131,22 @@ def waiting_external(f: Facts) -> Finding:
         else ""
     )
     started = f", started {ago(f.now, job.attempted_at)}" if job.attempted_at else ""
-    callback = f" {f.callback_id}" if f.callback_id else ""
+    handed = (
+        f"Its handler (attempt {job.attempt} of {job.max_attempts}{started}) handed it to "
+        "an external system"
+    )
+    if f.callback_id is None:  # answered (resume_external) before the handler returned
+        nobody = "" if f.live else ", but no worker process is live to run that pass"
+        return finding(
+            ReasonCode.WAITING_EXTERNAL,
+            f"{handed}, whose answer came before the handler returned: the maintenance "
+            f"leader's next pass makes it available{nobody}.",
+            "was answered and waits to be made available",
+        )
     return finding(
         ReasonCode.WAITING_EXTERNAL,
-        f"Its handler (attempt {job.attempt} of {job.max_attempts}{started}) handed it to "
-        f"an external system: it waits for complete_external, fail_external, "
-        f"retry_external or resume_external with callback id{callback}.{timeout}",
+        f"{handed}: it waits for complete_external, fail_external, retry_external or "
+        f"resume_external with callback id {f.callback_id}.{timeout}",
         "is waiting for an external callback",
         callback_id=f.callback_id,
         callback_timeout_at=f.callback_timeout_at.isoformat() if f.callback_timeout_at else None,

@@ -6,10 +6,13 @@
 -- order (heap order) they deadlocked with completions. The lock is a gate the update
 -- passes once (``count(*) >= 0``), so the update keeps its plan (a hash join; the same
 -- join in one statement with the lock was planned as a nested loop, quadratic in the
--- number of attempts).
+-- number of attempts). Only running rows are locked (by primary key: ``state::text``
+-- keeps the planner off jobs_running_idx): an attempt that lost its lease may still be
+-- in flight, and waiting for its row — held by an operator's bulk retry, say — held
+-- back every heartbeat of the process until its live jobs were rescued (a review).
 WITH mine AS (
     SELECT l.id FROM awa.jobs AS l
-    WHERE l.id = ANY (%(ids)s::bigint[])
+    WHERE l.id = ANY (%(ids)s::bigint[]) AND l.state::text = 'running'
     ORDER BY l.id
     FOR UPDATE
 )

@@ -7,7 +7,7 @@
 -- Rows locked in id order before any is updated, as in job_heartbeat_many (ADR 0050).
 WITH mine AS (
     SELECT l.id FROM awa.jobs AS l
-    WHERE l.id = ANY (%(ids)s::bigint[])
+    WHERE l.id = ANY (%(ids)s::bigint[]) AND l.state::text = 'running'
     ORDER BY l.id
     FOR UPDATE
 )
