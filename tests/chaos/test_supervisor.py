@@ -90,9 +90,13 @@ async def test_a_sigkilled_child_is_restarted_and_nothing_is_lost(
     assert sup.stop() == 0
 
 
+@pytest.mark.parametrize("signalled", ["the supervisor", "every process at once"])
 async def test_sigterm_drains_every_child_and_exits_0(
-    client: awa.AsyncClient, db: psycopg.Connection[Any], supervise: Any
+    signalled: str, client: awa.AsyncClient, db: psycopg.Connection[Any], supervise: Any
 ) -> None:
+    """Also when a service manager signals every process of the unit (systemd's
+    KillMode=control-group): a child then gets SIGTERM twice, its own and the supervisor's,
+    and took the second as "exit now", leaving its jobs running (a review)."""
     install_audit(db)
     sup = supervise("--processes", "2", "--queue", "fleet=3", "--shutdown-timeout-ms", "20000")
     pids = sup.child_pids(2)
@@ -110,6 +114,9 @@ async def test_sigterm_drains_every_child_and_exits_0(
         return _states(db).get("running", 0) == 6
 
     await wait_for(all_running, timeout=30)
+    if signalled == "every process at once":
+        for pid in pids.values():
+            os.kill(pid, signal.SIGTERM)
     assert sup.stop() == 0
     # Every handler ran to its end in the process that claimed it, both processes busy.
     ran = _pids_that_ran(db)

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import argparse
 import signal
+import socket
+import struct
+import threading
+import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -12,8 +16,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from awa.cli.commands.worker import child_command
 from awa.cli.main import build_parser, main
 from awa.config import build_worker_config
-from awa.metrics.supervised import merge
+from awa.metrics.gauges import STATS_TIMEOUT_S
+from awa.metrics.http import MetricsServer
+from awa.metrics.supervised import SCRAPE_TIMEOUT_S, FleetMetrics, merge
 from awa.supervisor import describe_exit, restart_delay
+from awa.supervisor.process import Child
+from tests.helpers import wait_until
 
 # Not on a child's command line: the supervisor's own, and the listen URL (a password
 # stays out of the process list: it reaches the children as AWA_LISTEN_URL).
@@ -131,3 +139,41 @@ def test_a_bad_target_stops_the_supervisor_before_any_child(
     assert main(["worker", "no_such_module_xyz:client", "--processes", "2"]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("awa: error: argument MODULE:CLIENT: ")
+
+
+class _SlowChild:
+    """A child's metrics that answer as a child with a slow database does: after its own
+    wait for fresh statistics (STATS_TIMEOUT_S), with the last ones."""
+
+    def __init__(self) -> None:
+        self.asked = threading.Event()
+
+    def render(self) -> bytes:
+        self.asked.set()
+        time.sleep(STATS_TIMEOUT_S + 0.1)  # stands for the child's wait, not a sync
+        return b"# TYPE awa_jobs_in_flight gauge\nawa_jobs_in_flight 3.0\n"
+
+
+def test_the_supervisor_waits_for_a_child_answering_with_its_last_statistics() -> None:
+    """With both waits 2 s, the child's fallback came just too late and every child of a
+    fleet on a slow database read as down (a review)."""
+    assert SCRAPE_TIMEOUT_S > STATS_TIMEOUT_S
+    with MetricsServer(_SlowChild(), port=0) as child:
+        children = [Child(0, metrics_url=child.url, ready=True)]
+        text = FleetMetrics(lambda: children).render().decode()
+    assert 'awa_supervisor_process_up{process="0"} 1.0' in text
+    assert 'awa_jobs_in_flight{process="0"} 3.0' in text
+
+
+def test_a_scraper_that_leaves_early_costs_no_traceback(capfd: pytest.CaptureFixture[str]) -> None:
+    renderer = _SlowChild()
+    before = set(threading.enumerate())
+    with MetricsServer(renderer, port=0) as server:
+        host, port = server.url.split("//")[1].split("/")[0].split(":")
+        with socket.create_connection((host, int(port))) as conn:
+            conn.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert renderer.asked.wait(10)
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    # The reply goes to a reset connection once the request's thread is done rendering.
+    wait_until(lambda: not any(t.is_alive() for t in set(threading.enumerate()) - before))
+    assert "Traceback" not in capfd.readouterr().err

@@ -39,6 +39,10 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
+STATS_TIMEOUT_S = 2.0
+"""How long a scrape waits for fresh queue statistics before it serves the last ones."""
+
+
 class StatsCache:
     """The last ``queue_stats()`` of one client, refreshed on demand."""
 
@@ -47,7 +51,7 @@ class StatsCache:
         client: Any,
         *,
         max_age_s: float = 1.0,
-        timeout_s: float = 2.0,
+        timeout_s: float = STATS_TIMEOUT_S,
         with_fleet: Callable[[], bool] = lambda: False,
     ) -> None:
         from awa.client.sync_client import Client

@@ -102,11 +102,14 @@ def _handler(metrics: Renderer) -> type[BaseHTTPRequestHandler]:
             self._reply(200, body, CONTENT_TYPE_LATEST)
 
         def _reply(self, status: int, body: bytes, content_type: str) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):  # the scraper gave up: fine
+                logger.debug("metrics: the scraper left before the reply")
 
         def log_message(self, format: str, *args: Any) -> None:
             logger.debug("metrics: " + format, *args)

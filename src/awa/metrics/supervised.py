@@ -27,6 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from awa.metrics import spec
+from awa.metrics.gauges import STATS_TIMEOUT_S
 from awa.supervisor.process import Child
 
 logger = logging.getLogger("awa")
@@ -82,10 +83,18 @@ def supervisor_families(children: Sequence[Child], answered: set[int]) -> list[M
     return [up, restarts]
 
 
+SCRAPE_TIMEOUT_S = STATS_TIMEOUT_S + 1.0
+"""How long the supervisor waits for each child: past the child's own wait for fresh
+statistics, so a child with a slow database answers with its last ones in time (with the
+two equal, such an answer came just too late and every child read as down)."""
+
+
 class FleetMetrics:
     """What a supervisor serves on ``--metrics-port``: its children's metrics, merged."""
 
-    def __init__(self, children: Callable[[], Sequence[Child]], *, timeout_s: float = 2.0):
+    def __init__(
+        self, children: Callable[[], Sequence[Child]], *, timeout_s: float = SCRAPE_TIMEOUT_S
+    ):
         self._children = children
         self.timeout_s = timeout_s
 

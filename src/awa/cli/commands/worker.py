@@ -72,14 +72,23 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=run, needs_db=lambda a: False)
 
 
-def _on_signal(sig: signal.Signals, stop: asyncio.Event, timeout_ms: int) -> None:
-    """First signal: shut down gracefully. Second: exit now (deploys must not hang)."""
+def _on_signal(
+    sig: signal.Signals, stop: asyncio.Event, timeout_ms: int, supervised: bool = False
+) -> None:
+    """First signal: shut down gracefully. Second: exit now (deploys must not hang) —
+    unless a supervisor runs this process: it forwards its own SIGTERM, so a child that a
+    service manager also signals (systemd's KillMode=control-group signals every process
+    of the unit) gets two, and it is the supervisor that kills on a second signal."""
     if not stop.is_set():
+        again = "the supervisor's second signal kills" if supervised else "a second signal exits"
         sys.stderr.write(
             f"awa: {sig.name}: shutting down (running jobs get {timeout_ms} ms); "
-            "a second signal exits at once\n"
+            f"{again} at once\n"
         )
         stop.set()
+        return
+    if supervised:
+        sys.stderr.write(f"awa: {sig.name} again: already shutting down\n")
         return
     sys.stderr.write(
         f"awa: {sig.name} again: exiting now; jobs still running here are returned by the "
@@ -231,9 +240,11 @@ def supervise(args: argparse.Namespace) -> int:
 async def run_worker(client: awa.AsyncClient, args: argparse.Namespace) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, _on_signal, sig, stop, args.shutdown_timeout_ms)
     link = ChildLink.from_environ()  # set when a supervisor started this process
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(
+            sig, _on_signal, sig, stop, args.shutdown_timeout_ms, link is not None
+        )
     if link is not None:
         await link.open(on_supervisor_gone=stop.set)
     if args.max_connections is not None:
