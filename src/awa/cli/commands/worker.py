@@ -82,8 +82,7 @@ def _on_signal(
     if not stop.is_set():
         again = "the supervisor's second signal kills" if supervised else "a second signal exits"
         sys.stderr.write(
-            f"awa: {sig.name}: shutting down (running jobs get {timeout_ms} ms); "
-            f"{again} at once\n"
+            f"awa: {sig.name}: shutting down (running jobs get {timeout_ms} ms); {again} at once\n"
         )
         stop.set()
         return
