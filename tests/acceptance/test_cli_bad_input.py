@@ -70,6 +70,8 @@ BAD_VALUES = [
     (["worker", "tests.apps.worker_app"], "MODULE:CLIENT"),
     (["worker", "tests.apps.worker_app:nothing_here"], "MODULE:CLIENT"),
     (["worker", "x:y", "--queue", "q=0"], "--queue"),
+    (["worker", "x:y", "--processes", "99999999999999999999"], "--processes"),  # was 1 GB
+    (["worker", "x:y", "--processes", "1025"], "--processes"),
     (["worker", "x:y", "--queue", "bad:max=2"], "argument --queue"),
     (["worker", "tests.apps.worker_app:client", "--queue", "bad"], "argument --queue"),
     (["worker", "tests.apps.worker_app:client", "--queue", "w:min=1,weight=2"],

@@ -66,16 +66,21 @@ def rate(text: str) -> float:
         raise argparse.ArgumentTypeError(exc.reason) from None
 
 
+MAX_PROCESSES = 1024
+"""The most worker processes one supervisor starts (each is an interpreter with its own
+connections: more belongs on more hosts, docs/scaling.md)."""
+
+
 def process_count(text: str) -> int:
     """``auto`` (one per core this process may use, within its cgroup's CPU quota) or an
-    integer >= 1."""
+    integer from 1 to MAX_PROCESSES."""
     if text == "auto":
-        return usable_cpus()
+        return min(usable_cpus(), MAX_PROCESSES)
     try:
-        return positive_int(text)
+        return bounded_int(1, MAX_PROCESSES)(text)
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(
-            f"must be 'auto' or an integer >= 1, got {text!r}"
+            f"must be 'auto' or an integer from 1 to {MAX_PROCESSES}, got {text!r}"
         ) from None
 
 
