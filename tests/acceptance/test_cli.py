@@ -72,6 +72,15 @@ def test_migrate_and_health(awa_cli: Awa, empty_database_url: str) -> None:
     assert sql.returncode == 0 and "nothing to apply" in sql.stdout
 
 
+def test_health_reports_an_unreachable_database(awa_cli: Awa) -> None:
+    """It raised "cannot connect" instead of reporting it (a review)."""
+    down = awa_cli("health", "--json", url="postgresql://nobody@127.0.0.1:1/nothing")
+    assert down.returncode == 1
+    report = down.json()
+    assert report["ready"] is False and report["postgres_connected"] is False
+    assert "cannot connect" in report["reason"]
+
+
 # -- queues and jobs ------------------------------------------------------------------
 
 

@@ -411,3 +411,15 @@ async def test_a_leader_waits_out_the_staleness_of_the_processes_serving_a_jobs_
     db.execute("DELETE FROM awa.runtime_instances")  # that process is gone
     rescued = await rescuer.rescue_stale_heartbeats(pool, 1_000, epoch)
     assert [r[0] for r in rescued] == [job.id]
+
+
+async def test_health_check_reports_an_unreachable_database() -> None:
+    """It raised DatabaseError when the pool could not open (a review)."""
+    async with asyncio.timeout(30):
+        client = awa.AsyncClient("postgresql://nobody@127.0.0.1:1/nothing")
+        try:
+            health = await client.health_check()
+        finally:
+            await client.close()
+    assert not health.healthy and not health.postgres_connected
+    assert health.problems == ["the database is unreachable"]

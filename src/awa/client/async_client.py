@@ -591,9 +591,11 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
         from awa.worker.health import health_check
 
         worker = self._worker
-        return await health_check(
-            await self._get_pool(), worker.snapshot() if worker is not None else None
-        )
+        try:
+            pool = await self._get_pool()
+        except DatabaseError:  # unreachable when the pool opens: a health to report
+            pool = None
+        return await health_check(pool, worker.snapshot() if worker is not None else None)
 
     def runtime_snapshot(self) -> RuntimeSnapshot:
         """The running worker's configured, overridden and effective values per queue."""

@@ -17,7 +17,9 @@ from awa.types import HealthCheck, QueueHealth, RuntimeSnapshot
 PROBE_TIMEOUT_S = 5.0
 
 
-async def _postgres_ok(pool: AsyncConnectionPool) -> bool:
+async def _postgres_ok(pool: AsyncConnectionPool | None) -> bool:
+    if pool is None:  # the client could not open its pool
+        return False
     try:
         async with (
             asyncio.timeout(PROBE_TIMEOUT_S),
@@ -29,8 +31,11 @@ async def _postgres_ok(pool: AsyncConnectionPool) -> bool:
         return False
 
 
-async def health_check(pool: AsyncConnectionPool, snap: RuntimeSnapshot | None) -> HealthCheck:
-    """Health of this client and, when one runs, its worker (``snap``: its snapshot)."""
+async def health_check(
+    pool: AsyncConnectionPool | None, snap: RuntimeSnapshot | None
+) -> HealthCheck:
+    """Health of this client and, when one runs, its worker (``snap``: its snapshot);
+    ``pool`` None when the client could not open one (the database unreachable)."""
     postgres = await _postgres_ok(pool)
     unreachable = [] if postgres else ["the database is unreachable"]
     if snap is None:

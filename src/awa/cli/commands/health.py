@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import socket
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import awa
@@ -29,12 +32,61 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=run)
 
 
-def worker_problems(instances: list[awa.RuntimeInstance], hostname: str) -> list[str]:
-    """What is wrong with the workers of ``hostname``, one line each (none: healthy)."""
+FRESH_MS = 60_000  # a worker that published within this counts as live
+KEPT_MS = 5 * 60_000  # how long the maintenance leader keeps a silent worker's row
+_SLACK = timedelta(seconds=5)  # between the database's clock and this host's
+
+
+def _process_started_at(pid: int) -> datetime | None:
+    """When process ``pid`` started (Linux: /proc), or None where that cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            after_name = stat.read().rsplit(")", 1)[1].split()
+        with open("/proc/stat") as system:
+            boot = next(int(line.split()[1]) for line in system if line.startswith("btime"))
+        ticks = int(after_name[19])  # field 22, "starttime", in clock ticks since boot
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
+    return datetime.fromtimestamp(boot + ticks / os.sysconf("SC_CLK_TCK"), UTC)
+
+
+def still_running(instance: awa.RuntimeInstance) -> bool:
+    """The process that published ``instance`` still runs on this host: its pid is
+    alive, and (where /proc tells) that process started before the worker did — not
+    another that got the pid since."""
+    try:
+        os.kill(instance.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process: alive
+    started = _process_started_at(instance.pid)
+    return started is None or started <= instance.started_at + _SLACK
+
+
+def worker_problems(
+    instances: Sequence[awa.RuntimeInstance],
+    hostname: str,
+    silent: Sequence[awa.RuntimeInstance] = (),
+) -> list[str]:
+    """What is wrong with the workers of ``hostname``, one line each (none: healthy).
+
+    ``instances``: those that published within FRESH_MS; ``silent``: older rows, of which
+    a worker whose process still runs here has stopped publishing (a frozen event loop,
+    a SIGSTOP) — a problem, where before it only dropped out of sight."""
     mine = [i for i in instances if i.hostname == hostname]
-    if not mine:
+    live_pids = {i.pid for i in mine}
+    frozen = [
+        i for i in silent
+        if i.hostname == hostname and i.pid not in live_pids and still_running(i)
+    ]  # fmt: skip
+    if not mine and not frozen:
         return [f"no awa worker on host {hostname} has published a snapshot in the last minute"]
-    problems: list[str] = []
+    problems = [
+        f"worker pid {i.pid}: has published no snapshot in the last minute, yet its process "
+        "runs (frozen?)"
+        for i in frozen
+    ]
     for instance in mine:
         who = f"worker pid {instance.pid}"
         if instance.snapshot is None:
@@ -46,7 +98,8 @@ def worker_problems(instances: list[awa.RuntimeInstance], hostname: str) -> list
 
 async def run(args: argparse.Namespace, url: str | None) -> int:
     problems: list[str] = []
-    async with awa.AsyncClient(url) as client:
+    client = awa.AsyncClient(url)  # not ``async with``: it would raise where we report
+    try:
         health = await client.health_check()
         schema_ok = True
         reason = "ok"
@@ -55,8 +108,13 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
         except awa.AwaError as exc:
             schema_ok, reason = False, str(exc)
         if args.worker and health.postgres_connected and schema_ok:
-            instances = await client.list_runtime_instances()
-            problems = worker_problems(instances, socket.gethostname())
+            fresh = await client.list_runtime_instances(fresh_ms=FRESH_MS)
+            seen = {i.instance_id for i in fresh}
+            kept = await client.list_runtime_instances(fresh_ms=KEPT_MS)
+            silent = [i for i in kept if i.instance_id not in seen]
+            problems = worker_problems(fresh, socket.gethostname(), silent)
+    finally:
+        await client.close()
     ready = health.postgres_connected and schema_ok and not problems
     if problems:
         reason = "; ".join(problems)

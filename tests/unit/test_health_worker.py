@@ -1,0 +1,48 @@
+"""``awa health --worker`` on this host's workers, from their published rows (no database:
+the rows are built here; the processes are real)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from datetime import UTC, datetime
+
+from awa.cli.commands.health import worker_problems
+from awa.types import RuntimeInstance
+
+HOST = socket.gethostname()
+NOW = datetime.now(UTC)
+
+
+def row(pid: int, *, started_at: datetime = NOW, host: str = HOST) -> RuntimeInstance:
+    return RuntimeInstance(f"id-{pid}", host, pid, started_at, NOW, False, None)
+
+
+def _a_dead_pid() -> int:
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return int(done.stdout)
+
+
+def test_a_worker_whose_process_runs_but_stopped_publishing_is_a_problem() -> None:
+    """It only dropped out of sight: with another worker healthy, the host read as ready
+    while one was frozen (a review: SIGSTOP)."""
+    healthy = RuntimeInstance("id-ok", HOST, 1, NOW, NOW, False, None)
+    frozen = row(os.getpid())  # this process: alive, and started before that row's start
+    problems = worker_problems([healthy], HOST, [frozen])
+    assert (
+        f"worker pid {os.getpid()}: has published no snapshot in the last minute" in (problems[0])
+    )
+    assert worker_problems([], HOST, [frozen]) == problems[:1]
+
+
+def test_silent_rows_of_ended_or_other_processes_are_not_problems() -> None:
+    dead = row(_a_dead_pid())
+    # The pid is alive, but its process started after that worker did: another process.
+    reused = row(os.getpid(), started_at=datetime(2000, 1, 1, tzinfo=UTC))
+    elsewhere = row(os.getpid(), host="another-host")
+    assert worker_problems([], HOST, [dead, reused, elsewhere]) == [
+        f"no awa worker on host {HOST} has published a snapshot in the last minute"
+    ]
