@@ -129,3 +129,24 @@ def test_a_fenced_statement_holds_off_a_takeover_but_not_a_renewal(database_url:
             )
         statement.commit()
         assert lead_maintenance(other, holder="other") == epoch + 1
+
+
+async def test_runtime_list_shows_as_leader_only_the_lease_holder(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """A leader that died kept its published is_leader for as long as its row was fresh,
+    so two leaders were listed for up to a minute (a review)."""
+    holder, dead = "11111111-1111-1111-1111-111111111111", "22222222-2222-2222-2222-222222222222"
+    for instance in (holder, dead):
+        db.execute(
+            "INSERT INTO awa.runtime_instances (instance_id, hostname, pid, started_at, "
+            "last_seen_at, is_leader) VALUES (%s, 'h', 1, now(), now(), true)",
+            (instance,),
+        )
+    db.execute(
+        "UPDATE awa.leader_lease SET epoch = epoch + 1, holder = %s, "
+        "expires_at = now() + interval '1 minute'",
+        (holder,),
+    )
+    leaders = {i.instance_id: i.is_leader for i in await client.list_runtime_instances()}
+    assert leaders == {holder: True, dead: False}

@@ -1,5 +1,12 @@
 -- runtime_instance_list: workers seen within %(fresh_ms)s, the most recently seen first.
-SELECT instance_id, hostname, pid, started_at, last_seen_at, is_leader, snapshot
-FROM awa.runtime_instances
-WHERE last_seen_at > now() - %(fresh_ms)s::bigint * interval '1 millisecond'
-ORDER BY last_seen_at DESC
+-- is_leader: what the worker last published, and only while it still holds the leader
+-- lease — a leader that died kept saying so for as long as its row was fresh, beside
+-- the one that took over (two leaders listed for up to a minute).
+SELECT i.instance_id, i.hostname, i.pid, i.started_at, i.last_seen_at,
+    i.is_leader AND coalesce(l.holder = i.instance_id::text AND l.expires_at > now(), false)
+        AS is_leader,
+    i.snapshot
+FROM awa.runtime_instances AS i
+LEFT JOIN awa.leader_lease AS l ON true
+WHERE i.last_seen_at > now() - %(fresh_ms)s::bigint * interval '1 millisecond'
+ORDER BY i.last_seen_at DESC
