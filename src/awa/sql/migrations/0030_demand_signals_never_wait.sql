@@ -13,7 +13,7 @@
 -- same signal or changing the pool. claim_coordinated_locked (0026) and claim_coordinated
 -- (0016) are restated with that one change.
 
-CREATE FUNCTION awa.pool_asked(p_queue text, p_now timestamptz)
+CREATE OR REPLACE FUNCTION awa.pool_asked(p_queue text, p_now timestamptz)
 RETURNS void LANGUAGE sql VOLATILE AS $$
     UPDATE awa.fleet_pool_members AS m SET asked_at = p_now
     WHERE m.queue = (
