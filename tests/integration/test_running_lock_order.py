@@ -16,6 +16,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 import awa
+from awa import bridge
 from awa.db import sql
 from tests.helpers import wait_for
 
@@ -272,3 +273,130 @@ async def test_a_heartbeat_never_waits_for_the_row_of_an_attempt_that_lost_its_l
             await asyncio.wait_for(beat, timeout=30)
         rows = await beat.result().fetchall()
     assert [row[0] for row in rows] == [keys[1][0]]  # the live attempt, and only it
+
+
+async def test_a_batch_writes_its_unique_keys_in_key_order(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], database_url: str
+) -> None:
+    """Two insert_many batches sharing unique keys in different orders deadlocked, each
+    waiting for a key the other had written (a review: DeadlockDetected in 5 of 5 races,
+    where one was due a UniqueConflict). Blocked on its lowest key, a batch holds none of
+    its others."""
+    items = [{"n": 1}, {"n": 2}]
+    keys = {}
+    with db.transaction(force_rollback=True):  # the keys these items get, nothing kept
+        for item in items:
+            job = bridge.insert_job(db, item, kind="k", queue="q", unique_opts={})
+            assert isinstance(job, awa.Job)
+            row = db.execute("SELECT unique_key FROM awa.jobs WHERE id = %s", (job.id,)).fetchone()
+            keys[item["n"]] = bytes(row[0])
+    low, high = sorted(items, key=lambda item: keys[item["n"]])
+    async with (
+        await psycopg.AsyncConnection.connect(database_url) as holder,
+        await psycopg.AsyncConnection.connect(database_url) as probe,
+    ):
+        # The holder's insert of the lowest key, left uncommitted.
+        await bridge.insert_job(holder, low, kind="k", queue="q", unique_opts={})  # type: ignore[misc]
+        batch = asyncio.create_task(
+            client.insert_many([high, low], kind="k", queue="q", unique_opts={})
+        )
+
+        async def waits_for_a_key() -> bool:
+            row = db.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND datname = current_database()"
+            ).fetchone()
+            return batch.done() or (row is not None and row[0] == 1)
+
+        try:
+            await wait_for(waits_for_a_key)
+            await probe.execute("SET lock_timeout = '200ms'")
+            # Refused at once with LockNotAvailable if the batch wrote the higher key first.
+            await bridge.insert_job(probe, high, kind="k", queue="q", unique_opts={})  # type: ignore[misc]
+            await probe.rollback()
+        finally:
+            await holder.rollback()
+            await asyncio.wait_for(batch, timeout=30)
+
+
+@pytest.mark.parametrize("writer", ["retry_failed", "discard_failed", "move_failed_to_dlq"])
+async def test_writers_of_several_failed_jobs_lock_them_in_id_order(
+    writer: str, client: awa.AsyncClient, db: psycopg.Connection[Any], database_url: str
+) -> None:
+    """Bulk operations on failed jobs went in an index's or the heap's order: any two of
+    them deadlocked (a review). Blocked on the lowest id, none holds the other."""
+    await client.insert_many([{"n": i} for i in range(500)], kind="other", queue="other")
+    low = await client.insert({"n": 1}, kind="k", queue="q")
+    high = await client.insert({"n": 2}, kind="k", queue="q")
+    db.execute(
+        "UPDATE awa.jobs SET state = 'failed', finalized_at = now() WHERE id = ANY(%s)",
+        ([low.id, high.id],),
+    )
+    # Low's row moves behind high's (finalized_at is indexed: not a HOT update), and it
+    # finished later: in heap, kind-index and finalized_at order, high comes first.
+    db.execute(
+        "UPDATE awa.jobs SET finalized_at = finalized_at + interval '1 second' WHERE id = %s",
+        (low.id,),
+    )
+    db.execute("ANALYZE awa.jobs")
+    calls = {
+        "retry_failed": lambda: client.retry_failed(queue="q"),
+        "discard_failed": lambda: client.discard_failed("k"),
+        "move_failed_to_dlq": lambda: client.move_failed_to_dlq(queue="q"),
+    }
+    async with await psycopg.AsyncConnection.connect(database_url) as holder:
+        await holder.execute("SELECT id FROM awa.jobs WHERE id = %s FOR UPDATE", (low.id,))
+        write = asyncio.create_task(calls[writer]())
+
+        async def waits_for_a_row() -> bool:
+            row = db.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            ).fetchone()
+            return write.done() or (row is not None and row[0] == 1)
+
+        try:
+            await wait_for(waits_for_a_row)
+            db.execute("SELECT id FROM awa.jobs WHERE id = %s FOR UPDATE NOWAIT", (high.id,))
+        finally:
+            await holder.rollback()
+            await asyncio.wait_for(write, timeout=30)
+    left = db.execute("SELECT count(*) FROM awa.jobs WHERE state = 'failed'").fetchone()
+    assert left == (0,)  # both retried, discarded or moved
+
+
+@pytest.mark.parametrize("writer", ["retry_from_dlq", "purge_dlq"])
+async def test_writers_of_several_dead_letters_lock_them_in_id_order(
+    writer: str, client: awa.AsyncClient, db: psycopg.Connection[Any], database_url: str
+) -> None:
+    low = await client.insert({"n": 1}, kind="k", queue="q")
+    high = await client.insert({"n": 2}, kind="k", queue="q")
+    db.execute(
+        "UPDATE awa.jobs SET state = 'failed', finalized_at = now() WHERE id = ANY(%s)",
+        ([low.id, high.id],),
+    )
+    await client.move_failed_to_dlq(queue="q")
+    # Low's row moves behind high's (dlq_at is indexed: not a HOT update).
+    db.execute("UPDATE awa.dlq SET dlq_at = dlq_at + interval '1 second' WHERE id = %s", (low.id,))
+    calls = {
+        "retry_from_dlq": lambda: client.retry_from_dlq(queue="q"),
+        "purge_dlq": lambda: client.purge_dlq(queue="q"),
+    }
+    async with await psycopg.AsyncConnection.connect(database_url) as holder:
+        await holder.execute("SELECT id FROM awa.dlq WHERE id = %s FOR UPDATE", (low.id,))
+        write = asyncio.create_task(calls[writer]())
+
+        async def waits_for_a_row() -> bool:
+            row = db.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            ).fetchone()
+            return write.done() or (row is not None and row[0] == 1)
+
+        try:
+            await wait_for(waits_for_a_row)
+            db.execute("SELECT id FROM awa.dlq WHERE id = %s FOR UPDATE NOWAIT", (high.id,))
+        finally:
+            await holder.rollback()
+            await asyncio.wait_for(write, timeout=30)
+    assert db.execute("SELECT count(*) FROM awa.dlq").fetchone() == (0,)

@@ -3,12 +3,22 @@
 -- awa.jobs until retention. One statement: a job is in exactly one table at any time.
 -- The reason is the operator's, else the job's last error. The caller refuses an empty
 -- filter unless allow_all. Expects jobs_failed_kind_idx / jobs_finished_idx.
-WITH moved AS (
+-- Locked in id order first, as job_retry_failed (ADR 0050).
+WITH doomed AS (
+    SELECT id FROM awa.jobs
+    WHERE state = 'failed'
+      AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
+      AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+      AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+    ORDER BY id
+    FOR UPDATE
+), moved AS (
     DELETE FROM awa.jobs
     WHERE state = 'failed'
       AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
       AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
       AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+      AND (SELECT count(*) FROM doomed) >= 0  -- a gate the delete passes once
     RETURNING *
 )
 INSERT INTO awa.dlq (
