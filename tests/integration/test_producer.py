@@ -364,3 +364,14 @@ async def test_a_task_registered_under_its_own_kind_gets_the_jobs_of_its_args_ty
     assert client._hooks is not None and client._hooks._subscriptions[-1].job_kind == (
         "mail custom"
     )  # the hook follows the registered kind, as the inserts do
+
+
+async def test_a_conflict_without_a_holder_to_name_keeps_its_cause(
+    client: awa.AsyncClient,
+) -> None:
+    """Two of one batch share a key: no committed holder to name. The conflict was
+    raised as its own cause, so a walk down __cause__ never ended (a review)."""
+    with pytest.raises(awa.UniqueConflict) as refused:
+        await client.insert_many([SendEmail("twice"), SendEmail("twice")], unique_opts={})
+    assert refused.value.existing_id is None
+    assert isinstance(refused.value.__cause__, psycopg.errors.UniqueViolation)

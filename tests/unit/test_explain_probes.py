@@ -37,8 +37,13 @@ def queue(**changes: Any) -> QueueFacts:
     return replace(QueueFacts("email", False, None, None, 0, 0, 0, None), **changes)
 
 
-def runtime(capacity: HardReserved | Weighted, in_flight: int, rate: float | None = None) -> Any:
-    effective = {"poll_interval_ms": 200, "rate_limit": rate}
+def runtime(
+    capacity: HardReserved | Weighted,
+    in_flight: int,
+    rate: float | None = None,
+    deadline_ms: int = 300_000,
+) -> Any:
+    effective = {"poll_interval_ms": 200, "rate_limit": rate, "deadline_ms": deadline_ms}
     return QueueRuntime({}, {}, effective, {}, capacity, in_flight, False)
 
 
@@ -243,7 +248,8 @@ def test_fleet_limits_with_room_say_nothing() -> None:
 def test_a_running_job_parked_in_wait_for_callback_says_so() -> None:
     """A handler waiting in wait_for_callback looked like any busy handler (a review)."""
     running = job(JobState.RUNNING, attempt=1, attempted_at=NOW - timedelta(seconds=2))
-    parked = replace(facts(running), callback_id="3cc6258d",
+    live = [instance(1, {"email": runtime(HardReserved(2), 1)})]
+    parked = replace(facts(running, live=live), callback_id="3cc6258d",
                      callback_timeout_at=NOW + timedelta(minutes=10))  # fmt: skip
     reason = explain(parked).reasons[0]
     assert "Its handler waits in wait_for_callback for callback 3cc6258d" in reason.message
@@ -257,6 +263,10 @@ def test_a_running_job_parked_in_wait_for_callback_says_so() -> None:
     message = explain(working).reasons[0].message
     assert "Its handler registered callback 3cc6258d, which times out at" in message
     assert "is still working" in message and "paused" not in message
+    # A queue without a deadline (deadline_ms=0) has no pause to tell a wait by.
+    no_deadline = [instance(1, {"email": runtime(HardReserved(2), 1, deadline_ms=0)})]
+    unknown = explain(replace(parked, live=tuple(no_deadline))).reasons[0].message
+    assert "waits for it in wait_for_callback or still works" in unknown
 
 
 def test_a_job_handed_to_an_external_system_names_its_callback() -> None:

@@ -13,10 +13,11 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+import awa
 from awa.cli.commands.worker import child_command
 from awa.cli.main import build_parser, main
 from awa.config import build_worker_config
-from awa.metrics.gauges import STATS_TIMEOUT_S
+from awa.metrics.gauges import STATS_TIMEOUT_S, StatsCache
 from awa.metrics.http import MetricsServer
 from awa.metrics.supervised import SCRAPE_TIMEOUT_S, FleetMetrics, merge
 from awa.supervisor import describe_exit, restart_delay
@@ -177,3 +178,34 @@ def test_a_scraper_that_leaves_early_costs_no_traceback(capfd: pytest.CaptureFix
     # The reply goes to a reset connection once the request's thread is done rendering.
     wait_until(lambda: not any(t.is_alive() for t in set(threading.enumerate()) - before))
     assert "Traceback" not in capfd.readouterr().err
+
+
+class _SlowDatabase(awa.Client):
+    """A blocking client whose queue_stats() waits for the test, then fails (a database
+    too slow to answer): no connection, the metrics' cache is what is tested."""
+
+    def __init__(self) -> None:  # no pool: queue_stats() is all the cache calls
+        self.reads = 0
+        self.answer = threading.Event()
+
+    def queue_stats(self) -> list[awa.QueueStat]:
+        self.reads += 1
+        self.answer.wait(10)
+        raise awa.DatabaseError("statement timeout")
+
+
+def test_a_scrape_behind_a_failing_read_serves_the_last_values_without_another() -> None:
+    """Two scrapes at once on a slow database each waited a full timeout in turn, the
+    second past its scraper's patience (a review: the supervisor read the child as down).
+    The second now serves what the first read left."""
+    slow = _SlowDatabase()
+    cache = StatsCache(slow, timeout_s=10)
+    first = threading.Thread(target=cache.ensure_fresh)
+    first.start()
+    wait_until(lambda: slow.reads == 1)
+    second = threading.Thread(target=cache.ensure_fresh)
+    second.start()
+    slow.answer.set()
+    first.join(10)
+    second.join(10)
+    assert slow.reads == 1

@@ -7,7 +7,7 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import psycopg
 from psycopg import AsyncConnection, Connection
@@ -112,6 +112,14 @@ class UniqueOpts:
             instant = time.time() if now is None else now
             parts.append(f"period={int(instant // self.by_period)}")
         return hashlib.sha256("\x1f".join(parts).encode()).digest()
+
+
+def raise_naming_the_holder(conflict: UniqueConflict, named: UniqueConflict) -> NoReturn:
+    """Raise ``named`` (from ``conflict``), or ``conflict`` itself, its own cause kept,
+    when no holder was found (never an exception that is its own cause)."""
+    if named is conflict:
+        raise conflict
+    raise named from conflict
 
 
 def _holder_params(conflict: UniqueConflict) -> dict[str, Any]:

@@ -73,6 +73,12 @@ def _progress(progress: dict[str, Any] | None) -> str:
     return f" Progress {float(progress['percent']):g}%{note}."
 
 
+def _queue_has_deadline(f: Facts) -> bool:
+    """Every live process serving the job's queue runs it with a deadline."""
+    values = [s.runtime.effective.get("deadline_ms") for s in f.serving()]
+    return bool(values) and all(isinstance(v, int) and v > 0 for v in values)
+
+
 def _callback_in_attempt(f: Facts) -> tuple[str, str]:
     """(sentence, clause) on a callback the running attempt registered: waited for in
     wait_for_callback, which pauses the deadline (``deadline_at`` NULL, ADR 0029), or only
@@ -80,10 +86,17 @@ def _callback_in_attempt(f: Facts) -> tuple[str, str]:
     if f.callback_id is None:
         return "", ""
     times_out = when(f.now, f.callback_timeout_at) if f.callback_timeout_at else None
+    until = f", which times out at {times_out}," if times_out else ""
     if f.job.deadline_at is not None:
-        until = f", which times out at {times_out}," if times_out else ""
         return (
             f" Its handler registered callback {f.callback_id}{until} and is still working.",
+            f", callback {f.callback_id} registered",
+        )
+    if not _queue_has_deadline(f):  # no deadline to tell a wait by
+        return (
+            f" Its handler registered callback {f.callback_id}{until} and waits for it in "
+            "wait_for_callback or still works (its queue runs without a deadline, whose "
+            "pause would tell the two apart); resume_external answers it.",
             f", callback {f.callback_id} registered",
         )
     timeout = (

@@ -66,6 +66,7 @@ class StatsCache:
         self.fetched_at: float | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
+        self._tried_at: float | None = None  # when the last blocking read ended
         self._failing = False
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -127,29 +128,48 @@ class StatsCache:
         self._store(read)
 
     def ensure_fresh(self) -> None:
-        """Refresh if stale and this thread may block (it runs no event loop)."""
+        """Refresh if stale and this thread may block (it runs no event loop).
+
+        One read at a time, and a scrape never waits longer than ``timeout_s`` in all:
+        one that finds a read under way waits for it (at most that long) and serves what
+        it left, fresh or not, rather than try again — two scrapes at once on a slow
+        database each waited a full ``timeout_s`` in turn, the second past its scraper's
+        patience (the supervisor read the child as down, a review)."""
         if self._client is None or self.fresh() or _running_loop() is not None:
             return
-        with self._lock:
-            if self.fresh():
+        if not self._lock.acquire(timeout=self.timeout_s):
+            return  # another scrape's read is under way still: serve the last values
+        try:
+            if self.fresh() or self._tried_recently():
                 return
-            try:
-                if self._blocking_client:
-                    read = self._read_blocking()
-                else:
-                    loop = self.loop
-                    if loop is None or loop.is_closed() or not loop.is_running():
-                        return
-                    future = asyncio.run_coroutine_threadsafe(self._read(), loop)
-                    try:
-                        read = future.result(self.timeout_s)
-                    except BaseException:
-                        future.cancel()
-                        raise
-            except Exception as exc:
-                self._failed(exc)
-                return
-            self._store(read)
+            self._read_or_keep()
+        finally:
+            self._tried_at = time.monotonic()
+            self._lock.release()
+
+    def _tried_recently(self) -> bool:
+        """A read ended (read or failed) within ``max_age_s``: another would fare no better."""
+        return self._tried_at is not None and time.monotonic() - self._tried_at < self.max_age_s
+
+    def _read_or_keep(self) -> None:
+        """Read the statistics now (blocking), or keep the last ones if that fails."""
+        try:
+            if self._blocking_client:
+                read = self._read_blocking()
+            else:
+                loop = self.loop
+                if loop is None or loop.is_closed() or not loop.is_running():
+                    return
+                future = asyncio.run_coroutine_threadsafe(self._read(), loop)
+                try:
+                    read = future.result(self.timeout_s)
+                except BaseException:
+                    future.cancel()
+                    raise
+        except Exception as exc:
+            self._failed(exc)
+            return
+        self._store(read)
 
 
 def stats_samples(stats: list[QueueStat], extra_queues: list[str]) -> Samples:
