@@ -361,34 +361,33 @@ async def _copy(
     line: _LineFormatter,
 ) -> list[Job[Any]]:
     """Stream the rows through ``statement`` in chunks; the Jobs they became (in the
-    order of ``specs``)."""
-    states = [
-        JobState.SCHEDULED if spec.run_at is not None and spec.run_at > now else JobState.AVAILABLE
-        for spec in specs
-    ]
+    order of ``specs``).
+
+    Keyed rows (unique jobs) go in key order: two batches sharing keys in different
+    orders each waited for a key the other had written, uncommitted — a deadlock (one
+    failed with DeadlockDetected, a review), where in one order the second waits for the
+    first and then gets its UniqueConflict."""
+    rows: Iterable[tuple[InsertSpec, int]] = zip(specs, ids, strict=True)
+    keyed = not all(spec.unique_key is None for spec in specs)
+    if keyed:
+        rows = sorted(rows, key=lambda row: row[0].unique_key or b"")
+    jobs = []
     lines: list[str] = []
     async with conn.cursor().copy(statement) as copy:
-        for i in _copy_order(specs):
-            lines.append(line(ids[i], specs[i], states[i]))
+        for spec, job_id in rows:
+            scheduled = spec.run_at is not None and spec.run_at > now
+            state = JobState.SCHEDULED if scheduled else JobState.AVAILABLE
+            lines.append(line(job_id, spec, state))
+            jobs.append(_new_job(job_id, spec, state, now, spec.run_at or now))
             if len(lines) == _COPY_CHUNK:
                 await copy.write("".join(lines))
                 lines.clear()
         if lines:
             await copy.write("".join(lines))
-    return [
-        _new_job(job_id, spec, state, now, spec.run_at or now)
-        for spec, job_id, state in zip(specs, ids, states, strict=True)
-    ]
-
-
-def _copy_order(specs: Sequence[InsertSpec]) -> Sequence[int]:
-    """The order the rows are copied in: as given, or with unique keys in key order. Two
-    batches sharing keys in different orders each waited for a key the other had
-    written, uncommitted: a deadlock (one failed with DeadlockDetected, a review), where
-    in one order the second waits for the first and then gets its UniqueConflict."""
-    if all(spec.unique_key is None for spec in specs):
-        return range(len(specs))
-    return sorted(range(len(specs)), key=lambda i: specs[i].unique_key or b"")
+    if keyed:  # back to the caller's order
+        position = {job_id: n for n, job_id in enumerate(ids)}
+        jobs.sort(key=lambda job: position[job.id])
+    return jobs
 
 
 # Rows per write to the COPY: ~100 kB of small jobs, which fits the socket's send
