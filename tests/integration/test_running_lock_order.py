@@ -364,39 +364,3 @@ async def test_writers_of_several_failed_jobs_lock_them_in_id_order(
     left = db.execute("SELECT count(*) FROM awa.jobs WHERE state = 'failed'").fetchone()
     assert left == (0,)  # both retried, discarded or moved
 
-
-@pytest.mark.parametrize("writer", ["retry_from_dlq", "purge_dlq"])
-async def test_writers_of_several_dead_letters_lock_them_in_id_order(
-    writer: str, client: awa.AsyncClient, db: psycopg.Connection[Any], database_url: str
-) -> None:
-    low = await client.insert({"n": 1}, kind="k", queue="q")
-    high = await client.insert({"n": 2}, kind="k", queue="q")
-    db.execute(
-        "UPDATE awa.jobs SET state = 'failed', finalized_at = now() WHERE id = ANY(%s)",
-        ([low.id, high.id],),
-    )
-    await client.move_failed_to_dlq(queue="q")
-    # Low's row moves behind high's (dlq_at is indexed: not a HOT update).
-    db.execute("UPDATE awa.dlq SET dlq_at = dlq_at + interval '1 second' WHERE id = %s", (low.id,))
-    calls = {
-        "retry_from_dlq": lambda: client.retry_from_dlq(queue="q"),
-        "purge_dlq": lambda: client.purge_dlq(queue="q"),
-    }
-    async with await psycopg.AsyncConnection.connect(database_url) as holder:
-        await holder.execute("SELECT id FROM awa.dlq WHERE id = %s FOR UPDATE", (low.id,))
-        write = asyncio.create_task(calls[writer]())
-
-        async def waits_for_a_row() -> bool:
-            row = db.execute(
-                "SELECT count(*) FROM pg_stat_activity "
-                "WHERE wait_event_type = 'Lock' AND datname = current_database()"
-            ).fetchone()
-            return write.done() or (row is not None and row[0] == 1)
-
-        try:
-            await wait_for(waits_for_a_row)
-            db.execute("SELECT id FROM awa.dlq WHERE id = %s FOR UPDATE NOWAIT", (high.id,))
-        finally:
-            await holder.rollback()
-            await asyncio.wait_for(write, timeout=30)
-    assert db.execute("SELECT count(*) FROM awa.dlq").fetchone() == (0,)

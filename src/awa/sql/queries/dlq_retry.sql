@@ -4,25 +4,13 @@
 -- old attempt can match), errors (history), progress (checkpoint) and ordering key (its place in line: the same
 -- id) are kept. Each
 -- queue is woken (notices are de-duplicated per transaction). The caller refuses an empty filter unless allow_all.
--- The rows are locked in id order before any goes (ADR 0050), as dlq_purge does: in plan
--- order the two deadlocked on rows both named.
-WITH doomed AS (
-    SELECT id FROM awa.dlq
-    WHERE (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
-      AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
-      AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
-      AND (%(older_than_ms)s::bigint IS NULL
-           OR dlq_at < now() - %(older_than_ms)s::bigint * interval '1 millisecond')
-    ORDER BY id
-    FOR UPDATE
-), moved AS (
+WITH moved AS (
     DELETE FROM awa.dlq
     WHERE (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
   AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
   AND (%(older_than_ms)s::bigint IS NULL
        OR dlq_at < now() - %(older_than_ms)s::bigint * interval '1 millisecond')
-  AND (SELECT count(*) FROM doomed) >= 0  -- a gate the delete passes once
     RETURNING *
 ), inserted AS (
 INSERT INTO awa.jobs (
