@@ -363,4 +363,3 @@ async def test_writers_of_several_failed_jobs_lock_them_in_id_order(
             await asyncio.wait_for(write, timeout=30)
     left = db.execute("SELECT count(*) FROM awa.jobs WHERE state = 'failed'").fetchone()
     assert left == (0,)  # both retried, discarded or moved
-
