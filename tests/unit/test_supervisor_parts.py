@@ -17,6 +17,7 @@ import awa
 from awa.cli.commands.worker import child_command
 from awa.cli.main import build_parser, main
 from awa.config import build_worker_config
+from awa.metrics import gauges
 from awa.metrics.gauges import STATS_TIMEOUT_S, StatsCache
 from awa.metrics.http import MetricsServer
 from awa.metrics.supervised import SCRAPE_TIMEOUT_S, FleetMetrics, merge
@@ -209,3 +210,38 @@ def test_a_scrape_behind_a_failing_read_serves_the_last_values_without_another()
     first.join(10)
     second.join(10)
     assert slow.reads == 1
+
+
+class _FlakyDatabase(awa.Client):
+    """A blocking client whose queue_stats() fails until the test heals it."""
+
+    def __init__(self) -> None:  # no pool: queue_stats() is all the cache calls
+        self.reads = 0
+        self.failing = True
+
+    def queue_stats(self) -> list[awa.QueueStat]:
+        self.reads += 1
+        if self.failing:
+            raise awa.DatabaseError("statement timeout")
+        return []
+
+
+def test_scrapes_served_from_the_cache_do_not_put_off_the_next_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each scrape that served the cache after a failed read moved "last tried" on, so
+    scrapes more frequent than max_age_s never read again: stale statistics for good
+    once the database was back (a review)."""
+    now = [100.0]
+    monkeypatch.setattr(gauges.time, "monotonic", lambda: now[0])
+    database = _FlakyDatabase()
+    cache = StatsCache(database, max_age_s=1.0)
+    cache.ensure_fresh()  # fails
+    database.failing = False
+    for at in (100.5, 100.9):  # within max_age_s of the failure: served from the cache
+        now[0] = at
+        cache.ensure_fresh()
+    assert database.reads == 1
+    now[0] = 101.2  # max_age_s after the failed read, not after the last scrape
+    cache.ensure_fresh()
+    assert database.reads == 2 and cache.fresh()

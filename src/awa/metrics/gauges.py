@@ -100,7 +100,8 @@ class StatsCache:
     def _failed(self, exc: BaseException) -> None:
         if not self._failing:
             logger.warning(
-                "metrics: queue_stats() failed (%s); serving the last values", exc or type(exc),
+                "metrics: queue_stats() failed (%s); serving the last values",
+                str(exc) or type(exc).__name__,
                 extra={"event": "metrics_stats"},
             )  # fmt: skip
             self._failing = True
@@ -142,9 +143,11 @@ class StatsCache:
         try:
             if self.fresh() or self._tried_recently():
                 return
-            self._read_or_keep()
+            try:
+                self._read_or_keep()
+            finally:  # only a read that was tried: a scrape served from the cache is none
+                self._tried_at = time.monotonic()
         finally:
-            self._tried_at = time.monotonic()
             self._lock.release()
 
     def _tried_recently(self) -> bool:
