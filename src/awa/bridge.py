@@ -23,7 +23,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
 from awa.client.insert import InsertSpec, build_spec, guarded, insert_one
-from awa.client.unique import naming_the_holder_sync, raise_naming_the_holder
+from awa.client.unique import raise_naming_the_holder_sync
 from awa.db import sql
 from awa.db.errors import mapped
 from awa.errors import UniqueConflict, ValidationError
@@ -53,7 +53,7 @@ def _insert_sync(conn: psycopg.Connection[Any], spec: InsertSpec) -> Job[Any]:
             if savepoint and conn.info.transaction_status == TransactionStatus.INERROR:
                 cur.execute(sql.INSERT_SAVEPOINT_ROLLBACK)
             if isinstance(exc, UniqueConflict):
-                raise_naming_the_holder(exc, naming_the_holder_sync(conn, exc))
+                raise_naming_the_holder_sync(conn, exc)
             raise
         if savepoint:
             cur.execute(sql.INSERT_SAVEPOINT_RELEASE)

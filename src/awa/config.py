@@ -36,6 +36,8 @@ DEFAULT_MAX_ATTEMPTS = 25
 DEFAULT_POLL_INTERVAL_MS = 200  # a queue's, when neither it nor start() names one
 LEADER_ELECTION_INTERVAL_MS = 5_000
 LEADER_LEASE_MS = 15_000
+# How long the maintenance leader keeps a silent worker's awa.runtime_instances row.
+INSTANCE_EXPIRY_MS = 5 * 60_000
 logger = logging.getLogger("awa")
 
 

@@ -129,8 +129,14 @@ async def _write_limits(
             except (pg.LockNotAvailable, pg.DeadlockDetected):
                 if not past_own_locks:
                     raise
-                await asyncio.sleep(random.uniform(0, pause))
-                pause = min(pause * 2, _RETRY_MAX_S)
+                pause = await _give_way(pause)
+
+
+async def _give_way(pause: float) -> float:
+    """Wait a random part of ``pause`` before trying again; the next pause (doubled, at
+    most _RETRY_MAX_S): writers that gave way to each other do not meet again in step."""
+    await asyncio.sleep(random.uniform(0, pause))
+    return min(pause * 2, _RETRY_MAX_S)
 
 
 async def _lock_writer(conn: AsyncConnection[Any], queue: str, partition_by: str | None) -> bool:
@@ -247,8 +253,7 @@ async def _write_pool(conn: AsyncConnection[Any], statement: LiteralString, para
             except pg.DeadlockDetected:
                 if loop.time() >= give_up_at:
                     raise
-                await asyncio.sleep(random.uniform(0, pause))
-                pause = min(pause * 2, _RETRY_MAX_S)
+                pause = await _give_way(pause)
 
 
 async def set_fleet_pool(conn: AsyncConnection[Any], params: dict[str, Any]) -> FleetPool:

@@ -18,7 +18,7 @@ from psycopg.rows import tuple_row
 from awa import validate
 from awa.client import copy_rows
 from awa.client.seat_outlook import SeatOutlook
-from awa.client.unique import UniqueOpts, naming_the_holder, raise_naming_the_holder
+from awa.client.unique import UniqueOpts, raise_naming_the_holder
 from awa.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY
 from awa.db import sql
 from awa.db.direct import DirectStatement
@@ -295,7 +295,7 @@ async def insert_one(conn: AsyncConnection[Any], spec: InsertSpec) -> Job[Any]:
             if savepoint and conn.info.transaction_status == TransactionStatus.INERROR:
                 await cur.execute(sql.INSERT_SAVEPOINT_ROLLBACK)
             if isinstance(exc, UniqueConflict):
-                raise_naming_the_holder(exc, await naming_the_holder(conn, exc))
+                await raise_naming_the_holder(conn, exc)
             raise
         if savepoint:
             await cur.execute(sql.INSERT_SAVEPOINT_RELEASE)
@@ -319,7 +319,7 @@ async def insert_direct(
         with mapped():
             rows = await statement.rows(conn, spec.params())
     except UniqueConflict as exc:
-        raise_naming_the_holder(exc, await naming_the_holder(conn, exc))
+        await raise_naming_the_holder(conn, exc)
     row = rows[0]
     _, state, _, _, notified = row
     if looking and state == "available":  # a job scheduled for later looked for nothing
@@ -334,7 +334,7 @@ async def insert_many(conn: AsyncConnection[Any], specs: Sequence[InsertSpec]) -
     try:
         return await _insert_many(conn, specs)
     except UniqueConflict as exc:  # the transaction (or its savepoint) is undone: look
-        raise_naming_the_holder(exc, await naming_the_holder(conn, exc))
+        await raise_naming_the_holder(conn, exc)
 
 
 async def _insert_many(conn: AsyncConnection[Any], specs: Sequence[InsertSpec]) -> list[Job[Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
@@ -114,49 +115,40 @@ class UniqueOpts:
         return hashlib.sha256("\x1f".join(parts).encode()).digest()
 
 
-def raise_naming_the_holder(conflict: UniqueConflict, named: UniqueConflict) -> NoReturn:
-    """Raise ``named`` (from ``conflict``), or ``conflict`` itself, its own cause kept,
-    when no holder was found (never an exception that is its own cause)."""
-    if named is conflict:
-        raise conflict
-    raise named from conflict
-
-
-def _holder_params(conflict: UniqueConflict) -> dict[str, Any]:
-    return {"unique_key": conflict.unique_key}
-
-
 def _lookable(conn: Connection[Any] | AsyncConnection[Any], conflict: UniqueConflict) -> bool:
     """The key is known and the connection can still read (the conflict aborted no
     transaction: the insert ran alone, in a savepoint, or its transaction was undone)."""
     return (
         conflict.unique_key is not None
-        and conflict.existing_id is None
         and conn.info.transaction_status != TransactionStatus.INERROR
     )
 
 
-async def naming_the_holder(conn: AsyncConnection[Any], conflict: UniqueConflict) -> UniqueConflict:
-    """``conflict``, naming the job that holds the key when ``conn`` can still look it up
-    (one read on jobs_unique_idx, only after a conflict)."""
-    if not _lookable(conn, conflict):
-        return conflict
-    try:
-        async with conn.cursor(row_factory=tuple_row) as cur:
-            await cur.execute(sql.JOB_UNIQUE_HOLDER, _holder_params(conflict))
-            row = await cur.fetchone()
-    except psycopg.Error:  # the conflict is the news; a failed look adds nothing
-        return conflict
-    return conflict if row is None else conflict.held_by(row[0])
+def _raise(conflict: UniqueConflict, holder: tuple[int] | None) -> NoReturn:
+    """``conflict`` naming its holder, raised from it; or, none found, ``conflict`` itself
+    (its psycopg cause kept: never an exception that is its own cause)."""
+    if holder is None:
+        raise conflict
+    raise conflict.held_by(holder[0]) from conflict
 
 
-def naming_the_holder_sync(conn: Connection[Any], conflict: UniqueConflict) -> UniqueConflict:
-    """:func:`naming_the_holder`'s blocking twin (the bridge's psycopg connections)."""
-    if not _lookable(conn, conflict):
-        return conflict
-    try:
-        with conn.cursor(row_factory=tuple_row) as cur:
-            row = cur.execute(sql.JOB_UNIQUE_HOLDER, _holder_params(conflict)).fetchone()
-    except psycopg.Error:
-        return conflict
-    return conflict if row is None else conflict.held_by(row[0])
+async def raise_naming_the_holder(conn: AsyncConnection[Any], conflict: UniqueConflict) -> NoReturn:
+    """Raise ``conflict``, naming the job that holds the key when ``conn`` can still look
+    it up (one read on jobs_unique_idx, only after a conflict; a failed look adds nothing)."""
+    holder = None
+    if _lookable(conn, conflict):
+        with contextlib.suppress(psycopg.Error):
+            async with conn.cursor(row_factory=tuple_row) as cur:
+                await cur.execute(sql.JOB_UNIQUE_HOLDER, {"unique_key": conflict.unique_key})
+                holder = await cur.fetchone()
+    _raise(conflict, holder)
+
+
+def raise_naming_the_holder_sync(conn: Connection[Any], conflict: UniqueConflict) -> NoReturn:
+    """:func:`raise_naming_the_holder`'s blocking twin (the bridge's psycopg connections)."""
+    holder = None
+    if _lookable(conn, conflict):
+        with contextlib.suppress(psycopg.Error), conn.cursor(row_factory=tuple_row) as cur:
+            cur.execute(sql.JOB_UNIQUE_HOLDER, {"unique_key": conflict.unique_key})
+            holder = cur.fetchone()
+    _raise(conflict, holder)

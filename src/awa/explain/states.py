@@ -7,7 +7,7 @@ from typing import Any
 
 from awa.explain.facts import Facts
 from awa.explain.finding import Finding, finding
-from awa.explain.waiting import short_error
+from awa.explain.waiting import leader_pass, short_error
 from awa.explain.wording import ago, at, duration, names, process, when
 from awa.types import ReasonCode
 
@@ -149,11 +149,10 @@ def waiting_external(f: Facts) -> Finding:
         "an external system"
     )
     if f.callback_id is None:  # answered (resume_external) before the handler returned
-        nobody = "" if f.live else ", but no worker process is live to run that pass"
         return finding(
             ReasonCode.WAITING_EXTERNAL,
             f"{handed}, whose answer came before the handler returned: the maintenance "
-            f"leader's next pass makes it available{nobody}.",
+            f"leader's next pass makes it available{leader_pass(f)}",
             "was answered and waits to be made available",
         )
     return finding(

@@ -38,6 +38,12 @@ def waits(f: Facts, because: str) -> str:
     return f"has waited {duration(f.waited_s())}: {because}"
 
 
+def leader_pass(f: Facts) -> str:
+    """The end of a sentence saying the maintenance leader's next pass acts: a full stop,
+    or that no worker process is live to run it."""
+    return "." if f.live else ", but no worker process is live to run that pass."
+
+
 def _queue(f: Facts) -> str:
     return f"queue '{f.queue.name}'"
 
@@ -82,8 +88,7 @@ def scheduled(f: Facts) -> Finding:
     else:
         message = (
             f"Due since {ago(f.now, job.run_at)}: the maintenance leader's next promotion "
-            "pass makes it available"
-            + ("." if f.live else ", but no worker process is live to run that pass.")
+            "pass makes it available" + leader_pass(f)
         )
         clause = f"is due since {ago(f.now, job.run_at)} and waits to be promoted"
     if handed_clause:
@@ -109,8 +114,7 @@ def retry_backoff(f: Facts) -> Finding:
     else:
         next_try = (
             f"The next attempt is due since {ago(f.now, job.run_at)}: the maintenance "
-            "leader's next promotion pass makes it available"
-            + ("." if f.live else ", but no worker process is live to run that pass.")
+            "leader's next promotion pass makes it available" + leader_pass(f)
         )
     if last.get("type") == "RetryAfter":  # not a failure: the handler asked for a retry
         what = f"Attempt {failed_attempt} of {job.max_attempts} asked to be retried later"

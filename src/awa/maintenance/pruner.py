@@ -8,10 +8,10 @@ from typing import Any, LiteralString
 
 from psycopg_pool import AsyncConnectionPool
 
+from awa.config import INSTANCE_EXPIRY_MS
 from awa.db import sql
 
 BATCH = 5_000
-INSTANCE_EXPIRY_MS = 5 * 60_000
 
 
 async def _in_batches(

@@ -7,8 +7,8 @@ from typing import LiteralString
 
 from psycopg_pool import AsyncConnectionPool
 
+from awa.config import INSTANCE_EXPIRY_MS
 from awa.db import sql
-from awa.maintenance.pruner import INSTANCE_EXPIRY_MS
 
 logger = logging.getLogger("awa")
 BATCH = 1_000

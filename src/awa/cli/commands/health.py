@@ -13,6 +13,7 @@ from typing import Any
 import awa
 from awa.cli.args import with_example
 from awa.cli.output import print_json
+from awa.config import INSTANCE_EXPIRY_MS
 
 
 def register(sub: Any) -> None:
@@ -32,8 +33,6 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=run)
 
 
-FRESH_MS = 60_000  # a worker that published within this counts as live
-KEPT_MS = 5 * 60_000  # how long the maintenance leader keeps a silent worker's row
 _SLACK = timedelta(seconds=5)  # between the database's clock and this host's
 
 
@@ -71,7 +70,7 @@ def worker_problems(
 ) -> list[str]:
     """What is wrong with the workers of ``hostname``, one line each (none: healthy).
 
-    ``instances``: those that published within FRESH_MS; ``silent``: older rows, of which
+    ``instances``: those that published in the last minute; ``silent``: older rows, of which
     a worker whose process still runs here has stopped publishing (a frozen event loop,
     a SIGSTOP) — a problem, where before it only dropped out of sight."""
     mine = [i for i in instances if i.hostname == hostname]
@@ -108,9 +107,9 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
         except awa.AwaError as exc:
             schema_ok, reason = False, str(exc)
         if args.worker and health.postgres_connected and schema_ok:
-            fresh = await client.list_runtime_instances(fresh_ms=FRESH_MS)
+            fresh = await client.list_runtime_instances()  # the last minute's
             seen = {i.instance_id for i in fresh}
-            kept = await client.list_runtime_instances(fresh_ms=KEPT_MS)
+            kept = await client.list_runtime_instances(fresh_ms=INSTANCE_EXPIRY_MS)
             silent = [i for i in kept if i.instance_id not in seen]
             problems = worker_problems(fresh, socket.gethostname(), silent)
     finally:
