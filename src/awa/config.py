@@ -225,6 +225,10 @@ def build_worker_config(
     # The default poll interval of the queues (each QueueConfig may set its own).
     poll_interval_ms = settings.pop("poll_interval_ms", DEFAULT_POLL_INTERVAL_MS)
     validate.integer("poll_interval_ms", poll_interval_ms, low=1, error=InvalidSetting)
+    if isinstance(queues, str | bytes | Mapping):  # iterable, but not a list of queues
+        raise InvalidSetting(
+            "queues", f"must be a list of queue specs, e.g. [('email', 10)], got {queues!r}"
+        )
     specs = list(queues or ())
     if not specs:
         raise NoQueuesConfigured()

@@ -37,6 +37,14 @@ def integer(
     return value
 
 
+def flag(field: str, value: Any) -> bool:
+    """``value`` as a real bool: a safety switch such as ``allow_all`` must not be turned
+    on (or off) by a truthy or falsy stand-in like ``None``, ``0`` or ``"no"``."""
+    if not isinstance(value, bool):
+        raise ValidationError(field, f"must be True or False, got {value!r}")
+    return value
+
+
 def seconds(field: str, value: Any) -> float:
     """A duration in seconds: a number > 0 of at most 100 years (PostgreSQL takes it as
     milliseconds)."""

@@ -555,10 +555,11 @@ def test_misused_clients_raise_awa_errors(database_url: str) -> None:
     seen: list[BaseException] = []
 
     def hook(event: awa.JobEvent) -> None:  # runs on the client's own loop
-        try:
-            client.queue_stats()
-        except awa.AwaError as exc:
-            seen.append(exc)
+        for call in (client.queue_stats, client.close):  # close() waited for itself: forever
+            try:
+                call()
+            except awa.AwaError as exc:
+                seen.append(exc)
 
     client.on_event("completed", hook)
 
@@ -569,10 +570,11 @@ def test_misused_clients_raise_awa_errors(database_url: str) -> None:
     client.insert({}, kind="k")
     client.start(["default"])
     try:
-        wait_until(lambda: seen, timeout=30)
+        wait_until(lambda: len(seen) >= 2, timeout=30)
+        assert client.queue_stats()  # the refused close() did not close it
     finally:
         client.shutdown()
-    assert isinstance(seen[0], awa.BlockingCallOnLoop)
+    assert [type(exc) for exc in seen[:2]] == [awa.BlockingCallOnLoop] * 2
     client.close()
     with pytest.raises(awa.ClientClosed):
         client.queue_stats()

@@ -22,6 +22,7 @@ from psycopg import conninfo
 from psycopg import errors as pg
 
 import awa
+from awa.client.unique import REQUIRED_UNIQUE_STATES
 from awa.db import migrations
 from awa.worker import listener, seats
 from tests.acceptance.support import cli_env
@@ -372,6 +373,17 @@ async def test_least_privilege_roles_work_and_cannot_do_more(roles: dict[str, st
         assert (await producer.get_job(job.id)).args == {"n": 1}
         with pytest.raises(awa.DatabaseError, match="permission denied"):
             await producer.cancel(job.id)
+        # A key held by a dead-lettered job (migration 0031) is checked and named for a role
+        # that cannot read the DLQ, without spoiling its transaction.
+        guard = {"states": [*REQUIRED_UNIQUE_STATES, "failed"]}
+        held = await producer.insert({"n": 9}, kind="k", queue="dead", unique_opts=guard)
+        with psycopg.connect(roles["awa_app"], autocommit=True) as conn:
+            conn.execute("UPDATE awa.jobs SET state = 'failed' WHERE id = %s", (held.id,))
+        async with producer.transaction() as tx:
+            with pytest.raises(awa.UniqueConflict) as refused:
+                await tx.insert({"n": 9}, kind="k", queue="dead", unique_opts=guard)
+            assert refused.value.existing_id == held.id
+            await tx.insert({"n": 10}, kind="k", queue="dead")
     with psycopg.connect(roles["awa_owner"], autocommit=True) as conn:
         query = "SELECT partition_key FROM awa.jobs WHERE id = %s"
         assert conn.execute(query, (keyed.id,)).fetchone() == ("7",)

@@ -66,6 +66,9 @@ def test_start_poll_interval_reaches_every_form_that_sets_none_of_its_own() -> N
         ([("a", 1)], {"heartbeat_interval_ms": 0}, awa.InvalidSetting, "heartbeat_interval_ms"),
         ([("a", 1)], {"bogus": 1}, awa.InvalidSetting, "start"),
         ([{"max_workers": 1}], {}, awa.InvalidSetting, "queues"),
+        ("email", {}, awa.InvalidSetting, "queues"),  # not five queues e, m, a, i, l
+        ({"email": 10}, {}, awa.InvalidSetting, "queues"),
+        ({"name": "email", "max_workers": 10}, {}, awa.InvalidSetting, "queues"),
         ([{"name": "a", "nope": 1}], {}, awa.InvalidSetting, "queues"),
         ([awa.QueueConfig("a", deadline_ms=-1)], {}, awa.InvalidSetting, "queues['a'].deadline_ms"),
         ([("a", 1)], {"heartbeat_interval_ms": 1000, "heartbeat_staleness_ms": 1000},

@@ -217,7 +217,10 @@ async def submit(
     allow_all: bool = False,
 ) -> BatchOperation:
     """Record ``op`` and the jobs it will visit; it is ``pending`` until a chunk runs."""
-    params = selection(op, kind=kind, queue=queue, state=state, ids=ids, allow_all=allow_all)
+    params = selection(
+        op, kind=kind, queue=queue, state=state, ids=ids,
+        allow_all=validate.flag("allow_all", allow_all),
+    )  # fmt: skip
     stored_filter = {"kind": params["kind"], "queue": params["queue"], "ids": params["ids"],
                      "states": params["states"]}  # fmt: skip
     params.update(

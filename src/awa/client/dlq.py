@@ -9,6 +9,7 @@ transaction as the failure (ADR 0008). Each operation here is one statement.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -22,10 +23,12 @@ from awa.db import sql
 from awa.db.errors import mapped
 from awa.db.rows import job_rows
 from awa.errors import JobNotFound, ValidationError
+from awa.log import LOGGER_NAME
 from awa.types import Job
 from awa.validate import BIGINT_MAX
 
 MAX_LIST_LIMIT = 10_000
+_log = logging.getLogger(LOGGER_NAME)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,12 +141,21 @@ async def retry(
     older_than: timedelta | float | None = None,
     allow_all: bool = False,
 ) -> list[Job[Any]]:
-    """Move matching jobs back to ``available`` with a fresh attempt budget."""
-    params = filters(ids, kind, queue, older_than, allow_all=allow_all)
+    """Move matching jobs back to ``available`` with a fresh attempt budget. An entry whose
+    unique key a live job holds stays in the DLQ, named in a warning."""
+    params = filters(ids, kind, queue, older_than, allow_all=validate.flag("allow_all", allow_all))
     with mapped():
         cur = conn.cursor(row_factory=job_rows)
         await cur.execute(sql.DLQ_RETRY, params)
-        return await cur.fetchall()
+        retried = await cur.fetchall()
+        held = await (await conn.execute(sql.DLQ_HELD_BACK, params)).fetchall()
+    if held:
+        _log.warning(
+            "retry_from_dlq left %s in the dead letter queue: a live job holds the unique "
+            "key, so a retry would duplicate it; retry again once that job is done",
+            ", ".join(f"entry {entry} (key held by job {holder})" for entry, holder in held),
+        )
+    return retried
 
 
 async def purge(
@@ -156,7 +168,7 @@ async def purge(
     allow_all: bool = False,
 ) -> int:
     """Delete matching dead-lettered jobs; returns how many."""
-    params = filters(ids, kind, queue, older_than, allow_all=allow_all)
+    params = filters(ids, kind, queue, older_than, allow_all=validate.flag("allow_all", allow_all))
     with mapped():
         cur = await conn.execute(sql.DLQ_PURGE, params)
     return cur.rowcount
@@ -197,7 +209,7 @@ async def move_failed(
     id_list: Sequence[int] | None = [ids] if isinstance(ids, int) else ids
     params = filters(id_list, kind, queue, None, allow_all=None)
     del params["older_than_ms"]
-    if not allow_all and all(v is None for v in params.values()):
+    if not validate.flag("allow_all", allow_all) and all(v is None for v in params.values()):
         raise ValidationError(
             "filter",
             "refusing to move every failed job: pass ids, kind= or queue=, or allow_all=True",

@@ -97,14 +97,19 @@ class Portal:
         """The background loop."""
         return self._loop
 
-    def call(self, coro: Coroutine[Any, Any, R]) -> R:
-        """Run ``coro`` on the background loop and return its result (or raise its error)."""
+    def _refuse_on_own_loop(self, what: str, coro: Coroutine[Any, Any, Any] | None) -> None:
+        # A blocking call made on the loop thread would wait for that same thread: forever.
         if threading.current_thread() is self._thread:
-            coro.close()
+            if coro is not None:
+                coro.close()
             raise BlockingCallOnLoop(
-                "a blocking awa.Client call was made from its own event loop (from a hook?): "
+                f"{what} was made from the client's own event loop (from a hook?): "
                 "use the AsyncClient there"
             )
+
+    def call(self, coro: Coroutine[Any, Any, R]) -> R:
+        """Run ``coro`` on the background loop and return its result (or raise its error)."""
+        self._refuse_on_own_loop("a blocking awa.Client call", coro)
         with self._lock:
             if self._closed:
                 coro.close()
@@ -129,6 +134,7 @@ class Portal:
     def close(self, last: Coroutine[Any, Any, Any] | None = None) -> None:
         """Refuse new calls, cancel those in flight, run ``last`` (the client's own close),
         then stop the loop and join its thread. Idempotent."""
+        self._refuse_on_own_loop("awa.Client.close()", last)  # before it counts as closed
         with self._lock:
             if self._closed:
                 if last is not None:

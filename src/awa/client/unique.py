@@ -124,10 +124,10 @@ def _lookable(conn: Connection[Any] | AsyncConnection[Any], conflict: UniqueConf
     )
 
 
-def _raise(conflict: UniqueConflict, holder: tuple[int] | None) -> NoReturn:
+def _raise(conflict: UniqueConflict, holder: tuple[int | None] | None) -> NoReturn:
     """``conflict`` naming its holder, raised from it; or, none found, ``conflict`` itself
     (its psycopg cause kept: never an exception that is its own cause)."""
-    if holder is None:
+    if holder is None or holder[0] is None:
         raise conflict
     raise conflict.held_by(holder[0]) from conflict
 

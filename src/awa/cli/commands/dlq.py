@@ -8,6 +8,7 @@ import shlex
 from typing import Any
 
 import awa
+from awa import validate
 from awa.cli.args import positive_int, row_id, with_example
 from awa.cli.output import print_json, print_table, report, to_jsonable
 
@@ -62,7 +63,7 @@ def register(sub: Any) -> None:
         **with_example("Count dead-lettered jobs per queue.", "awa dlq depth --queue email"),
     )
     p.add_argument("--queue")
-    p.set_defaults(handler=run)
+    p.set_defaults(handler=run, check=check_depth)
     p = actions.add_parser(
         "retry",
         help="move jobs back to available with a fresh attempt budget",
@@ -134,11 +135,17 @@ async def _depth(client: awa.AsyncClient, args: argparse.Namespace) -> None:
 
 def check_filtered(args: argparse.Namespace) -> None:
     """A bulk action names the jobs it acts on, or says --all (before any database)."""
+    aged = hasattr(args, "older_than")  # `move` takes failed jobs: they have no DLQ age
     unfiltered = not args.ids and args.kind is None and args.queue is None
     if unfiltered and getattr(args, "older_than", None) is None and not args.allow_all:
-        raise awa.ValidationError(
-            "all", "no filter given: pass IDs, --kind, --queue or --older-than, or --all"
-        )
+        filters = "IDs, --kind, --queue or --older-than" if aged else "IDs, --kind or --queue"
+        raise awa.ValidationError("all", f"no filter given: pass {filters}, or --all")
+
+
+def check_depth(args: argparse.Namespace) -> None:
+    """``--queue`` names a queue, as everywhere else (an empty name matches nothing)."""
+    if args.queue is not None:
+        validate.text("queue", args.queue)
 
 
 async def run(args: argparse.Namespace, url: str | None) -> int:

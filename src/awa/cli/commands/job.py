@@ -82,6 +82,19 @@ def check_retry_failed(args: argparse.Namespace) -> None:
         raise awa.ValidationError("kind", "give --kind or --queue (or both)")
 
 
+async def _get_or_point_at_dlq(client: awa.AsyncClient, job_id: int) -> awa.Job[Any]:
+    """The job, or JobNotFound that says where a dead-lettered one went."""
+    try:
+        return await client.get_job(job_id)
+    except awa.JobNotFound as missing:
+        try:
+            await client.get_dlq_job(job_id)
+        except awa.JobNotFound:
+            raise missing from None
+        missing.args = (f"job {job_id} is in the dead letter queue (awa dlq get {job_id})",)
+        raise missing from None
+
+
 async def run(args: argparse.Namespace, url: str | None) -> int:
     async with awa.AsyncClient(url) as client:
         if args.action == "list":
@@ -116,6 +129,6 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
         elif args.action == "retry":
             job = await client.retry(args.id)
         else:
-            job = await client.get_job(args.id)
+            job = await _get_or_point_at_dlq(client, args.id)
         _show(job, args.json or args.action == "dump")
     return 0

@@ -1,0 +1,105 @@
+"""Unique keys across the dead letter queue (migration 0031): a dead-lettered job whose
+states guard `failed` keeps its key; a retry skips entries whose key a live job holds."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import psycopg
+import pytest
+
+import awa
+from awa.cli.main import main as cli
+
+GUARD_FAILED = {"by_args": True, "states": [
+    "scheduled", "available", "running", "retryable", "waiting_external", "failed"]}  # fmt: skip
+
+
+def _fail_all(db: psycopg.Connection[Any]) -> None:
+    """Fail every job as a worker would (the DLQ trigger moves those of dlq=True queues)."""
+    db.execute("UPDATE awa.jobs SET state = 'failed', finalized_at = now()")
+
+
+async def test_a_dead_lettered_job_guarding_failed_keeps_its_key(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    db.execute("INSERT INTO awa.queue_meta (queue, dlq) VALUES ('pay', true)")
+    charge = await client.insert({"order": 7}, kind="charge", queue="pay",
+                                 unique_opts=GUARD_FAILED)  # fmt: skip
+    other = await client.insert({"order": 8}, kind="charge", queue="pay")  # default states
+    _fail_all(db)
+    assert {d.job.id for d in await client.list_dlq()} == {charge.id, other.id}
+
+    with pytest.raises(awa.UniqueConflict) as refused:
+        await client.insert({"order": 7}, kind="charge", queue="pay", unique_opts=GUARD_FAILED)
+    assert refused.value.existing_id == charge.id  # named, though it sits in the DLQ
+    with pytest.raises(awa.UniqueConflict):
+        await client.insert_many([{"order": 7}], kind="charge", queue="pay",
+                                 unique_opts=GUARD_FAILED)  # fmt: skip
+    async with client.transaction() as tx:  # refused in its savepoint; the rest commits
+        with pytest.raises(awa.UniqueConflict):
+            await tx.insert({"order": 7}, kind="charge", queue="pay", unique_opts=GUARD_FAILED)
+        kept = await tx.insert({"order": 9}, kind="charge", queue="pay")
+    assert (await client.get_job(kept.id)).state is awa.JobState.AVAILABLE
+    # The default states do not guard `failed`: the DLQ entry does not hold the key.
+    again = await client.insert({"order": 8}, kind="charge", queue="pay")
+    assert again.id != other.id
+
+    (retried,) = await client.retry_from_dlq([charge.id])  # its own key: no conflict
+    assert retried.id == charge.id and retried.state is awa.JobState.AVAILABLE
+    assert await client.purge_dlq(allow_all=True) == 1
+    db.execute("DELETE FROM awa.jobs WHERE id = %s", (charge.id,))
+    assert (await client.insert({"order": 7}, kind="charge", queue="pay",
+                                unique_opts=GUARD_FAILED)).id != charge.id  # fmt: skip
+
+
+async def test_retry_skips_entries_whose_key_a_live_job_holds(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    db.execute("INSERT INTO awa.queue_meta (queue, dlq) VALUES ('q', true)")
+    keyed = await client.insert({"n": 1}, kind="boom", queue="q", unique_opts={})
+    plain = await client.insert({"n": 2}, kind="boom", queue="q")
+    _fail_all(db)
+    holder = await client.insert({"n": 1}, kind="boom", queue="q", unique_opts={})
+
+    with caplog.at_level(logging.WARNING, logger="awa"):
+        retried = await client.retry_from_dlq(kind="boom")
+    assert [j.id for j in retried] == [plain.id]  # not held back by the keyed entry
+    assert [d.job.id for d in await client.list_dlq()] == [keyed.id]  # stayed, not lost
+    assert f"entry {keyed.id} (key held by job {holder.id})" in caplog.text
+
+    await client.cancel(holder.id)  # cancelled is not a guarded state by default
+    (back,) = await client.retry_from_dlq([keyed.id])
+    assert back.id == keyed.id and await client.list_dlq() == []
+
+
+async def test_bulk_guards_take_only_a_real_bool(client: awa.AsyncClient) -> None:
+    for stand_in in (None, 0, "no", 1):
+        for action in (client.purge_dlq, client.retry_from_dlq, client.move_failed_to_dlq):
+            with pytest.raises(awa.ValidationError) as info:
+                await action(allow_all=stand_in)
+            assert info.value.field == "allow_all"
+        with pytest.raises(awa.ValidationError) as info:
+            await client.apply_batch(awa.SetPriority(4), allow_all=stand_in)
+        assert info.value.field == "allow_all"
+
+
+def test_cli_points_at_the_dlq_and_checks_its_filters(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with psycopg.connect(database_url, autocommit=True) as db:
+        db.execute("INSERT INTO awa.queue_meta (queue, dlq) VALUES ('a', true)")
+        with awa.Client(database_url) as client:
+            job = client.insert({}, kind="k", queue="a")
+        _fail_all(db)
+    base = ["--database-url", database_url]
+    assert cli([*base, "job", "get", str(job.id)]) == 1
+    assert f"awa dlq get {job.id}" in capsys.readouterr().err
+    assert cli([*base, "job", "get", str(job.id + 1000)]) == 1
+    assert "dead letter" not in capsys.readouterr().err
+    assert cli([*base, "dlq", "move"]) == 2
+    err = capsys.readouterr().err
+    assert "--kind or --queue" in err and "--older-than" not in err  # move has no age
+    assert cli([*base, "dlq", "depth", "--queue", ""]) == 2
+    assert "--queue" in capsys.readouterr().err
