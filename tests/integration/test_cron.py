@@ -262,3 +262,46 @@ def test_cron_cli(database_url: str, capsys: pytest.CaptureFixture[str]) -> None
     assert json.loads(capsys.readouterr().out) == {"removed": "nightly"}
     assert cli([*base, "trigger", "nightly"]) == 1
     assert "not found" in capsys.readouterr().err
+
+
+async def test_a_new_expression_starts_its_timetable_at_the_deploy(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """A yearly schedule redeployed as every 5 minutes: nothing for the two days the
+    yearly one was in force (before: 100 jobs a tick until 576 were caught up)."""
+    made = datetime.now(UTC) - timedelta(days=2)
+    await _define(client, db, made, client.periodic("rep", "0 0 1 1 *", {}, kind="k",
+                                                    missed_fire_policy="catch_up"))  # fmt: skip
+    same = awa.AsyncClient(client.database_url)  # a redeploy, definition unchanged
+    await register(await client._get_pool(), [same.periodic(
+        "rep", "0 0 1 1 *", {}, kind="k", missed_fire_policy="catch_up")])  # fmt: skip
+    (kept,) = await client.list_cron_schedules()
+    assert kept.last_fire_at is None  # unchanged: its timetable goes on
+    deployed = datetime.now(UTC)
+    v2 = awa.AsyncClient(client.database_url)
+    await register(await client._get_pool(), [v2.periodic(
+        "rep", "*/5 * * * *", {}, kind="k", missed_fire_policy="catch_up")])  # fmt: skip
+    (changed,) = await client.list_cron_schedules()
+    assert changed.last_fire_at is not None and changed.last_fire_at >= deployed
+    service = CronService(await client._get_pool(), clock=lambda: changed.last_fire_at)
+    assert await service.tick(lead_maintenance(db)) == 0
+    assert _fires(db, "rep") == []
+
+
+async def test_cli_tables_show_times_in_utc(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Last fire came back in the session's time zone, next fire in UTC, offsets dropped:
+    the next fire read as earlier than the last (a review)."""
+    await register(await client._get_pool(), [client.periodic("hourly", "0 * * * *", {},
+                                                              kind="k")])  # fmt: skip
+    db.execute("UPDATE awa.cron_schedules SET last_fire_at = '2026-12-06 18:00:00+00'")
+    (name,) = db.execute("SELECT current_database()").fetchall()[0]
+    db.execute(f"ALTER DATABASE \"{name}\" SET timezone = 'Asia/Tokyo'")  # test-only name
+    try:
+        args = ["--database-url", client.database_url, "cron", "list"]
+        assert await asyncio.to_thread(cli, args) == 0
+    finally:
+        db.execute(f'ALTER DATABASE "{name}" RESET timezone')
+    out = capsys.readouterr().out
+    assert "2026-12-06 18:00:00" in out and "2026-12-07 03:00:00" not in out

@@ -62,6 +62,69 @@ def test_names_and_day_semantics() -> None:
     assert _next("0 0 29 2 *", T0 + timedelta(days=90))[0] == datetime(2028, 2, 29, tzinfo=UTC)
 
 
+def test_a_field_starting_with_a_star_leaves_the_day_to_the_other() -> None:
+    """Vixie cron: '*/2' is unrestricted like '*', so the other field alone decides."""
+    mondays = _next("0 0 */2 * 1", T0, 3)  # every Monday, not also every other day
+    assert [f.isoweekday() for f in mondays] == [1, 1, 1]
+    firsts = _next("0 0 1 * */2", T0, 3)  # the 1st on Sun/Tue/Thu/Sat only
+    assert all(f.day == 1 and f.isoweekday() % 7 in (0, 2, 4, 6) for f in firsts)
+    assert [f.day for f in _next("0 0 13 * fri", T0, 3)] == [5, 12, 13]  # both: either
+
+
+@pytest.mark.parametrize(
+    ("expr", "tz"),
+    [("*/10 * * * *", "UTC"), ("30 2 * * *", NY), ("0 * * * *", NY),
+     ("0 0 13 * fri", "UTC"), ("15 1-3 * * *", "Australia/Lord_Howe")],
+)  # fmt: skip
+def test_latest_in_is_the_last_of_the_fires_between(expr: str, tz: str) -> None:
+    cron = CronExpression.parse(expr, tz)
+    start = datetime(2024, 3, 1, tzinfo=UTC)
+    for hours in (0, 1, 7, 30, 24 * 40, 24 * 250):
+        until = start + timedelta(hours=hours, minutes=17)
+        expected = cron.fires_between(start, until, 1)
+        assert [cron.latest_in(start, until)] == (expected or [None]), (hours, expected)
+    fire = cron.next_after(start)
+    assert fire is not None and cron.latest_in(start, fire) == fire  # (after, until]
+    assert cron.latest_in(fire, fire) is None
+
+
+def test_latest_in_does_not_walk_every_fire_of_a_long_gap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A per-second schedule of office hours after 45 days down: one fire found by a
+    bracketing search (a walk over every fire held the leader's loop for 15-25 s)."""
+    cron = CronExpression.parse("* * 9-17 * * 1-5")
+    calls = [0]
+    plain = CronExpression.next_after
+
+    def counted(self: CronExpression, after: datetime) -> datetime | None:
+        calls[0] += 1
+        return plain(self, after)
+
+    monkeypatch.setattr(CronExpression, "next_after", counted)
+    sunday = datetime(2026, 12, 6, 20, tzinfo=UTC)
+    latest = cron.latest_in(sunday - timedelta(days=45), sunday)
+    assert latest == datetime(2026, 12, 4, 17, 59, 59, tzinfo=UTC)  # Friday, last second
+    assert calls[0] < 100
+
+
+def test_a_fire_days_away_is_found_without_walking_its_following_seconds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """From Saturday, Monday 09:00 was confirmed by visiting every wall second up to 12:00
+    (10 800 candidates, 80 ms a call): only a DST change near the fire needs that."""
+    cron = CronExpression.parse("* * 9-17 * * 1-5", NY)
+    walls = [0]
+    plain = CronExpression.next_wall
+
+    def counted(self: CronExpression, start: datetime) -> datetime | None:
+        walls[0] += 1
+        return plain(self, start)
+
+    monkeypatch.setattr(CronExpression, "next_wall", counted)
+    saturday = datetime(2026, 12, 5, 12, tzinfo=UTC)
+    assert cron.next_after(saturday) == datetime(2026, 12, 7, 14, tzinfo=UTC)  # 09:00 EST
+    assert walls[0] < 5
+
+
 def test_next_is_strictly_after() -> None:
     at = datetime(2024, 1, 1, 0, 5, tzinfo=UTC)
     assert _next("5 * * * *", at)[0] == datetime(2024, 1, 1, 1, 5, tzinfo=UTC)
@@ -118,6 +181,11 @@ def test_fires_between_keeps_the_newest() -> None:
         ("x * * * *", "UTC", "cron_expr", "not a number"),
         ("1,,2 * * * *", "UTC", "cron_expr", "empty"),
         ("0 0 31 2 *", "UTC", "cron_expr", "never"),
+        ("*/ * * * *", "UTC", "cron_expr", "step"),  # an empty step is no step of 1
+        ("5/ * * * *", "UTC", "cron_expr", "step"),
+        ("\u00b2 * * * *", "UTC", "cron_expr", "minute: '\u00b2' is not a number"),
+        ("\u0663 * * * *", "UTC", "cron_expr", "not a number"),  # an Arabic-Indic three
+        ("*/\u0663 * * * *", "UTC", "cron_expr", "step"),
         ("* * * * *", "Nowhere/City", "timezone", "unknown"),
         ("* * * * *", "", "timezone", "IANA"),
     ],

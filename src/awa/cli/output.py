@@ -7,7 +7,7 @@ import enum
 import json
 import sys
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 
@@ -48,8 +48,9 @@ def _cell(value: Any) -> str:
         return "-"
     if isinstance(value, enum.Enum):
         return str(value.value)
-    if isinstance(value, datetime):
-        return value.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, datetime):  # in UTC: one table's times compare at a glance
+        shown = value if value.tzinfo is None else value.astimezone(UTC)
+        return shown.strftime("%Y-%m-%d %H:%M:%S")
     if isinstance(value, float):
         return f"{value:.3g}"
     if isinstance(value, list | tuple):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from psycopg.rows import dict_row
@@ -30,9 +30,6 @@ logger = logging.getLogger("awa")
 # catch_up enqueues at most this many missed fires per schedule per tick; the rest follow
 # on the next ticks, so a long outage never becomes one giant statement.
 CATCH_UP_BATCH = 100
-# coalesce looks for the latest missed fire in this recent window first (fast for
-# second-level schedules after a long outage), then over the whole gap.
-_RECENT = timedelta(hours=1)
 
 Clock = Callable[[], datetime]
 
@@ -62,10 +59,8 @@ def due_fires(expr: CronExpression, base: datetime, now: datetime, policy: str) 
             fires.append(nxt)
             current = nxt
         return fires
-    recent = expr.fires_between(max(base, now - _RECENT), now, 1)
-    if recent or base >= now - _RECENT:
-        return recent
-    return expr.fires_between(base, now, 1)
+    latest = expr.latest_in(base, now)
+    return [] if latest is None else [latest]
 
 
 class CronService:
