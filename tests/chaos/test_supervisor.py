@@ -90,6 +90,18 @@ async def test_a_sigkilled_child_is_restarted_and_nothing_is_lost(
     assert sup.stop() == 0
 
 
+def test_a_stop_during_a_restart_delay_is_a_clean_stop(supervise: Any) -> None:
+    """A child that crashed (and was reported then) and waits out its restart delay when
+    SIGTERM comes has nothing to drain: the stop exits 0, not 1 (a review's soak)."""
+    sup = supervise("--processes", "2", "--queue", "fleet=2")
+    pids = sup.child_pids(2)
+    os.kill(pids[1], signal.SIGKILL)
+    sup.wait_line(rf"process 1 \(pid {pids[1]}\) was killed by SIGKILL; restarting it in")
+    assert sup.stop() == 0
+    if not any("process 1 restarted" in line for line in sup.lines):  # stopped in the delay
+        assert sup.wait_line(r"exit statuses \[0, 'not running'\]")
+
+
 @pytest.mark.parametrize("signalled", ["the supervisor", "every process at once"])
 async def test_sigterm_drains_every_child_and_exits_0(
     signalled: str, client: awa.AsyncClient, db: psycopg.Connection[Any], supervise: Any

@@ -396,6 +396,24 @@ async def test_least_privilege_roles_work_and_cannot_do_more(roles: dict[str, st
                 conn.execute(statement)
 
 
+async def test_migrate_of_a_newer_schema_says_upgrade_whatever_the_role(
+    roles: dict[str, str],
+) -> None:
+    """An old release's `awa migrate` run as the app role (no right to create) says
+    "upgrade awa", not "permission denied for database" (a review)."""
+    async with awa.AsyncClient(roles["awa_owner"]) as as_owner:
+        assert await as_owner.migrate()
+    names = {r: roles[f"{r}:name"] for r in ("awa_owner", "awa_app", "awa_producer")}
+    _, app_grants, _ = _sql_blocks()
+    with psycopg.connect(roles["awa_owner"], autocommit=True) as conn:
+        for statement in _statements(app_grants, names):
+            conn.execute(statement)  # test-only: grants from our own docs
+        conn.execute("INSERT INTO awa.schema_version (version, name) VALUES (9999, 'future')")
+    async with awa.AsyncClient(roles["awa_app"]) as app:
+        with pytest.raises(awa.SchemaTooNew, match="upgrade awa"):
+            await app.migrate()
+
+
 async def _run_everything_as(url: str) -> None:
     """A worker with every maintenance service, and the admin API, as the app role."""
     client = awa.AsyncClient(url)

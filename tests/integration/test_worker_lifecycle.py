@@ -160,6 +160,30 @@ async def test_deadline_flags_sync_handler_which_stops_cooperatively(
     assert noticed.is_set() and retried.errors[-1]["type"] == "DeadlineExceeded"
 
 
+async def test_an_async_handler_returning_after_its_deadline_is_cut_short_as_a_sync_one(
+    client: awa.AsyncClient,
+) -> None:
+    """One rule for both kinds: a handler stopped by its deadline did not complete, however
+    it ended (an async one that caught the cancellation and returned counted as completed,
+    a plain def that returned after the flag as DeadlineExceeded: a review)."""
+    caught = asyncio.Event()
+
+    @client.task(None, kind="swallows", queue="q")
+    async def swallows(job: awa.Job[Any]) -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            caught.set()  # and returns as if done
+
+    job = await client.insert({}, kind="swallows", queue="q")
+    await client.start([awa.QueueConfig("q", max_workers=1, deadline_ms=200)], **FAST_WORKER)
+    try:
+        retried = await _await_state(client, job.id, awa.JobState.RETRYABLE)
+    finally:
+        await client.shutdown()
+    assert caught.is_set() and retried.errors[-1]["type"] == "DeadlineExceeded"
+
+
 async def test_zero_deadline_means_no_deadline(client: awa.AsyncClient) -> None:
     @client.task(None, kind="k", queue="q")
     async def handler(job: awa.Job[Any]) -> None:

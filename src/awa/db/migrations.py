@@ -20,8 +20,10 @@ _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 # Arbitrary but fixed: the advisory lock key every awa migrate() takes.
 MIGRATION_LOCK_KEY = 0x61776100_6D696772
 
+# CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the schema exists:
+# migrate() runs it only when there is none (a DBA may have made it for the owner).
+_SCHEMA: LiteralString = "CREATE SCHEMA IF NOT EXISTS awa"
 _VERSION_TABLE: LiteralString = """
-CREATE SCHEMA IF NOT EXISTS awa;
 CREATE TABLE IF NOT EXISTS awa.schema_version (
     version    integer PRIMARY KEY,
     name       text NOT NULL,
@@ -68,7 +70,7 @@ def render_sql(from_version: int = 0) -> str:
     if not pending:
         return f"-- the awa schema is at version {from_version}: nothing to apply\n"
     parts = ["BEGIN;", f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY});"]
-    parts.append(_VERSION_TABLE.strip() + ";")
+    parts.append(_SCHEMA + ";\n" + _VERSION_TABLE.strip() + ";")
     for m in pending:
         parts.append(f"-- {m.version:04d}_{m.name}\n{m.sql.strip()}")
         parts.append(
@@ -108,10 +110,15 @@ async def migrate(conn: AsyncConnection[Any]) -> list[int]:
     """Apply pending migrations; returns the versions applied (empty when up to date)."""
     applied: list[int] = []
     version = await current_version(conn)
+    if version > latest_version():  # said before anything needs a right to create
+        raise _too_new(version)
     if version == latest_version():  # nothing to do: needs no right to create anything
         return applied
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
+        cur = await conn.execute("SELECT to_regnamespace('awa') IS NULL")
+        if (await cur.fetchone()) == (True,):
+            await conn.execute(_SCHEMA)
         await conn.execute(_VERSION_TABLE)
         version = await current_version(conn)
         if version > latest_version():

@@ -76,10 +76,17 @@ class Child:
     returncode: int | None = None
     process: asyncio.subprocess.Process | None = None
     ran_worker: bool = False  # the last process reported ready before it exited
+    restart_pending: bool = False  # exited (reported then) and waits out its restart delay
 
     def stopped_cleanly(self) -> bool:
-        """Exited 0, or was stopped by the supervisor's SIGTERM before its worker ran."""
-        return self.returncode == 0 or (self.returncode == -signal.SIGTERM and not self.ran_worker)
+        """Exited 0, was stopped by the supervisor's SIGTERM before its worker ran, or was
+        not running when the stop came (its earlier exit was reported when it happened:
+        whether a stop fails must not depend on landing inside a restart delay)."""
+        return (
+            self.restart_pending
+            or self.returncode == 0
+            or (self.returncode == -signal.SIGTERM and not self.ran_worker)
+        )
 
 
 class Supervisor:
@@ -129,7 +136,7 @@ class Supervisor:
                 loop.remove_signal_handler(sig)
         if self._fatal is not None:
             return self._fatal
-        statuses = [child.returncode for child in self.children]
+        statuses = ["not running" if c.restart_pending else c.returncode for c in self.children]
         self._note(f"all worker processes stopped (exit statuses {statuses})")
         return 0 if all(child.stopped_cleanly() for child in self.children) else 1
 
@@ -171,10 +178,12 @@ class Supervisor:
                 f"process {child.index} (pid {child.pid}) {describe_exit(status)}; "
                 f"restarting it in {delay:.1f} s"
             )
+            child.restart_pending = True
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), delay)
             if not self._stopping:
                 child.restarts += 1
+                child.restart_pending = False
 
     async def _run_once(self, child: Child) -> int:
         """Start one process for ``child``, follow its messages, return its exit status."""

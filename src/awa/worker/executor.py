@@ -185,7 +185,7 @@ class Executor:
             logger.warning("%s: handler raised %s; the worker goes on",
                            attempt.describe(), type(exc).__name__)  # fmt: skip
             return attempt.raised(exc)
-        if attempt.cancel_reason is not None and attempt.cancel_reason != "deadline":
+        if attempt.cancel_reason is not None:  # stopped meanwhile: the row moved on
             return None
         return attempt.returned(value)
 
@@ -264,7 +264,13 @@ class Executor:
             raise asyncio.CancelledError()
         attempt.interruptible = True
         try:
-            return await task.handler(attempt.job)
+            value = await task.handler(attempt.job)
+            if attempt.cancel_reason == "deadline":
+                # It caught the cancellation and returned: as a plain def handler that
+                # returns after its deadline, an attempt cut short, not a completion (a
+                # return after the stop cannot say whether the work got done).
+                raise _DeadlineExceeded()
+            return value
         except asyncio.CancelledError:
             if attempt.cancel_reason == "deadline":
                 current = asyncio.current_task()
