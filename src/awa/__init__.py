@@ -42,6 +42,7 @@ from awa.errors import (
     UniqueConflict,
     ValidationError,
     WorkerNotRunning,
+    WrongEventLoop,
 )
 from awa.hooks import (
     JobCancelled,
@@ -152,6 +153,7 @@ __all__ = [
     "Weighted",
     "WorkerConfig",
     "WorkerNotRunning",
+    "WrongEventLoop",
     "__version__",
     "derive_kind",
 ]

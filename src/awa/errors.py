@@ -21,6 +21,7 @@ The tree::
     ├── WorkerNotRunning         a worker-only call made where no worker runs it
     ├── ClientClosed             a call on a client after ``close()``
     ├── BlockingCallOnLoop       a blocking call made on the event loop it would wait for
+    ├── WrongEventLoop           an AsyncClient used on a second event loop while its first runs
     ├── BuildError               invalid worker configuration, raised by ``start()``
     │   ├── NoQueuesConfigured
     │   ├── NoHandlersRegistered
@@ -196,6 +197,14 @@ class BlockingCallOnLoop(AwaError, RuntimeError):
     """A blocking call was made on the very event loop it would have to wait for (it
     could only deadlock): use the async method there, e.g. ``await job.flush_progress()``
     instead of ``job.flush_progress_sync()`` inside an ``async def`` handler."""
+
+
+class WrongEventLoop(AwaError, RuntimeError):
+    """An :class:`~awa.AsyncClient` was used on an event loop other than the one its
+    connection pool runs on, while that one still runs (the pool's background tasks live
+    there). Use one client per event loop, or the blocking :class:`~awa.Client` from other
+    threads. (After the first loop has closed — ``asyncio.run`` called again — the client
+    opens a new pool on the new loop by itself.)"""
 
 
 class BuildError(AwaError, ValueError):

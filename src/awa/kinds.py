@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from awa.errors import ValidationError
+
 _ACRONYM_BOUNDARY = re.compile(r"([A-Z]+)([A-Z][a-z])")
 _WORD_BOUNDARY = re.compile(r"([a-z0-9])([A-Z])")
 
@@ -17,4 +19,6 @@ def snake_case(name: str) -> str:
 
 def derive_kind(cls: type | str) -> str:
     """The default job kind of an args class (or class name): its snake_case."""
+    if not isinstance(cls, str | type):
+        raise ValidationError("args_type", f"must be a class or a class name, got {cls!r}")
     return snake_case(cls if isinstance(cls, str) else cls.__name__)

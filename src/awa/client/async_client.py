@@ -41,7 +41,14 @@ from awa.db import connection, forking, migrations
 from awa.db.errors import mapped, translate
 from awa.db.lane import ConnectionLane
 from awa.db.pool import Pool
-from awa.errors import DatabaseError, NoDatabaseUrl, NoHandlersRegistered, ValidationError
+from awa.errors import (
+    ClientClosed,
+    DatabaseError,
+    NoDatabaseUrl,
+    NoHandlersRegistered,
+    ValidationError,
+    WrongEventLoop,
+)
 from awa.hooks import Hooks
 from awa.periodic import PeriodicJob
 from awa.types import (
@@ -100,6 +107,8 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
         self.pool_timeout_s = DEFAULT_POOL_TIMEOUT_S
         self.registry = TaskRegistry()
         self._pool: Pool | None = None
+        self._pool_loop: asyncio.AbstractEventLoop | None = None  # where the pool's tasks run
+        self._closed = False
         self._pool_lock = asyncio.Lock()
         self._insert_lane = ConnectionLane()
         self._seat_outlook = SeatOutlook()  # single inserts: look for idle workers' seats?
@@ -113,8 +122,10 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
 
     def _forget_parent(self) -> None:
         """In a forked child: the pool, its held connections and any worker were the
-        parent's (see :mod:`awa.db.forking`); this process opens its own on first use."""
+        parent's (see :mod:`awa.db.forking`); this process opens its own on first use.
+        Also when the event loop the pool ran on has closed: nothing of it can run again."""
         self._pool = None
+        self._pool_loop = None
         self._pool_lock = asyncio.Lock()
         self._insert_lane = ConnectionLane()
         self._seat_outlook = SeatOutlook()
@@ -123,7 +134,25 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
 
     # -- lifecycle -------------------------------------------------------------------
 
+    def _check_loop(self) -> None:
+        """Refuse a closed client; follow a module-level client from one ``asyncio.run``
+        to the next. A pool's background tasks (connecting, growing) run on the loop that
+        opened it: on another loop a call needing a new connection waited 30 s for one
+        that never came (a review)."""
+        if self._closed:
+            raise ClientClosed("this client is closed")
+        if self._pool_loop is None or self._pool_loop is asyncio.get_running_loop():
+            return
+        if not self._pool_loop.is_closed():
+            raise WrongEventLoop(
+                "this AsyncClient's pool runs on another event loop, which still runs: "
+                "use one client per event loop, or awa.Client from other threads"
+            )
+        logger.info("the event loop of this client's pool has closed: opening a new pool")
+        self._forget_parent()  # its connections close as the old pool is collected
+
     async def _get_pool(self) -> Pool:
+        self._check_loop()
         if self._pool is None:
             async with self._pool_lock:
                 if self._pool is None:
@@ -140,7 +169,7 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
                     await connection.probe(self.database_url)  # fail fast, with the reason
                     with mapped():
                         await pool.open(wait=True, timeout=30)
-                    self._pool = pool
+                    self._pool, self._pool_loop = pool, asyncio.get_running_loop()
         return self._pool
 
     @asynccontextmanager
@@ -174,9 +203,15 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
                 return await op(conn)
 
     async def close(self) -> None:
-        """Stop the worker if running, then close the pool. Idempotent."""
+        """Stop the worker if running, then close the pool. Idempotent; any later call
+        raises :class:`~awa.ClientClosed`."""
+        if self._closed:
+            return
+        if self._pool_loop is not None and self._pool_loop.is_closed():
+            self._forget_parent()  # nothing of it can run: its connections go with it
         if self._worker is not None:
             await self.shutdown()
+        self._closed = True
         if self._pool is not None:
             await self._insert_lane.close(self._pool)
             await self._pool.close()

@@ -83,6 +83,8 @@ class TaskRegistry:
         here."""
         if kind is None and not isinstance(args, Mapping):
             kind = self.default_kind(type(args))
+        elif kind is not None:  # a dict key below: a list would be a TypeError
+            kind = validate.text("kind", kind)
         if queue is None:
             queue = self.default_queue(type(args), kind) or DEFAULT_QUEUE
         return kind, queue
