@@ -344,3 +344,16 @@ def test_a_weighted_queue_at_its_minimum_names_who_holds_the_overflow() -> None:
         found.message
     )
     assert "no permit is free for queue 'email'" in explain(facts(live=[inst])).summary
+
+
+@pytest.mark.parametrize(("fleet_rate", "first"), [(2.0, "per process"), (0.2, "across the fleet")])
+def test_of_two_rate_limits_the_tighter_decides(fleet_rate: float, first: str) -> None:
+    """A fleet bucket and each process's own limiter (2 × 0.5/s = 1/s): the summary named
+    the fleet's 2/s, first in the probe order, though the jobs started at 1/s (a review)."""
+    live = [instance(p, {"email": runtime(HardReserved(2), 0, rate=0.5)}) for p in (1, 2)]
+    both = replace(facts(q=queue(ahead=9), live=live),
+                   fleet=FleetFacts(rate_limit=fleet_rate, burst=1, tokens=0.0))  # fmt: skip
+    reasons = explain(both).reasons
+    assert [r.code for r in reasons][:2] == [ReasonCode.RATE_LIMITED] * 2
+    assert first in reasons[0].message
+    assert reasons[0].details["turn_in_s"] >= reasons[1].details["turn_in_s"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from awa.explain import fleet, ordering, states, waiting
 from awa.explain.facts import Facts
 from awa.explain.finding import Finding, Probe
-from awa.types import Explanation, JobState
+from awa.types import Explanation, JobState, ReasonCode
 
 PROBES: dict[JobState, tuple[Probe, ...]] = {
     JobState.AVAILABLE: (
@@ -42,7 +42,23 @@ PROBES: dict[JobState, tuple[Probe, ...]] = {
 def findings(facts: Facts) -> list[Finding]:
     """Every reason that applies to the job, most decisive first (never empty)."""
     found = [x for probe in PROBES[facts.job.state] if (x := probe(facts)) is not None]
-    return found or [waiting.next_up(facts)]  # a due job with nothing in its way
+    return _tighter_rate_first(found) or [waiting.next_up(facts)]  # nothing in its way
+
+
+def _tighter_rate_first(found: list[Finding]) -> list[Finding]:
+    """The fleet's bucket and the processes' own limiters both meter a queue: the one that
+    makes the job wait longer decides, whichever probe came first (the summary named the
+    looser fleet rate while the processes' ran it at half: a review)."""
+    rated = [i for i, x in enumerate(found) if x.reason.code is ReasonCode.RATE_LIMITED]
+    if len(rated) == 2:
+        first, second = rated
+        if _turn(found[second]) > _turn(found[first]):
+            found[first], found[second] = found[second], found[first]
+    return found
+
+
+def _turn(x: Finding) -> float:
+    return float(x.reason.details.get("turn_in_s", 0.0))
 
 
 def explain(facts: Facts) -> Explanation:
