@@ -88,18 +88,25 @@ def test_latest_in_is_the_last_of_the_fires_between(expr: str, tz: str) -> None:
     assert cron.latest_in(fire, fire) is None
 
 
+def _counting(monkeypatch: pytest.MonkeyPatch, method: str) -> list[int]:
+    """A one-item list counting the calls of CronExpression.<method> from now on."""
+    calls = [0]
+    plain = getattr(CronExpression, method)
+
+    def counted(self: CronExpression, at: datetime) -> datetime | None:
+        calls[0] += 1
+        result: datetime | None = plain(self, at)
+        return result
+
+    monkeypatch.setattr(CronExpression, method, counted)
+    return calls
+
+
 def test_latest_in_does_not_walk_every_fire_of_a_long_gap(monkeypatch: pytest.MonkeyPatch) -> None:
     """A per-second schedule of office hours after 45 days down: one fire found by a
     bracketing search (a walk over every fire held the leader's loop for 15-25 s)."""
     cron = CronExpression.parse("* * 9-17 * * 1-5")
-    calls = [0]
-    plain = CronExpression.next_after
-
-    def counted(self: CronExpression, after: datetime) -> datetime | None:
-        calls[0] += 1
-        return plain(self, after)
-
-    monkeypatch.setattr(CronExpression, "next_after", counted)
+    calls = _counting(monkeypatch, "next_after")
     sunday = datetime(2026, 12, 6, 20, tzinfo=UTC)
     latest = cron.latest_in(sunday - timedelta(days=45), sunday)
     assert latest == datetime(2026, 12, 4, 17, 59, 59, tzinfo=UTC)  # Friday, last second
@@ -112,14 +119,7 @@ def test_a_fire_days_away_is_found_without_walking_its_following_seconds(
     """From Saturday, Monday 09:00 was confirmed by visiting every wall second up to 12:00
     (10 800 candidates, 80 ms a call): only a DST change near the fire needs that."""
     cron = CronExpression.parse("* * 9-17 * * 1-5", NY)
-    walls = [0]
-    plain = CronExpression.next_wall
-
-    def counted(self: CronExpression, start: datetime) -> datetime | None:
-        walls[0] += 1
-        return plain(self, start)
-
-    monkeypatch.setattr(CronExpression, "next_wall", counted)
+    walls = _counting(monkeypatch, "next_wall")
     saturday = datetime(2026, 12, 5, 12, tzinfo=UTC)
     assert cron.next_after(saturday) == datetime(2026, 12, 7, 14, tzinfo=UTC)  # 09:00 EST
     assert walls[0] < 5
