@@ -4,6 +4,7 @@ Produce jobs with :class:`AsyncClient` (or its blocking twin :class:`Client`), r
 handlers with ``@client.task``, run them with ``client.start()``. See README.md.
 """
 
+from awa import bridge  # awa.bridge.insert_job after a plain `import awa`, as documented
 from awa.client.async_client import AsyncClient
 from awa.client.batch import BatchOperation, BatchPreview, MoveQueue, SetPriority
 from awa.client.dlq import DeadLetter
@@ -155,5 +156,6 @@ __all__ = [
     "WorkerNotRunning",
     "WrongEventLoop",
     "__version__",
+    "bridge",
     "derive_kind",
 ]

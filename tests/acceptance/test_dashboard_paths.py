@@ -9,6 +9,7 @@ from http.cookies import SimpleCookie
 
 import pytest
 
+import awa
 from tests.acceptance.support import http, http_response, start_serve, stop_serve
 
 
@@ -28,11 +29,13 @@ def test_an_impossible_queue_name_is_not_found(base: str, path: str) -> None:
     assert "no such queue" in body
 
 
-def _csrf(base: str) -> str:
+def _csrf(base: str) -> dict[str, str]:
+    """The headers of an action: this dashboard's CSRF cookie, echoed."""
     status, _, headers = http_response(base)
     assert status == 200
-    cookie = SimpleCookie(headers["set-cookie"])
-    return cookie["awa_csrf"].value
+    ((name, morsel),) = SimpleCookie(headers["set-cookie"]).items()
+    assert name.startswith("awa_csrf_")
+    return {"Cookie": f"{name}={morsel.value}", "X-CSRF-Token": morsel.value}
 
 
 @pytest.mark.parametrize(
@@ -41,8 +44,7 @@ def _csrf(base: str) -> str:
      "https://evil.example/"],
 )  # fmt: skip
 def test_next_never_redirects_off_site(base: str, target: str) -> None:
-    token = _csrf(base)
-    headers = {"Cookie": f"awa_csrf={token}", "X-CSRF-Token": token}
+    headers = _csrf(base)
     form = {"queue": "email", "next": target}
     status, _, got = http_response(
         base + "actions/queue/resume", data=form, headers={**headers, "HX-Request": "true"}
@@ -53,8 +55,18 @@ def test_next_never_redirects_off_site(base: str, target: str) -> None:
 
 
 def test_a_local_next_is_followed(base: str) -> None:
-    token = _csrf(base)
-    headers = {"Cookie": f"awa_csrf={token}", "X-CSRF-Token": token, "HX-Request": "true"}
+    headers = {**_csrf(base), "HX-Request": "true"}
     form = {"queue": "email", "next": "/jobs?queue=email"}
     status, _, got = http_response(base + "actions/queue/resume", data=form, headers=headers)
     assert (status, got.get("hx-redirect")) == (200, "/jobs?queue=email")
+
+
+def test_a_queue_named_like_a_path_links_to_its_own_page(base: str, database_url: str) -> None:
+    """Links kept '/': 'reports/../billing' resolved in the browser to billing's page,
+    whose buttons act on billing (a review)."""
+    with awa.Client(database_url) as client:
+        client.insert({}, kind="k", queue="reports/../billing")
+    status, body = http(base)
+    assert status == 200 and 'href="/queues/reports%2F..%2Fbilling"' in body
+    status, body = http(base + "queues/reports%2F..%2Fbilling")
+    assert status == 200 and "reports/../billing" in body

@@ -107,7 +107,9 @@ def set_operator(driver: Any, base: str, name: str) -> None:
     # Wait for the server's answer, the cookie: the field holds the typed name at once,
     # and leaving the page before the answer came loses the name (CI: an action recorded
     # as 'anonymous').
-    wait(driver).until(lambda d: (d.get_cookie("awa_operator") or {}).get("value") == name)
+    wait(driver).until(lambda d: any(
+        c["name"].startswith("awa_operator_") and c["value"] == name for c in d.get_cookies()
+    ))  # fmt: skip
     # Read in one page task: the form is re-rendered after it submits, and an element
     # found first may be gone when its value is asked for.
     wait(driver).until(

@@ -16,6 +16,7 @@ from awa.dashboard.security import (
     CSRF_COOKIE,
     SESSION_COOKIE,
     Guard,
+    cookie_name,
     is_loopback,
     local_path,
     local_redirect,
@@ -25,7 +26,29 @@ from awa.dashboard.security import (
 
 def request(headers: dict[str, str]) -> Request:
     raw = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
-    return Request({"type": "http", "method": "POST", "path": "/", "headers": raw})
+    if "host" not in headers:
+        raw.append((b"host", b"127.0.0.1:8000"))
+    scope = {"type": "http", "method": "POST", "path": "/", "scheme": "http", "headers": raw}
+    return Request(scope)
+
+
+def named(base: str) -> str:
+    """The name this dashboard (at 127.0.0.1:8000) gives the cookie ``base``."""
+    return cookie_name(request({}), base)
+
+
+def test_two_dashboards_of_one_host_keep_their_cookies_apart() -> None:
+    """Browsers share cookies across a host's ports: prod on 8000 and staging on 8001
+    replaced each other's CSRF cookie (actions refused) and logged each other out."""
+    names = {cookie_name(request({"host": host}), CSRF_COOKIE)
+             for host in ("127.0.0.1:8000", "127.0.0.1:8001")}  # fmt: skip
+    assert len(names) == 2 and all(n.startswith(f"{CSRF_COOKIE}_") for n in names)
+    mounted = Request({"type": "http", "method": "GET", "path": "/", "scheme": "http",
+                       "root_path": "/awa", "headers": [(b"host", b"127.0.0.1:8000")]})  # fmt: skip
+    assert cookie_name(mounted, CSRF_COOKIE) not in names  # two mounts of one app too
+    value = Guard(None, read_only=False).new_csrf()
+    other_port = request({"cookie": f"{named(CSRF_COOKIE)}={value}", "host": "127.0.0.1:8001"})
+    assert not Guard(None, read_only=False).csrf_ok(other_port, value)
 
 
 @pytest.mark.parametrize(
@@ -94,7 +117,9 @@ def test_a_public_url_admits_its_origin_and_makes_cookies_secure() -> None:
 def test_token_cookie_is_an_hmac_not_the_token() -> None:
     guard = Guard("s3cret", read_only=False)
     assert "s3cret" not in guard.session_value()
-    assert guard.authenticated(request({"cookie": f"{SESSION_COOKIE}={guard.session_value()}"}))
+    assert guard.authenticated(
+        request({"cookie": f"{named(SESSION_COOKIE)}={guard.session_value()}"})
+    )
     assert guard.authenticated(request({"authorization": "Bearer s3cret"}))
     assert guard.authenticated(request({"x-awa-token": "s3cret"}))
     assert not guard.authenticated(request({"authorization": "Bearer nope"}))
@@ -105,16 +130,16 @@ def test_token_cookie_is_an_hmac_not_the_token() -> None:
 def test_csrf_needs_our_signed_cookie_echoed_from_our_origin() -> None:
     guard = Guard(None, read_only=False)
     value = guard.new_csrf()
-    cookie = {"cookie": f"{CSRF_COOKIE}={value}", "host": "127.0.0.1:8000"}
+    cookie = {"cookie": f"{named(CSRF_COOKIE)}={value}", "host": "127.0.0.1:8000"}
     assert guard.csrf_ok(request(cookie), value)
     assert guard.csrf_ok(request({**cookie, "origin": "http://127.0.0.1:8000"}), value)
     assert not guard.csrf_ok(request({**cookie, "origin": "http://evil.example"}), value)
     assert not guard.csrf_ok(request(cookie), None)
     assert not guard.csrf_ok(request(cookie), guard.new_csrf())  # another value
     forged = "nonce.0000"
-    assert not guard.csrf_ok(request({"cookie": f"{CSRF_COOKIE}={forged}"}), forged)
+    assert not guard.csrf_ok(request({"cookie": f"{named(CSRF_COOKIE)}={forged}"}), forged)
     other = Guard(None, read_only=False).new_csrf()  # signed by another process
-    assert not guard.csrf_ok(request({"cookie": f"{CSRF_COOKIE}={other}"}), other)
+    assert not guard.csrf_ok(request({"cookie": f"{named(CSRF_COOKIE)}={other}"}), other)
 
 
 def _sampler(points: list[tuple[float, int, int]]) -> Sampler:
@@ -153,3 +178,13 @@ def test_audit_log_keeps_newest_first_and_logs(caplog: Any) -> None:
     assert [e.who for e in audit.recent()] == ["carol@127.0.0.1", "bob@127.0.0.1"]
     assert audit.recent(1)[0].detail == "now available"
     assert "pause queue email by alice@127.0.0.1" in caplog.text
+
+
+def test_the_audit_log_keeps_one_action_on_one_line(caplog: pytest.LogCaptureFixture) -> None:
+    """A queue name with a newline printed a second, forged "dashboard action" line."""
+    forged = "x\n2026-12-06 19:30:00 awa.dashboard INFO dashboard action: clear fleet pool"
+    with caplog.at_level(logging.INFO, logger="awa.dashboard"):
+        entry = AuditLog().record("ada@127.0.0.1", "pause", forged)
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "awa.dashboard"]
+    assert "\n" not in line and "x\\n2026" in line
+    assert entry.target == forged  # the page shows it as given (escaped as HTML there)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import psycopg
@@ -235,3 +237,11 @@ def test_an_insert_item_is_not_args_here_either(database_url: str) -> None:
     with psycopg.connect(database_url) as conn:
         with pytest.raises(awa.ValidationError, match="InsertItem"):
             insert_job(conn, awa.InsertItem({"a": 1}, kind="k"), kind="k")
+
+
+def test_the_bridge_is_there_after_a_plain_import_awa() -> None:
+    """README and CONTRACT write `awa.bridge.insert_job(...)` after `import awa`: it was an
+    AttributeError until something imported awa.bridge itself (a review)."""
+    done = subprocess.run([sys.executable, "-c", "import awa; print(awa.bridge.insert_job)"],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0 and "insert_job" in done.stdout, done.stderr

@@ -37,6 +37,7 @@ class Site:
     def __init__(self, database_url: str, **settings: Any) -> None:
         self.app = create_app(DashboardSettings(database_url=database_url, **settings))
         self.csrf = ""
+        self.csrf_cookie = ""
 
     @property
     def audit(self) -> list[Any]:
@@ -53,7 +54,7 @@ class Site:
         path, _, query = path.partition("?")
         sent_headers = [(b"host", b"127.0.0.1:8000")]
         if self.csrf:
-            sent_headers.append((b"cookie", f"awa_csrf={self.csrf}".encode()))
+            sent_headers.append((b"cookie", f"{self.csrf_cookie}={self.csrf}".encode()))
         if form is not None:
             sent_headers.append((b"content-type", b"application/x-www-form-urlencoded"))
         sent_headers += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
@@ -76,8 +77,9 @@ class Site:
         start = next(m for m in messages if m["type"] == "http.response.start")
         got = {k.decode().lower(): v.decode() for k, v in start["headers"]}
         text = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.response.body")
-        if "set-cookie" in got and "awa_csrf" in got["set-cookie"]:
-            self.csrf = SimpleCookie(got["set-cookie"])["awa_csrf"].value
+        if "set-cookie" in got and got["set-cookie"].startswith("awa_csrf_"):
+            ((self.csrf_cookie, morsel),) = SimpleCookie(got["set-cookie"]).items()
+            self.csrf = morsel.value
         return Reply(start["status"], got, html.unescape(text.decode()))
 
     async def get(self, path: str) -> Reply:

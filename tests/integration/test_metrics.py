@@ -483,3 +483,26 @@ def test_without_opentelemetry_the_mirror_is_off(monkeypatch: pytest.MonkeyPatch
     assert not awa.metrics.Metrics(None).otel_enabled
     with pytest.raises(awa.MissingExtra, match="opentelemetry-api is not installed"):
         awa.metrics.Metrics(None, otel_enabled=True)
+
+
+async def test_a_start_is_no_override_and_unread_statistics_are_no_zeros(
+    client: awa.AsyncClient,
+) -> None:
+    """With no override stored, a fleet-limited queue counted one "override applied" at
+    every start (a child's restart too); render() on the loop before any statistics
+    were read showed every depth as 0 though jobs waited (a review)."""
+    await client.set_queue_limits("capped", concurrency=1, rate_limit=2.0)
+    await client.insert({}, kind="nobody", queue="capped")  # no handler: it waits
+    noop = client.task(None, kind="k", queue="plain")
+    noop(lambda job: None)
+    metrics = awa.metrics.instrument(client, otel_enabled=False)
+    await client.start(["plain", "capped"], **FAST_WORKER)
+    try:
+        unread = parse(metrics.render())  # on the loop: it cannot read them
+        assert not any(name == "awa_queue_depth" for name, _ in unread)
+        series = parse(await metrics.scrape())
+        assert value(series, "awa_queue_depth", queue="capped", state="available") == 1
+        assert value(series, "awa_overrides_applied_total", queue="capped") is None
+        assert value(series, "awa_overrides_applied_total", queue="plain") is None
+    finally:
+        await client.shutdown()

@@ -21,8 +21,14 @@ from starlette.routing import Route
 
 import awa
 from awa import validate
-from awa.dashboard.app import OPERATOR_COOKIE, dashboard, mount_root, who
-from awa.dashboard.security import CSRF_FIELD, CSRF_HEADER, local_redirect
+from awa.dashboard.app import dashboard, mount_root, who
+from awa.dashboard.security import (
+    CSRF_FIELD,
+    CSRF_HEADER,
+    OPERATOR_COOKIE,
+    cookie_name,
+    local_redirect,
+)
 from awa.dashboard.views import SETTINGS
 
 Action = Callable[[Request, FormData], Awaitable[Response]]
@@ -266,7 +272,7 @@ async def set_operator(request: Request, form: FormData) -> Response:
         raise awa.ValidationError("operator", "must be at most 64 printable ASCII characters")
     response = _done(request, _next(request, form, "/"))
     response.set_cookie(
-        OPERATOR_COOKIE, name, httponly=True, samesite="strict",
+        cookie_name(request, OPERATOR_COOKIE), name, httponly=True, samesite="strict",
         secure=dashboard(request).guard.secure(request),
     )  # fmt: skip
     return response

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -27,16 +27,17 @@ from awa.dashboard.samples import Sampler
 from awa.dashboard.security import (
     CSRF_FIELD,
     LOOPBACK_NAMES,
+    OPERATOR_COOKIE,
     SECURITY_HEADERS,
     Guard,
     GuardMiddleware,
+    cookie_name,
     is_loopback,
     local_path,
 )
 
 HERE = Path(__file__).parent
 PAGE_POOL_TIMEOUT_S = 5.0
-OPERATOR_COOKIE = "awa_operator"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +65,8 @@ class Dashboard:
         self.batch_tasks: set[asyncio.Task[Any]] = set()  # operations applied from here
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         env = self.templates.env
-        env.filters.update(ts=_ts, ago=_ago, seconds=_seconds, num=_num, pretty=_pretty)
+        env.filters.update(ts=_ts, ago=_ago, seconds=_seconds, num=_num, pretty=_pretty,
+                           segment=_segment)  # fmt: skip
 
     def _connect(self) -> None:
         self.client = awa.AsyncClient(self.settings.database_url, max_connections=4)
@@ -103,7 +105,7 @@ class Dashboard:
             "csrf_headers": json.dumps({"X-CSRF-Token": getattr(request.state, "csrf", "")}),
             "read_only": self.settings.read_only,
             "token_mode": self.settings.token is not None,
-            "operator": request.cookies.get(OPERATOR_COOKIE, ""),
+            "operator": request.cookies.get(cookie_name(request, OPERATOR_COOKIE), ""),
             "refresh_ms": self.settings.refresh_ms,
             "version": awa.__version__,
             "path": local_path(request.url.path),
@@ -153,9 +155,15 @@ def live_url(request: Request) -> str:
     return f"{local_path(request.url.path)}?{urlencode([*params, ('fragment', 'live')])}"
 
 
+def _segment(value: object) -> str:
+    """One path segment: Jinja's urlencode keeps '/', so a queue named 'reports/../billing'
+    linked to /queues/billing, another queue's page with its buttons (a review)."""
+    return quote(str(value), safe="")
+
+
 def who(request: Request) -> str:
     """``name@address`` of the person acting (name from the "acting as" box)."""
-    name = request.cookies.get(OPERATOR_COOKIE) or "anonymous"
+    name = request.cookies.get(cookie_name(request, OPERATOR_COOKIE)) or "anonymous"
     return f"{name}@{request.client.host if request.client else 'unknown'}"
 
 

@@ -38,6 +38,7 @@ class AuditLog:
         entry = AuditEntry(datetime.now(UTC), who, action, target, detail)
         with self._lock:
             self._entries.append(entry)
+        target, who, detail = _one_line(target), _one_line(who), _one_line(detail)
         logger.info(
             "dashboard action: %s %s by %s%s", action, target, who, f" ({detail})" if detail else ""
         )
@@ -48,3 +49,11 @@ class AuditLog:
         with self._lock:
             entries = list(reversed(self._entries))
         return entries if limit is None else entries[:limit]
+
+
+def _one_line(text: str) -> str:
+    """``text`` with its control characters escaped: a queue name holding a newline and a
+    made-up log line printed a second, forged "dashboard action" line (a review)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

@@ -4,7 +4,7 @@
   ``/healthz`` needs it, as the session cookie set after ``?token=`` (the token is then
   dropped from the URL by a redirect), as ``Authorization: Bearer T`` or ``X-Awa-Token: T``.
   The cookie holds an HMAC of the token, never the token itself.
-- **CSRF**: a signed double-submit token. The ``awa_csrf`` cookie (HttpOnly,
+- **CSRF**: a signed double-submit token. The ``awa_csrf_<tag>`` cookie (HttpOnly,
   SameSite=Strict) carries ``nonce.signature``; every POST must echo the same value in the
   ``X-CSRF-Token`` header (htmx sends it) or the ``csrf_token`` form field, and carry no
   foreign ``Origin``. The signing key is random per process.
@@ -34,6 +34,7 @@ from starlette.types import ASGIApp
 
 SESSION_COOKIE = "awa_session"
 CSRF_COOKIE = "awa_csrf"
+OPERATOR_COOKIE = "awa_operator"
 CSRF_HEADER = "x-csrf-token"
 CSRF_FIELD = "csrf_token"
 TOKEN_HEADER = "x-awa-token"
@@ -148,7 +149,7 @@ class Guard:
         """True when no token is configured or the request carries it."""
         if self.token is None:
             return True
-        cookie = request.cookies.get(SESSION_COOKIE, "")
+        cookie = request.cookies.get(cookie_name(request, SESSION_COOKIE), "")
         if cookie and hmac.compare_digest(cookie.encode(), self.session_value().encode()):
             return True
         header = request.headers.get("authorization", "")
@@ -173,12 +174,23 @@ class Guard:
 
     def csrf_ok(self, request: Request, submitted: str | None) -> bool:
         """The cookie is ours and the request echoes it, from our own origin."""
-        cookie = request.cookies.get(CSRF_COOKIE, "")
+        cookie = request.cookies.get(cookie_name(request, CSRF_COOKIE), "")
         if not submitted or not cookie or not self.csrf_signed(cookie):
             return False
         if not hmac.compare_digest(cookie.encode(), submitted.encode()):
             return False
         return self.origin_allowed(request, request.headers.get("origin"))
+
+
+def cookie_name(request: Request, base: str) -> str:
+    """``base`` plus a tag of this dashboard's address (host, port, mount path).
+
+    Browsers share cookies between the ports of a host: two dashboards there (prod on
+    8000, staging on 8001) replaced each other's CSRF cookie, signed with another key, on
+    every page and live refresh, so actions failed with 403, and one's login logged the
+    other out (a review). The tag keeps their cookies apart."""
+    where = f"{request.url.netloc}{request.scope.get('root_path', '')}"
+    return f"{base}_{hashlib.sha256(where.encode()).hexdigest()[:8]}"
 
 
 LoginPage = Callable[[Request, str], Response]
@@ -220,13 +232,14 @@ class GuardMiddleware(BaseHTTPMiddleware):
                 return self.login_page(request, "This dashboard needs its access token.")
         if guard.read_only and request.method not in ("GET", "HEAD"):
             return PlainTextResponse("the dashboard is read-only", status_code=403)
-        cookie = request.cookies.get(CSRF_COOKIE, "")
+        cookie = request.cookies.get(cookie_name(request, CSRF_COOKIE), "")
         fresh = not guard.csrf_signed(cookie) if cookie else True
         request.state.csrf = guard.new_csrf() if fresh else cookie
         response = await call_next(request)
         if fresh:
             response.set_cookie(
-                CSRF_COOKIE, request.state.csrf, httponly=True, samesite="strict",
+                cookie_name(request, CSRF_COOKIE), request.state.csrf, httponly=True,
+                samesite="strict",
                 secure=guard.secure(request),
             )  # fmt: skip
         return response
@@ -238,7 +251,8 @@ class GuardMiddleware(BaseHTTPMiddleware):
         target = local_path(request.url.path) + (f"?{query}" if query else "")
         response = RedirectResponse(target, status_code=303)
         response.set_cookie(
-            SESSION_COOKIE, self.guard.session_value(), httponly=True, samesite="lax",
+            cookie_name(request, SESSION_COOKIE), self.guard.session_value(), httponly=True,
+            samesite="lax",
             secure=self.guard.secure(request),
         )  # fmt: skip
         return response

@@ -64,7 +64,11 @@ class Metrics:
         self.stats.ensure_fresh()
         worker = self.observer.worker
         snap = worker.snapshot() if worker is not None else None
-        samples = stats_samples(self.stats.stats, list(snap.queues) if snap is not None else [])
+        samples = (
+            stats_samples(self.stats.stats, list(snap.queues) if snap is not None else [])
+            if self.stats.fetched_at is not None
+            else {}  # never read (render() on the loop, or the first read failed): unknown,
+        )  # not zero — an empty queue and one nobody looked at must not read the same
         if snap is not None:
             samples.update(worker_samples(snap))
             samples.update(fleet.snapshot_samples(snap.queues))
@@ -77,7 +81,9 @@ class Metrics:
         await self.stats.refresh(force=force)
 
     def render(self) -> bytes:
-        """The Prometheus text exposition of every metric."""
+        """The Prometheus text exposition of every metric. On the event loop it cannot
+        wait for stale queue statistics: there ``await scrape()`` reads them first (until
+        a first read, depth, lag and pause are left out rather than shown as zero)."""
         return generate_latest(self.registry)
 
     async def scrape(self) -> bytes:

@@ -111,7 +111,10 @@ class MetricsObserver(Observer):
     def override_changed(
         self, queue: str, effective: dict[str, Any], ignored: dict[str, str]
     ) -> None:
-        before, refused_before = self._settings.get(queue, (None, {}))
+        if queue not in self._settings:  # the start's first control read: a baseline, not a
+            self._settings[queue] = (dict(effective), dict(ignored))  # change (a review)
+            return
+        before, refused_before = self._settings[queue]
         if effective != before:
             self._add(spec.OVERRIDES_APPLIED, (queue,))
         for setting, reason in ignored.items():
