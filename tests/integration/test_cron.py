@@ -286,6 +286,15 @@ async def test_a_new_expression_starts_its_timetable_at_the_deploy(
     service = CronService(await client._get_pool(), clock=lambda: changed.last_fire_at)
     assert await service.tick(lead_maintenance(db)) == 0
     assert _fires(db, "rep") == []
+    # Any writer, not only this release's upsert: an older pod's, a hand-written UPDATE.
+    db.execute("UPDATE awa.cron_schedules SET last_fire_at = now() - interval '6 hours'")
+    before = datetime.now(UTC)
+    db.execute("UPDATE awa.cron_schedules SET cron_expr = '* * * * *' WHERE name = 'rep'")
+    (rolled,) = await client.list_cron_schedules()
+    assert rolled.last_fire_at is not None and rolled.last_fire_at >= before - timedelta(seconds=1)
+    db.execute("UPDATE awa.cron_schedules SET args = '{\"x\": 1}'")  # not the timetable
+    (same,) = await client.list_cron_schedules()
+    assert same.last_fire_at == rolled.last_fire_at
 
 
 async def test_cli_tables_show_times_in_utc(

@@ -3,6 +3,7 @@ states guard `failed` keeps its key; a retry skips entries whose key a live job 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 
 import awa
 from awa.cli.main import main as cli
+from tests.helpers import wait_for
 
 GUARD_FAILED = {"by_args": True, "states": [
     "scheduled", "available", "running", "retryable", "waiting_external", "failed"]}  # fmt: skip
@@ -103,3 +105,48 @@ def test_cli_points_at_the_dlq_and_checks_its_filters(
     assert "--kind or --queue" in err and "--older-than" not in err  # move has no age
     assert cli([*base, "dlq", "depth", "--queue", ""]) == 2
     assert "--queue" in capsys.readouterr().err
+
+
+async def test_an_entry_whose_key_another_entry_guards_stays_and_the_rest_go(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A (default states) dead-lettered, then B with the same key guarding `failed` too:
+    a bulk retry raised an unnamed UniqueConflict and retried nothing (a review)."""
+    db.execute("INSERT INTO awa.queue_meta (queue, dlq) VALUES ('pay', true)")
+    a = await client.insert({"order": 7}, kind="charge", queue="pay", unique_opts={})
+    _fail_all(db)
+    b = await client.insert({"order": 7}, kind="charge", queue="pay", unique_opts=GUARD_FAILED)
+    p = await client.insert({"order": 8}, kind="charge", queue="pay")
+    _fail_all(db)
+    with caplog.at_level(logging.WARNING, logger="awa"):
+        retried = await client.retry_from_dlq(kind="charge")
+    assert sorted(j.id for j in retried) == [b.id, p.id]
+    assert [d.job.id for d in await client.list_dlq()] == [a.id]
+    assert f"entry {a.id} (key held by job {b.id})" in caplog.text
+
+
+async def test_a_retry_waits_for_a_purge_of_the_same_entry_and_finds_it_gone(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], database_url: str
+) -> None:
+    """The retry read the entry before taking it: a purge committing meanwhile reported
+    it deleted while the retry brought it back (a review). Deleting first locks it."""
+    db.execute("INSERT INTO awa.queue_meta (queue, dlq) VALUES ('q', true)")
+    job = await client.insert({}, kind="k", queue="q")
+    _fail_all(db)
+    with psycopg.connect(database_url) as purger:  # one open transaction
+        purged = purger.execute("DELETE FROM awa.dlq WHERE id = %s", (job.id,))
+        assert purged.rowcount == 1
+        retry = asyncio.create_task(client.retry_from_dlq([job.id]))
+
+        async def retry_waits() -> bool:
+            rows = db.execute(
+                "SELECT wait_event_type, left(query, 60) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchall()
+            return any(w == "Lock" and "dlq_retry" in q for w, q in rows)
+
+        await wait_for(retry_waits)
+        purger.commit()
+    assert await retry == []
+    with pytest.raises(awa.JobNotFound):
+        await client.get_job(job.id)

@@ -151,7 +151,7 @@ async def retry(
         held = await (await conn.execute(sql.DLQ_HELD_BACK, params)).fetchall()
     if held:
         _log.warning(
-            "retry_from_dlq left %s in the dead letter queue: a live job holds the unique "
+            "retry_from_dlq left %s in the dead letter queue: another job guards the unique "
             "key, so a retry would duplicate it; retry again once that job is done",
             ", ".join(f"entry {entry} (key held by job {holder})" for entry, holder in held),
         )

@@ -12,6 +12,7 @@ The clock is injectable (``clock=``) so tests can walk a schedule across a DST c
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -98,7 +99,9 @@ class CronService:
             if expr is None:
                 continue
             base = row["last_fire_at"] or row["created_at"]
-            fires = due_fires(expr, base, now, row["missed_fire_policy"])
+            # Off the loop: a catch-up of a per-second schedule near a DST change costs
+            # seconds of CPU, and the loop renews the leader's lease meanwhile.
+            fires = await asyncio.to_thread(due_fires, expr, base, now, row["missed_fire_policy"])
             if fires:
                 enqueued += await self._fire(row["name"], row["last_fire_at"], fires, epoch)
         self.fired += enqueued

@@ -2,11 +2,7 @@
 -- definition follows the code; paused and last_fire_at belong to the fleet and survive
 -- redeploys. updated_at moves only when the definition really changed. One statement
 -- for all of a worker's schedules: a JSON array of definitions. A new expression or time
--- zone starts its timetable now (last_fire_at moves up, as a resume does): fires the new
--- one would have had while the old one was in force were never due, and catching them up
--- enqueued a burst (a yearly schedule made per-second: one per second since it was made).
--- The move also fences a leader's tick computed from the old definition (its fire
--- compares last_fire_at).
+-- zone starts its timetable now: a trigger moves last_fire_at up (migration 0032).
 INSERT INTO awa.cron_schedules AS s (
     name, cron_expr, timezone, kind, queue, args, priority, max_attempts, tags, metadata,
     missed_fire_policy
@@ -22,10 +18,7 @@ ON CONFLICT (name) DO UPDATE
 SET cron_expr = EXCLUDED.cron_expr, timezone = EXCLUDED.timezone, kind = EXCLUDED.kind,
     queue = EXCLUDED.queue, args = EXCLUDED.args, priority = EXCLUDED.priority,
     max_attempts = EXCLUDED.max_attempts, tags = EXCLUDED.tags, metadata = EXCLUDED.metadata,
-    missed_fire_policy = EXCLUDED.missed_fire_policy, updated_at = now(),
-    last_fire_at = CASE
-        WHEN (s.cron_expr, s.timezone) IS DISTINCT FROM (EXCLUDED.cron_expr, EXCLUDED.timezone)
-        THEN greatest(s.last_fire_at, now()) ELSE s.last_fire_at END
+    missed_fire_policy = EXCLUDED.missed_fire_policy, updated_at = now()
 WHERE (s.cron_expr, s.timezone, s.kind, s.queue, s.args, s.priority, s.max_attempts,
        s.tags, s.metadata, s.missed_fire_policy)
     IS DISTINCT FROM

@@ -1,10 +1,20 @@
--- dlq_held_back: after dlq_retry, the entries of its filter still in the DLQ because a job
--- in awa.jobs holds their unique key, each with that job (on jobs_unique_idx): what the
--- retry's warning names. At most 20: the warning is read by a person.
-SELECT d.id, j.id AS holder
+-- dlq_held_back: after dlq_retry, the entries of its filter still in the DLQ because
+-- another job guards their unique key — in awa.jobs (on jobs_unique_idx), else another
+-- DLQ entry (dlq_unique_key_idx) — each with that job: what the retry's warning names.
+-- At most 20: the warning is read by a person.
+SELECT d.id, h.id AS holder
 FROM awa.dlq AS d
-JOIN awa.jobs AS j
-  ON j.unique_key = d.unique_key AND awa.job_state_in_bitmask(j.unique_states, j.state)
+CROSS JOIN LATERAL (
+    (SELECT j.id FROM awa.jobs AS j
+     WHERE j.unique_key = d.unique_key AND awa.job_state_in_bitmask(j.unique_states, j.state)
+     LIMIT 1)
+    UNION ALL
+    (SELECT o.id FROM awa.dlq AS o
+     WHERE o.unique_key = d.unique_key AND o.id <> d.id
+       AND awa.job_state_in_bitmask(o.unique_states, o.state)
+     LIMIT 1)
+    LIMIT 1
+) AS h
 WHERE d.unique_key IS NOT NULL
   AND (%(ids)s::bigint[] IS NULL OR d.id = ANY(%(ids)s::bigint[]))
   AND (%(kind)s::text IS NULL OR d.kind = %(kind)s::text)
