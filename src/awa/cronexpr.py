@@ -264,19 +264,6 @@ class CronExpression:
                 late = middle
         return self.next_after(early)
 
-    def fires_between(self, after: datetime, until: datetime, limit: int) -> list[datetime]:
-        """Fire instants in (after, until], oldest first, at most ``limit`` (the newest)."""
-        fires: list[datetime] = []
-        current = after
-        while True:
-            nxt = self.next_after(current)
-            if nxt is None or nxt > until:
-                return fires
-            fires.append(nxt)
-            if len(fires) > limit:
-                del fires[0]
-            current = nxt
-
 
 _ZERO = timedelta(0)
 _ONE_SECOND = timedelta(seconds=1)

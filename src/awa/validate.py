@@ -45,6 +45,13 @@ def flag(field: str, value: Any) -> bool:
     return value
 
 
+def filtered_or_allowed(unfiltered: bool, allow_all: Any, refusal: str) -> None:
+    """A bulk action names what it acts on, or says ``allow_all=True`` (a real bool):
+    ValidationError on ``filter`` (``refusal`` says what it would have hit) otherwise."""
+    if not flag("allow_all", allow_all) and unfiltered:
+        raise ValidationError("filter", refusal)
+
+
 def seconds(field: str, value: Any) -> float:
     """A duration in seconds: a number > 0 of at most 100 years (PostgreSQL takes it as
     milliseconds)."""

@@ -141,15 +141,19 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
         that never came (a review)."""
         if self._closed:
             raise ClientClosed("this client is closed")
-        if self._pool_loop is None or self._pool_loop is asyncio.get_running_loop():
-            return
-        if not self._pool_loop.is_closed():
+        self._leave_a_closed_loop()
+        if self._pool_loop is not None and self._pool_loop is not asyncio.get_running_loop():
             raise WrongEventLoop(
                 "this AsyncClient's pool runs on another event loop, which still runs: "
                 "use one client per event loop, or awa.Client from other threads"
             )
-        logger.info("the event loop of this client's pool has closed: opening a new pool")
-        self._forget_parent()  # its connections close as the old pool is collected
+
+    def _leave_a_closed_loop(self) -> None:
+        """Nothing of a pool whose event loop has closed can run again: forget it (its
+        connections close as it is collected); the next use opens one on its own loop."""
+        if self._pool_loop is not None and self._pool_loop.is_closed():
+            logger.info("the event loop of this client's pool has closed: dropping the pool")
+            self._forget_parent()
 
     async def _get_pool(self) -> Pool:
         self._check_loop()
@@ -207,8 +211,7 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
         raises :class:`~awa.ClientClosed`."""
         if self._closed:
             return
-        if self._pool_loop is not None and self._pool_loop.is_closed():
-            self._forget_parent()  # nothing of it can run: its connections go with it
+        self._leave_a_closed_loop()
         if self._worker is not None:
             await self.shutdown()
         self._closed = True

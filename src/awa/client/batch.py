@@ -150,12 +150,8 @@ def selection(
     queue: str | None,
     state: JobState | str | None,
     ids: Sequence[int] | None,
-    allow_all: bool | None = None,
 ) -> dict[str, Any]:
-    """Validated parameters of the shared WHERE of ``batch_preview``/``batch_submit``.
-
-    Applying with no filter at all (every waiting job of every queue) needs ``allow_all``.
-    """
+    """Validated parameters of the shared WHERE of ``batch_preview``/``batch_submit``."""
     checked = _check_op(op)
     params: dict[str, Any] = {
         "kind": None if kind is None else validate.text("kind", kind),
@@ -165,13 +161,6 @@ def selection(
         "to_queue": checked.queue if isinstance(checked, MoveQueue) else None,
         "to_priority": checked.priority if isinstance(checked, SetPriority) else None,
     }
-    unfiltered = kind is None and queue is None and ids is None and state is None
-    if allow_all is False and unfiltered:
-        raise ValidationError(
-            "filter",
-            "refusing to change every waiting job of every queue: pass kind=, queue=, "
-            "state= or ids=, or allow_all=True",
-        )
     return params
 
 
@@ -217,9 +206,11 @@ async def submit(
     allow_all: bool = False,
 ) -> BatchOperation:
     """Record ``op`` and the jobs it will visit; it is ``pending`` until a chunk runs."""
-    params = selection(
-        op, kind=kind, queue=queue, state=state, ids=ids,
-        allow_all=validate.flag("allow_all", allow_all),
+    params = selection(op, kind=kind, queue=queue, state=state, ids=ids)
+    validate.filtered_or_allowed(
+        kind is None and queue is None and ids is None and state is None, allow_all,
+        "refusing to change every waiting job of every queue: pass kind=, queue=, state= or "
+        "ids=, or allow_all=True",
     )  # fmt: skip
     stored_filter = {"kind": params["kind"], "queue": params["queue"], "ids": params["ids"],
                      "states": params["states"]}  # fmt: skip

@@ -88,27 +88,37 @@ def _older_than_ms(value: timedelta | float | None) -> int | None:
     return int(seconds * 1000)
 
 
+def _filter_params(
+    ids: Sequence[int] | None,
+    kind: str | None,
+    queue: str | None,
+    older_than: timedelta | float | None,
+) -> dict[str, Any]:
+    """Validated filter parameters."""
+    return {
+        "ids": None if ids is None else validate.row_ids("ids", ids),
+        "kind": None if kind is None else validate.text("kind", kind),
+        "queue": None if queue is None else validate.text("queue", queue),
+        "older_than_ms": _older_than_ms(older_than),
+    }
+
+
 def filters(
     ids: Sequence[int] | None,
     kind: str | None,
     queue: str | None,
     older_than: timedelta | float | None,
     *,
-    allow_all: bool | None,
+    allow_all: bool,
 ) -> dict[str, Any]:
-    """Validated filter parameters; a bulk action with no filter needs ``allow_all``."""
-    params = {
-        "ids": None if ids is None else validate.row_ids("ids", ids),
-        "kind": None if kind is None else validate.text("kind", kind),
-        "queue": None if queue is None else validate.text("queue", queue),
-        "older_than_ms": _older_than_ms(older_than),
-    }
-    if allow_all is False and all(v is None for v in params.values()):
-        raise ValidationError(
-            "filter",
-            "refusing to act on the whole dead letter queue: pass ids, kind=, queue= or "
-            "older_than=, or allow_all=True",
-        )
+    """Validated filter parameters of a bulk action: with none given it needs
+    ``allow_all=True``."""
+    params = _filter_params(ids, kind, queue, older_than)
+    validate.filtered_or_allowed(
+        all(v is None for v in params.values()), allow_all,
+        "refusing to act on the whole dead letter queue: pass ids, kind=, queue= or "
+        "older_than=, or allow_all=True",
+    )  # fmt: skip
     return params
 
 
@@ -122,7 +132,7 @@ async def list_dead(
     before: str | None = None,
 ) -> list[DeadLetter]:
     """Dead-lettered jobs, most recently moved first; ``before`` continues after a page."""
-    params = filters(None, kind, queue, older_than, allow_all=None)
+    params = _filter_params(None, kind, queue, older_than)
     params["limit"] = validate.integer("limit", limit, low=1, high=MAX_LIST_LIMIT)
     params["before_at"], params["before_id"] = (None, None) if before is None else (
         parse_cursor(before))  # fmt: skip
@@ -143,7 +153,7 @@ async def retry(
 ) -> list[Job[Any]]:
     """Move matching jobs back to ``available`` with a fresh attempt budget. An entry whose
     unique key a live job holds stays in the DLQ, named in a warning."""
-    params = filters(ids, kind, queue, older_than, allow_all=validate.flag("allow_all", allow_all))
+    params = filters(ids, kind, queue, older_than, allow_all=allow_all)
     with mapped():
         cur = conn.cursor(row_factory=job_rows)
         await cur.execute(sql.DLQ_RETRY, params)
@@ -168,7 +178,7 @@ async def purge(
     allow_all: bool = False,
 ) -> int:
     """Delete matching dead-lettered jobs; returns how many."""
-    params = filters(ids, kind, queue, older_than, allow_all=validate.flag("allow_all", allow_all))
+    params = filters(ids, kind, queue, older_than, allow_all=allow_all)
     with mapped():
         cur = await conn.execute(sql.DLQ_PURGE, params)
     return cur.rowcount
@@ -207,13 +217,12 @@ async def move_failed(
 ) -> int:
     """Move matching ``failed`` jobs from ``awa.jobs`` into the DLQ; returns how many."""
     id_list: Sequence[int] | None = [ids] if isinstance(ids, int) else ids
-    params = filters(id_list, kind, queue, None, allow_all=None)
+    params = _filter_params(id_list, kind, queue, None)
     del params["older_than_ms"]
-    if not validate.flag("allow_all", allow_all) and all(v is None for v in params.values()):
-        raise ValidationError(
-            "filter",
-            "refusing to move every failed job: pass ids, kind= or queue=, or allow_all=True",
-        )
+    validate.filtered_or_allowed(
+        all(v is None for v in params.values()), allow_all,
+        "refusing to move every failed job: pass ids, kind= or queue=, or allow_all=True",
+    )  # fmt: skip
     if reason is not None:
         reason = validate.text("reason", reason, max_length=10_000)
     params["reason"] = reason

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import quote
 
 from starlette.datastructures import FormData
 from starlette.requests import Request
@@ -21,7 +20,7 @@ from starlette.routing import Route
 
 import awa
 from awa import validate
-from awa.dashboard.app import dashboard, mount_root, who
+from awa.dashboard.app import dashboard, mount_root, path_segment, who
 from awa.dashboard.security import (
     CSRF_FIELD,
     CSRF_HEADER,
@@ -36,7 +35,7 @@ Action = Callable[[Request, FormData], Awaitable[Response]]
 
 def queue_url(queue: str) -> str:
     """The queue page's path."""
-    return f"/queues/{quote(queue, safe='')}"
+    return f"/queues/{path_segment(queue)}"
 
 
 def _field(form: FormData, name: str) -> str:

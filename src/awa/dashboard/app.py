@@ -66,7 +66,7 @@ class Dashboard:
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         env = self.templates.env
         env.filters.update(ts=_ts, ago=_ago, seconds=_seconds, num=_num, pretty=_pretty,
-                           segment=_segment)  # fmt: skip
+                           segment=path_segment)  # fmt: skip
 
     def _connect(self) -> None:
         self.client = awa.AsyncClient(self.settings.database_url, max_connections=4)
@@ -155,7 +155,7 @@ def live_url(request: Request) -> str:
     return f"{local_path(request.url.path)}?{urlencode([*params, ('fragment', 'live')])}"
 
 
-def _segment(value: object) -> str:
+def path_segment(value: object) -> str:
     """One path segment: Jinja's urlencode keeps '/', so a queue named 'reports/../billing'
     linked to /queues/billing, another queue's page with its buttons (a review)."""
     return quote(str(value), safe="")

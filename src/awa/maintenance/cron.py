@@ -64,6 +64,16 @@ def due_fires(expr: CronExpression, base: datetime, now: datetime, policy: str) 
     return [] if latest is None else [latest]
 
 
+def _all_due(
+    schedules: list[tuple[dict[str, Any], CronExpression]], now: datetime
+) -> list[list[datetime]]:
+    """:func:`due_fires` of each schedule (its base: the last fire, else its creation)."""
+    return [
+        due_fires(expr, row["last_fire_at"] or row["created_at"], now, row["missed_fire_policy"])
+        for row, expr in schedules
+    ]
+
+
 class CronService:
     """The leader's tick: fire every due, unpaused schedule exactly once."""
 
@@ -91,17 +101,13 @@ class CronService:
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(sql.CRON_SCHEDULE_LIST, {"name": None})
             rows = await cur.fetchall()
+        live = [(row, expr) for row in rows
+                if not row["paused"] and (expr := self._expression(row)) is not None]  # fmt: skip
+        # Off the loop, in one hop per tick: a catch-up of a per-second schedule near a DST
+        # change costs seconds of CPU, and the loop renews the leader's lease meanwhile.
+        due = await asyncio.to_thread(_all_due, live, now)
         enqueued = 0
-        for row in rows:
-            if row["paused"]:
-                continue
-            expr = self._expression(row)
-            if expr is None:
-                continue
-            base = row["last_fire_at"] or row["created_at"]
-            # Off the loop: a catch-up of a per-second schedule near a DST change costs
-            # seconds of CPU, and the loop renews the leader's lease meanwhile.
-            fires = await asyncio.to_thread(due_fires, expr, base, now, row["missed_fire_policy"])
+        for (row, _), fires in zip(live, due, strict=True):
             if fires:
                 enqueued += await self._fire(row["name"], row["last_fire_at"], fires, epoch)
         self.fired += enqueued

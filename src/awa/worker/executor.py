@@ -167,8 +167,7 @@ class Executor:
             else:
                 value = await self._run_sync(task, attempt)
         except _DeadlineExceeded:
-            message = f"deadline of {attempt.deadline_ms} ms exceeded"
-            return attempt.failed(message, "DeadlineExceeded", terminal=False)
+            return _cut_short(attempt)
         except asyncio.CancelledError as exc:
             if attempt.cancel_reason is not None:
                 return None  # cancelled by an operator or a lost lease: the row moved on already
@@ -185,6 +184,11 @@ class Executor:
             logger.warning("%s: handler raised %s; the worker goes on",
                            attempt.describe(), type(exc).__name__)  # fmt: skip
             return attempt.raised(exc)
+        if attempt.cancel_reason == "deadline":
+            # Returned after its deadline stopped it (a plain def flagged, or an async one
+            # that caught the cancellation): whether the work got done, a return after the
+            # stop cannot say. One rule for both kinds.
+            return _cut_short(attempt)
         if attempt.cancel_reason is not None:  # stopped meanwhile: the row moved on
             return None
         return attempt.returned(value)
@@ -264,13 +268,7 @@ class Executor:
             raise asyncio.CancelledError()
         attempt.interruptible = True
         try:
-            value = await task.handler(attempt.job)
-            if attempt.cancel_reason == "deadline":
-                # It caught the cancellation and returned: as a plain def handler that
-                # returns after its deadline, an attempt cut short, not a completion (a
-                # return after the stop cannot say whether the work got done).
-                raise _DeadlineExceeded()
-            return value
+            return await task.handler(attempt.job)
         except asyncio.CancelledError:
             if attempt.cancel_reason == "deadline":
                 current = asyncio.current_task()
@@ -290,12 +288,9 @@ class Executor:
         context = contextvars.copy_context()
         attempt.thread = self._threads.submit(_in_thread, context, task.handler, attempt.job)
         try:
-            value = await asyncio.wrap_future(attempt.thread)
+            return await asyncio.wrap_future(attempt.thread)
         except _Escaped as escaped:
             raise escaped.original from None
-        if attempt.cancel_reason == "deadline":
-            raise _DeadlineExceeded()
-        return value
 
     # -- control ---------------------------------------------------------------------
 
@@ -376,6 +371,12 @@ class Census:
     running: int = 0
     stuck: int = 0
     abandoned: int = 0
+
+
+def _cut_short(attempt: Attempt) -> results.Finalization:
+    """The outcome of an attempt its deadline stopped: retried (or failed on its last)."""
+    message = f"deadline of {attempt.deadline_ms} ms exceeded"
+    return attempt.failed(message, "DeadlineExceeded", terminal=False)
 
 
 class _DeadlineExceeded(Exception):

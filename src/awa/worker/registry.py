@@ -83,8 +83,8 @@ class TaskRegistry:
         here."""
         if kind is None and not isinstance(args, Mapping):
             kind = self.default_kind(type(args))
-        elif kind is not None:  # a dict key below: a list would be a TypeError
-            kind = validate.text("kind", kind)
+        elif kind is not None and not isinstance(kind, str):  # a dict key below: a list
+            validate.text("kind", kind)  # would be a TypeError; raises (strings: checked later)
         if queue is None:
             queue = self.default_queue(type(args), kind) or DEFAULT_QUEUE
         return kind, queue
