@@ -159,6 +159,29 @@ class Job(Generic[T]):
 
 
 @dataclass(frozen=True, slots=True)
+class JobSummary:
+    """A job as a listing shows it, from ``list_job_summaries()``: its row without the
+    payload (args, metadata, progress, all errors but the last), so a page of 500 jobs
+    costs the same whatever their args weigh."""
+
+    id: int
+    kind: str
+    queue: str
+    state: JobState
+    priority: int
+    attempt: int
+    max_attempts: int
+    tags: list[str]
+    created_at: datetime
+    run_at: datetime
+    attempted_at: datetime | None
+    finalized_at: datetime | None
+    ordering_key: str | None
+    # The message of the newest entry in ``errors`` (at most 4 000 characters), or None.
+    last_error: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class QueueStat:
     """Counts per state for one queue, as returned by ``queue_stats()``."""
 

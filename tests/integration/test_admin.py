@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg import conninfo
 
 import awa
 
@@ -43,6 +45,76 @@ async def test_list_jobs_honours_large_limits(client: awa.AsyncClient) -> None:
         await client.list_jobs(limit=10_001)
     with pytest.raises(awa.ValidationError, match="state"):
         await client.list_jobs(state="bogus")
+
+
+async def test_job_summaries_list_the_same_jobs_without_their_payload(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    a = await client.insert({"n": 1}, kind="a", queue="q1", tags=["t"], priority=3)
+    b = await client.insert({"n": 2}, kind="b", queue="q2", ordering_key="k")
+    await client.cancel(a.id)
+    db.execute(
+        'UPDATE awa.jobs SET errors = errors || \'[{"error": "second"}]\' WHERE id = %s',
+        (a.id,),
+    )
+    for filters in ({}, {"kind": "a"}, {"queue": "q2"}, {"state": "cancelled", "limit": 1}):
+        jobs = await client.list_jobs(**filters)
+        summaries = await client.list_job_summaries(**filters)
+        assert [s.id for s in summaries] == [j.id for j in jobs]
+    [sa, sb] = sorted(await client.list_job_summaries(), key=lambda s: s.id)
+    assert sb.id == b.id
+    ja = await client.get_job(a.id)
+    assert (sa.kind, sa.queue, sa.state, sa.priority, sa.tags, sa.attempt, sa.max_attempts) == (
+        "a",
+        "q1",
+        awa.JobState.CANCELLED,
+        3,
+        ["t"],
+        ja.attempt,
+        ja.max_attempts,
+    )
+    assert (sa.created_at, sa.run_at, sa.finalized_at) == (
+        ja.created_at,
+        ja.run_at,
+        ja.finalized_at,
+    )
+    assert sa.last_error == "second"  # the newest of the job's errors
+    assert (sb.last_error, sb.ordering_key, sb.state) == (None, "k", awa.JobState.AVAILABLE)
+    assert not hasattr(sa, "args")
+    with pytest.raises(awa.ValidationError, match="limit"):
+        await client.list_job_summaries(limit=10_001)
+
+
+async def test_job_summaries_never_read_args_metadata_or_progress(
+    database_url: str, db: psycopg.Connection[Any]
+) -> None:
+    """Proved by a role that may read every column of awa.jobs but those three: a listing
+    of jobs with megabytes of args must not fetch (nor detoast) them."""
+    if not db.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()[0]:
+        pytest.skip("the test server's role cannot create roles")
+    db.execute("INSERT INTO awa.jobs (kind, queue, args) VALUES ('k', 'q', '{\"big\": 1}')")
+    role, password = f"lister_{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    columns = [
+        name
+        for (name,) in db.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = 'awa.jobs'::regclass "
+            "AND attnum > 0 AND NOT attisdropped "
+            "AND attname NOT IN ('args', 'metadata', 'progress')"
+        )
+    ]
+    db.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}'")  # test-only names
+    try:
+        db.execute(f"GRANT USAGE ON SCHEMA awa TO {role}")
+        db.execute(f"GRANT SELECT ({', '.join(columns)}) ON awa.jobs TO {role}")
+        url = conninfo.make_conninfo(database_url, user=role, password=password)
+        async with awa.AsyncClient(url) as lister:
+            [summary] = await lister.list_job_summaries()
+            assert (summary.kind, summary.queue) == ("k", "q")
+            with pytest.raises(awa.DatabaseError, match="InsufficientPrivilege"):  # args too
+                await lister.list_jobs()
+    finally:
+        db.execute(f"DROP OWNED BY {role}")
+        db.execute(f"DROP ROLE {role}")
 
 
 async def test_cancel_and_retry_round_trip(

@@ -12,13 +12,14 @@ from awa import override_keys, validate
 from awa.client.unique import UniqueOpts
 from awa.db import sql
 from awa.db.errors import mapped
-from awa.db.rows import job_rows, queue_stat, runtime_overrides
+from awa.db.rows import job_rows, job_summary, queue_stat, runtime_overrides
 from awa.errors import JobNotFound, ValidationError
 from awa.kinds import derive_kind
 from awa.serialization import args_to_dict, encode_json
 from awa.types import (
     Job,
     JobState,
+    JobSummary,
     QueueStat,
     RuntimeInstance,
     RuntimeOverrides,
@@ -79,13 +80,34 @@ async def list_jobs(
     limit: int = 100,
 ) -> list[Job[Any]]:
     """Newest first, filtered by state, kind and queue; ``limit`` up to 10 000."""
-    params = {
+    return await _many_jobs(conn, sql.JOB_LIST, _list_filters(state, kind, queue, limit))
+
+
+async def list_job_summaries(
+    conn: AsyncConnection[Any],
+    *,
+    state: JobState | str | None = None,
+    kind: str | None = None,
+    queue: str | None = None,
+    limit: int = 100,
+) -> list[JobSummary]:
+    """:func:`list_jobs` without the payload: what a listing shows."""
+    params = _list_filters(state, kind, queue, limit)
+    with mapped():
+        cur = conn.cursor(row_factory=dict_row)
+        await cur.execute(sql.JOB_LIST_SUMMARIES, params)
+        return [job_summary(row) for row in await cur.fetchall()]
+
+
+def _list_filters(
+    state: JobState | str | None, kind: str | None, queue: str | None, limit: int
+) -> dict[str, Any]:
+    return {
         "state": _state(state),
         "kind": None if kind is None else validate.text("kind", kind),
         "queue": None if queue is None else validate.text("queue", queue),
         "limit": validate.integer("limit", limit, low=1, high=MAX_LIST_LIMIT),
     }
-    return await _many_jobs(conn, sql.JOB_LIST, params)
 
 
 async def _changed_or_current(

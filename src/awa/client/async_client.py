@@ -56,6 +56,7 @@ from awa.types import (
     HealthCheck,
     Job,
     JobState,
+    JobSummary,
     QueueStat,
     RuntimeInstance,
     RuntimeOverrides,
@@ -406,6 +407,22 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
         """Jobs newest first, filtered; ``limit`` up to 10 000."""
         return await self._read(
             lambda conn: admin.list_jobs(conn, state=state, kind=kind, queue=queue, limit=limit)
+        )
+
+    async def list_job_summaries(
+        self,
+        *,
+        state: JobState | str | None = None,
+        kind: str | None = None,
+        queue: str | None = None,
+        limit: int = 100,
+    ) -> list[JobSummary]:
+        """:meth:`list_jobs` without args, metadata, progress and all errors but the last
+        one's message: a listing's cost does not grow with the jobs' payloads."""
+        return await self._read(
+            lambda conn: admin.list_job_summaries(
+                conn, state=state, kind=kind, queue=queue, limit=limit
+            )
         )
 
     async def cancel(self, job_id: int) -> Job[Any]:

@@ -98,6 +98,7 @@ class Client:
     insert_many = _blocking(AsyncClient.insert_many)
     get_job = _blocking(AsyncClient.get_job)
     list_jobs = _blocking(AsyncClient.list_jobs)
+    list_job_summaries = _blocking(AsyncClient.list_job_summaries)
     cancel = _blocking(AsyncClient.cancel)
     retry = _blocking(AsyncClient.retry)
     cancel_by_unique_key = _blocking(AsyncClient.cancel_by_unique_key)

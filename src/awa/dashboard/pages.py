@@ -93,9 +93,9 @@ async def jobs(request: Request) -> Response:
     }
     limit = _limit(params.get("limit"))
     error = None
-    found: list[awa.Job[object]] = []
+    found: list[awa.JobSummary] = []
     try:
-        found = await d.client.list_jobs(**filters, limit=limit)
+        found = await d.client.list_job_summaries(**filters, limit=limit)
     except awa.ValidationError as exc:
         error = str(exc)
     context = {

@@ -12,6 +12,7 @@ from psycopg.rows import RowMaker
 from awa.types import (
     Job,
     JobState,
+    JobSummary,
     PoolMember,
     QueueLimits,
     QueueStat,
@@ -86,6 +87,11 @@ def job_from_row(row: Mapping[str, Any]) -> Job[Any]:
     values[4] = _STATES[values[4]]
     values.append(row.get("ordering_key"))
     return Job(*values)
+
+
+def job_summary(row: Mapping[str, Any]) -> JobSummary:
+    """A ``job_list_summaries`` dict row as a :class:`JobSummary`."""
+    return JobSummary(**{**row, "state": _STATES[row["state"]]})
 
 
 @dataclass(frozen=True, slots=True)

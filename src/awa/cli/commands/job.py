@@ -98,12 +98,11 @@ async def _get_or_point_at_dlq(client: awa.AsyncClient, job_id: int) -> awa.Job[
 async def run(args: argparse.Namespace, url: str | None) -> int:
     async with awa.AsyncClient(url) as client:
         if args.action == "list":
-            jobs = await client.list_jobs(
-                state=args.state, kind=args.kind, queue=args.queue, limit=args.limit
-            )
-            if args.json:
-                print_json(jobs)
+            filters = {"state": args.state, "kind": args.kind, "queue": args.queue}
+            if args.json:  # whole jobs: scripts read their args
+                print_json(await client.list_jobs(**filters, limit=args.limit))
             else:
+                jobs = await client.list_job_summaries(**filters, limit=args.limit)
                 print_table(
                     ("id", "kind", "queue", "state", "attempt", "run_at"),
                     ((j.id, j.kind, j.queue, j.state, f"{j.attempt}/{j.max_attempts}", j.run_at)
