@@ -150,3 +150,34 @@ async def test_a_retry_waits_for_a_purge_of_the_same_entry_and_finds_it_gone(
     assert await retry == []
     with pytest.raises(awa.JobNotFound):
         await client.get_job(job.id)
+
+
+async def test_a_purge_ended_by_a_deadlock_runs_again(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], database_url: str
+) -> None:
+    """Two bulk DLQ statements (or one and the pruner) visiting shared entries in
+    different orders deadlock; PostgreSQL ends the one that waited first — here the
+    purge — and the purge runs again instead of failing."""
+    db.execute("INSERT INTO awa.queue_meta (queue, dlq) VALUES ('q', true)")
+    ids = [(await client.insert({"n": n}, kind="k", queue="q")).id for n in range(3)]
+    _fail_all(db)
+    other = await psycopg.AsyncConnection.connect(database_url)  # one open transaction
+    try:
+        await other.execute("DELETE FROM awa.dlq WHERE id = %s", (ids[1],))
+        purge = asyncio.create_task(client.purge_dlq(ids))  # takes ids[0], waits for ids[1]
+
+        async def purge_waits() -> bool:
+            rows = db.execute(
+                "SELECT wait_event_type, left(query, 60) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchall()
+            return any(w == "Lock" and "dlq_purge" in q for w, q in rows)
+
+        await wait_for(purge_waits)
+        # Now the other transaction waits for ids[0]: a cycle, and the purge waited first.
+        await other.execute("DELETE FROM awa.dlq WHERE id = %s", (ids[0],))
+        await other.commit()
+        assert await purge == 1  # ids[2]; the other two were the other transaction's
+    finally:
+        await other.close()
+    assert await client.list_dlq() == []

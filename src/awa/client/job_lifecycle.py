@@ -16,13 +16,14 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from psycopg import AsyncConnection
+from psycopg import errors as pg
 from psycopg_pool import AsyncConnectionPool
 
 from awa.client import callbacks, cron, dlq
 from awa.client.dlq import DeadLetter
 from awa.client.insert import InsertSpec
 from awa.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY
-from awa.errors import ValidationError
+from awa.errors import DatabaseError, ValidationError
 from awa.hooks import Callback, Hooks, JobEvent
 from awa.periodic import CronSchedule, PeriodicJob
 from awa.types import Job
@@ -30,6 +31,12 @@ from awa.worker.observe import Observer
 from awa.worker.registry import TaskRegistry
 
 T = TypeVar("T")
+
+# Two bulk DLQ statements on shared entries (or one and the leader's pruner) can visit
+# them in different orders, and PostgreSQL then ends one with a deadlock. A row lock
+# taken in id order first would need UPDATE on awa.dlq, which the app role does not
+# have (docs/security.md); each statement is atomic, so the one ended runs again.
+_DEADLOCK_TRIES = 3
 
 
 class JobLifecycle:
@@ -50,6 +57,18 @@ class JobLifecycle:
 
         async def _read(self, op: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
             """Run the read-only ``op``, again on another connection if its own dies."""
+
+    async def _bulk_dlq(self, op: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
+        """Run the one-statement DLQ write ``op``, again when a deadlock ended it."""
+        for _ in range(_DEADLOCK_TRIES - 1):
+            try:
+                async with self._connection() as conn:
+                    return await op(conn)
+            except DatabaseError as exc:
+                if not isinstance(exc.__cause__, pg.DeadlockDetected):
+                    raise
+        async with self._connection() as conn:  # the last try's deadlock is the caller's
+            return await op(conn)
 
     def _before_start(self, what: str) -> None:
         if self._worker is not None:
@@ -165,10 +184,11 @@ class JobLifecycle:
         table into the dead letter queue, on any queue; returns how many moved. ``reason``
         defaults to each job's last error. With no filter at all, refuses unless
         ``allow_all=True``."""
-        async with self._connection() as conn:
-            return await dlq.move_failed(
+        return await self._bulk_dlq(
+            lambda conn: dlq.move_failed(
                 conn, ids, kind=kind, queue=queue, reason=reason, allow_all=allow_all
             )
+        )
 
     async def retry_from_dlq(
         self,
@@ -181,10 +201,11 @@ class JobLifecycle:
     ) -> list[Job[Any]]:
         """Move matching dead-lettered jobs back to ``available`` with a fresh attempt
         budget. With no filter at all, refuses unless ``allow_all=True``."""
-        async with self._connection() as conn:
-            return await dlq.retry(
+        return await self._bulk_dlq(
+            lambda conn: dlq.retry(
                 conn, ids, kind=kind, queue=queue, older_than=older_than, allow_all=allow_all
             )
+        )
 
     async def purge_dlq(
         self,
@@ -197,10 +218,11 @@ class JobLifecycle:
     ) -> int:
         """Delete matching dead-lettered jobs; returns how many. With no filter at all,
         refuses unless ``allow_all=True``."""
-        async with self._connection() as conn:
-            return await dlq.purge(
+        return await self._bulk_dlq(
+            lambda conn: dlq.purge(
                 conn, ids, kind=kind, queue=queue, older_than=older_than, allow_all=allow_all
             )
+        )
 
     # -- external callbacks ----------------------------------------------------------
 
