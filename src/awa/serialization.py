@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import re
+import threading
+import types
+import typing
+from collections.abc import Callable, Mapping, MutableSequence, Sequence
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
@@ -16,30 +21,75 @@ except ImportError:  # pragma: no cover
     c_make_encoder = None
 
 
+def _is_pydantic(value: Any) -> bool:
+    kind = type(value)
+    return hasattr(kind, "model_validate") and hasattr(kind, "model_fields")
+
+
+def _dump_model(model: Any) -> Any:
+    if not _is_pydantic(model):  # duck-typed: model_dump(mode=...) is all it promises
+        return model.model_dump(mode="json")
+    # Aliases and round_trip: the dump must be what model_validate takes back (field
+    # aliases as keys, computed fields left out), since that is how the worker decodes.
+    return model.model_dump(mode="json", by_alias=True, round_trip=True)
+
+
 def _default(value: Any) -> Any:
     # Nested dataclasses and pydantic models inside dict args are encoded the same way.
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json")
+    if callable(getattr(value, "model_dump", None)):
+        return _dump_model(value)
+    if isinstance(value, enum.Enum):  # (str and int enums never get here: JSON has them)
+        return value.value
     raise TypeError(f"object of type {type(value).__name__} is not JSON serialisable")
 
 
 def args_to_dict(args: Any) -> dict[str, Any]:
-    """A dataclass instance, pydantic model or dict as a plain dict."""
+    """A dataclass instance, pydantic model or dict as a plain dict.
+
+    A pydantic model must come back equal from its dump, as the worker will decode it: a
+    ``SecretStr`` (dumped masked), a field with ``exclude=True`` (dumped not at all) or a
+    serializer that drops data would otherwise reach the handler changed, silently."""
     if isinstance(args, dict):
         return args
-    if dataclasses.is_dataclass(args) and not isinstance(args, type):
-        return dataclasses.asdict(args)
-    dump = getattr(args, "model_dump", None)
-    if callable(dump):
-        result = dump(mode="json")
-        if isinstance(result, dict):
-            return result
+    try:
+        if dataclasses.is_dataclass(args) and not isinstance(args, type):
+            return dataclasses.asdict(args)
+        if callable(getattr(args, "model_dump", None)):
+            result = _dump_model(args)
+            if isinstance(result, dict):
+                if _is_pydantic(args):
+                    _check_round_trip(args, result)
+                return result
+    except SerializationError:
+        raise
+    except Exception as exc:  # asdict deep-copies; pydantic raises its own errors
+        raise SerializationError(f"args are not JSON-serialisable: {exc}") from exc
     raise SerializationError(
         f"args must be a dataclass instance, a pydantic model or a dict, got {type(args).__name__}"
     )
+
+
+def _check_round_trip(model: Any, dumped: dict[str, Any]) -> None:
+    try:
+        again = type(model).model_validate(dumped)
+    except Exception as exc:
+        raise SerializationError(
+            f"args of {type(model).__name__} would not decode from their own JSON, as the "
+            f"worker decodes them: {exc}"
+        ) from exc
+    if again != model:
+        changed = [
+            name
+            for name in type(model).model_fields
+            if getattr(again, name, None) != getattr(model, name, None)
+        ]
+        raise SerializationError(
+            f"args of {type(model).__name__} would reach the handler changed "
+            f"(fields {', '.join(changed) or '?'}): a SecretStr is stored masked, a field "
+            "with exclude=True not at all; give such a field a serializer that keeps its value"
+        )
 
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), default=_default, allow_nan=False)
@@ -151,8 +201,99 @@ def decode_args(args_type: type[Any] | None, data: Any) -> Any:
         if callable(validate):
             return validate(data)
         if dataclasses.is_dataclass(args_type):
-            names = {f.name for f in dataclasses.fields(args_type) if f.init}
-            return args_type(**{k: v for k, v in data.items() if k in names})
+            return _dataclass_builder(args_type)(data)
         return args_type(**data)
     except Exception as exc:
         raise SerializationError(f"cannot decode args into {args_type.__name__}: {exc}") from exc
+
+
+# -- rebuilding dataclasses from JSON ---------------------------------------------------
+# asdict() writes nested dataclasses as dicts, enums as their values and tuples as lists;
+# the handler must get back the types its annotations name. Each dataclass gets one
+# builder, made once from its type hints: fields whose JSON already is the value (str,
+# int, list[str], dict[str, Any], ...) are passed through, the rest converted.
+
+_Convert = Callable[[Any], Any]
+_BUILDERS: dict[type[Any], _Convert] = {}
+_BUILDERS_LOCK = threading.RLock()
+_UNIONS = (typing.Union, types.UnionType)
+
+
+def _dataclass_builder(cls: type[Any]) -> _Convert:
+    found = _BUILDERS.get(cls)
+    if found is not None:
+        return found
+    with _BUILDERS_LOCK:
+        if cls in _BUILDERS:
+            return _BUILDERS[cls]
+        # A field of the class's own type (a tree) finds the builder through the table.
+        _BUILDERS[cls] = lambda data: _BUILDERS[cls](data)
+        try:
+            hints = typing.get_type_hints(cls)
+        except Exception:  # unresolvable annotations (a class made inside a function)
+            hints = {}
+        fields = [f.name for f in dataclasses.fields(cls) if f.init]
+        names = frozenset(fields)
+        converted = [(n, c) for n in fields if (c := _converter(hints.get(n, Any))) is not None]
+
+        def build(data: Any) -> Any:
+            if not isinstance(data, dict):
+                return data  # not what asdict wrote: the constructor judges it
+            kwargs = {k: v for k, v in data.items() if k in names}
+            for name, convert in converted:
+                if name in kwargs:
+                    kwargs[name] = convert(kwargs[name])
+            return cls(**kwargs)
+
+        _BUILDERS[cls] = build
+        return build
+
+
+def _converter(hint: Any) -> _Convert | None:
+    """How to turn the JSON of a value annotated ``hint`` back into it; None when the
+    JSON already is the value."""
+    origin, params = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Annotated:
+        return _converter(params[0])
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return _dataclass_builder(hint)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return _or_none(hint)
+    if origin in _UNIONS:
+        members = [m for m in params if m is not type(None)]
+        return _or_none(_converter(members[0])) if len(members) == 1 else None
+    if hint is tuple or origin is tuple:
+        return _tuple_converter(params)
+    if origin in (list, Sequence, MutableSequence) and params:
+        item = _converter(params[0])
+        return None if item is None else _each(lambda v: [item(x) for x in v], list)
+    if origin in (dict, Mapping) and len(params) == 2:
+        value = _converter(params[1])
+        return None if value is None else _each(lambda v: {k: value(x) for k, x in v.items()}, dict)
+    return None
+
+
+def _tuple_converter(params: tuple[Any, ...]) -> _Convert:
+    if len(params) == 2 and params[1] is Ellipsis:
+        item = _converter(params[0]) or _same
+        return _each(lambda v: tuple(item(x) for x in v), list)
+    if params and params != ((),):
+        items = [_converter(p) or _same for p in params]
+        return _each(lambda v: tuple(c(x) for c, x in zip(items, v, strict=False)), list)
+    return _each(tuple, list)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _or_none(convert: _Convert | None) -> _Convert | None:
+    """``convert``, leaving None (an optional field's JSON null) alone."""
+    if convert is None:
+        return None
+    return lambda value: None if value is None else convert(value)
+
+
+def _each(convert: _Convert, container: type[Any]) -> _Convert:
+    """``convert`` for JSON of the ``container`` type; anything else passes through."""
+    return lambda value: convert(value) if isinstance(value, container) else value

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, overload
@@ -40,8 +41,9 @@ from awa.db import sql
 from awa.db.lane import ConnectionLane
 from awa.db.pool import Pool
 from awa.db.rows import job_rows
-from awa.errors import JobNotFound, ValidationError
+from awa.errors import JobNotFound, SerializationError, ValidationError
 from awa.kinds import derive_kind
+from awa.serialization import args_to_dict, encode_json
 from awa.types import Job, JobState
 from awa.worker.attempt import AttemptServices
 from awa.worker.completer import Completer
@@ -368,6 +370,23 @@ async def inline(client: AnyClient) -> AsyncIterator[None]:
             core._after_insert = previous
 
 
+def _as_stored(args: Any) -> dict[str, Any]:
+    """The expected ``args`` as insert stores them. A dataclass or pydantic instance is
+    encoded exactly as insert encodes it; a mapping value by value (tuples as lists,
+    nested dataclasses as dicts, enums as values), a value JSON cannot hold as it is."""
+    if not isinstance(args, Mapping):
+        stored: dict[str, Any] = json.loads(encode_json(args_to_dict(args)))
+        return stored
+    return {key: _as_json(value) for key, value in args.items()}
+
+
+def _as_json(value: Any) -> Any:
+    try:
+        return json.loads(encode_json(value))
+    except (SerializationError, ValidationError):
+        return value
+
+
 def _matches(job: Job[Any], args: Mapping[str, Any] | None) -> bool:
     if args is None:
         return True
@@ -380,7 +399,7 @@ async def assert_enqueued(  # type: ignore[overload-overlap]  # 0 asserts there 
     client: AnyClient,
     *,
     kind: str | None = None,
-    args: Mapping[str, Any] | None = None,
+    args: Any = None,
     queue: str | None = None,
     state: JobState | str | None = None,
     count: Literal[0],
@@ -392,7 +411,7 @@ async def assert_enqueued(
     client: AnyClient,
     *,
     kind: str | None = None,
-    args: Mapping[str, Any] | None = None,
+    args: Any = None,
     queue: str | None = None,
     state: JobState | str | None = None,
     count: int | None = None,
@@ -403,7 +422,7 @@ async def assert_enqueued(
     client: AnyClient,
     *,
     kind: str | None = None,
-    args: Mapping[str, Any] | None = None,
+    args: Any = None,
     queue: str | None = None,
     state: JobState | str | None = None,
     count: int | None = None,
@@ -411,7 +430,9 @@ async def assert_enqueued(
     """Assert a matching job exists (``count``: exactly that many); returns the newest
     (None when ``count=0`` asserted that there is none).
 
-    ``args`` matches as a subset of the stored args. ``state`` defaults to any state.
+    ``args`` matches as a subset of the stored args: a mapping (its values compared as
+    insert would store them), or the dataclass or pydantic instance that was inserted.
+    ``state`` defaults to any state.
     Raises AssertionError describing what was found instead.
     """
     if kind is None and queue is None and args is None:
@@ -420,7 +441,8 @@ async def assert_enqueued(
     jobs = await _on_client_loop(
         client, core.list_jobs(state=state, kind=kind, queue=queue, limit=10_000)
     )
-    matching = [job for job in jobs if _matches(job, args)]
+    expected = None if args is None else _as_stored(args)
+    matching = [job for job in jobs if _matches(job, expected)]
     wanted = f"kind={kind!r} queue={queue!r} args={args!r} state={state!r}"
     if count is not None and len(matching) != count:
         raise AssertionError(f"expected {count} job(s) with {wanted}, found {len(matching)}")

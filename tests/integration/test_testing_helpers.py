@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+from decimal import Decimal
 from typing import Any
+from uuid import UUID
 
+import pydantic
 import pytest
 
 import awa
@@ -14,6 +17,11 @@ import awa.testing
 @dataclasses.dataclass
 class SendEmail:
     to: str
+
+
+class Charge(pydantic.BaseModel):
+    amount: Decimal
+    uid: UUID
 
 
 async def test_work_one_and_drain_queue_use_the_real_path(client: awa.AsyncClient) -> None:
@@ -74,6 +82,23 @@ async def test_assert_enqueued(client: awa.AsyncClient) -> None:
         await awa.testing.assert_enqueued(client, kind="send_email", count=1)
     with pytest.raises(awa.ValidationError):
         await awa.testing.assert_enqueued(client)
+
+
+async def test_assert_enqueued_compares_args_as_insert_stored_them(
+    client: awa.AsyncClient,
+) -> None:
+    """Tuples, nested dataclasses, Decimal and UUID are stored as their JSON: expected
+    args are compared the same way, not as Python values against JSON."""
+    report = {"at": (1, 2), "to": SendEmail("ada@example.com")}
+    inserted = await client.insert(report, kind="report")
+    found = await awa.testing.assert_enqueued(client, kind="report", args=report)
+    assert found.id == inserted.id
+    charge = Charge(amount=Decimal("1.10"), uid=UUID(int=7))
+    inserted = await client.insert(charge)
+    found = await awa.testing.assert_enqueued(client, kind="charge", args=charge)
+    assert found.id == inserted.id
+    with pytest.raises(AssertionError, match="candidates"):
+        await awa.testing.assert_enqueued(client, args=Charge(amount=Decimal(2), uid=UUID(int=7)))
 
 
 async def test_work_one_gives_back_every_connection_it_took(database_url: str) -> None:

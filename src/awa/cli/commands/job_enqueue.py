@@ -14,7 +14,8 @@ from awa import validate
 from awa.cli.args import positive_int, with_example
 from awa.cli.output import ProgressLine, print_json
 from awa.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, DEFAULT_QUEUE
-from awa.errors import ValidationError
+from awa.errors import AwaError, ValidationError
+from awa.serialization import encode_json
 
 
 def register(actions: Any) -> None:
@@ -82,6 +83,10 @@ def _read(source: str) -> list[dict[str, Any]] | str:
             return f"line {number} is not JSON ({exc})"
         if not isinstance(value, dict):
             return f"line {number} is not a JSON object of job args"
+        try:
+            encode_json(value)  # what jsonb refuses (NUL, a lone surrogate): named by line
+        except AwaError as exc:
+            return f"line {number}: {exc}"
         rows.append(value)
     return rows
 

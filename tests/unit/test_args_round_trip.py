@@ -1,0 +1,184 @@
+"""What a handler gets is what was inserted: args encoded as insert stores them, then
+decoded as the worker decodes them, for dataclasses (nested ones too) and pydantic
+models; what cannot make the trip is refused at insert with SerializationError."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import threading
+from decimal import Decimal
+from typing import Annotated, Any
+
+import pydantic
+import pytest
+
+from awa.errors import SerializationError
+from awa.serialization import args_to_dict, decode_args, encode_json
+
+
+def _trip(args: Any) -> Any:
+    """Insert's encoding, the database's JSON, the worker's decoding."""
+    return decode_args(type(args), json.loads(encode_json(args_to_dict(args))))
+
+
+class Colour(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class Size(enum.IntEnum):
+    SMALL = 1
+    LARGE = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Address:
+    city: str
+    colour: Colour = Colour.RED
+
+
+@dataclasses.dataclass(frozen=True)
+class Order:
+    order_id: int
+    address: Address
+    items: list[Address]
+    by_city: dict[str, Address]
+    backup: Address | None = None
+    size: Size = Size.SMALL
+    point: tuple[int, int] = (0, 0)
+    path: tuple[Address, ...] = ()
+    notes: Annotated[list[Address], "doc"] = dataclasses.field(default_factory=list)
+    plain: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Node:
+    name: str
+    children: list[Node] = dataclasses.field(default_factory=list)
+
+
+def test_nested_dataclasses_enums_and_tuples_come_back_as_inserted() -> None:
+    order = Order(
+        7,
+        Address("Paris", Colour.BLUE),
+        [Address("Rome")],
+        {"x": Address("Oslo", Colour.BLUE)},
+        backup=Address("Lima"),
+        size=Size.LARGE,
+        point=(3, 4),
+        path=(Address("a"), Address("b")),
+        notes=[Address("n")],
+        plain=["p"],
+    )
+    back = _trip(order)
+    assert back == order
+    assert type(back.address) is Address and back.address.colour is Colour.BLUE
+    assert back.point == (3, 4) and isinstance(back.path, tuple)
+    assert _trip(Order(1, Address("x"), [], {})).backup is None
+
+
+def test_a_tree_of_its_own_type_comes_back() -> None:
+    tree = Node("root", [Node("a", [Node("a1")]), Node("b")])
+    assert _trip(tree) == tree and type(_trip(tree).children[0].children[0]) is Node
+
+
+def test_builders_are_made_once_even_from_several_threads() -> None:
+    @dataclasses.dataclass
+    class Late:
+        when: Address
+
+    results: list[Any] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(_trip(Late(Address("t"))))) for _ in range(8)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(results) == 8 and all(r.when == Address("t") for r in results)
+
+
+def test_annotations_that_do_not_resolve_leave_the_json_as_it_is() -> None:
+    @dataclasses.dataclass
+    class Inner:
+        x: int
+
+    @dataclasses.dataclass
+    class Outer:
+        inner: Inner  # a name local to this function: get_type_hints cannot see it
+
+    assert _trip(Outer(Inner(1))) == Outer({"x": 1})  # type: ignore[arg-type]
+
+
+def test_a_value_the_annotation_refuses_is_a_decode_error() -> None:
+    with pytest.raises(SerializationError, match="cannot decode args into Address"):
+        decode_args(Address, {"city": "x", "colour": "green"})
+
+
+def test_unencodable_dataclass_fields_are_a_serialization_error() -> None:
+    @dataclasses.dataclass
+    class Holds:
+        lock: Any
+
+    with pytest.raises(SerializationError, match="not JSON-serialisable"):
+        args_to_dict(Holds(threading.Lock()))
+
+
+class Mail(pydantic.BaseModel):
+    sender: str = pydantic.Field(alias="from")
+    to: str
+
+
+class Calc(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+    a: int
+
+    @pydantic.computed_field  # type: ignore[prop-decorator]
+    @property
+    def double(self) -> int:
+        return 2 * self.a
+
+
+class Charge(pydantic.BaseModel):
+    amount: Decimal
+    address: Address
+
+
+def test_pydantic_aliases_and_computed_fields_make_the_trip() -> None:
+    mail = Mail.model_validate({"from": "a@x", "to": "b@x"})
+    assert _trip(mail) == mail
+    assert _trip(Calc(a=2)) == Calc(a=2)
+    charge = Charge(amount=Decimal("1.10"), address=Address("Oslo"))
+    assert _trip(charge) == charge
+
+
+def test_pydantic_values_that_would_arrive_changed_are_refused_at_insert() -> None:
+    class CallApi(pydantic.BaseModel):
+        token: pydantic.SecretStr
+
+    class Notify(pydantic.BaseModel):
+        user_id: int
+        channel: str = pydantic.Field(default="email", exclude=True)
+
+    with pytest.raises(SerializationError, match="fields token"):
+        args_to_dict(CallApi(token=pydantic.SecretStr("s3cret")))
+    with pytest.raises(SerializationError, match="fields channel"):
+        args_to_dict(Notify(user_id=1, channel="sms"))
+    assert args_to_dict(Notify(user_id=1)) == {"user_id": 1}  # the default: nothing lost
+
+
+def test_pydantic_errors_while_dumping_are_serialization_errors() -> None:
+    class Raw(pydantic.BaseModel):
+        model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+        thing: threading.Event
+
+    with pytest.raises(SerializationError):
+        args_to_dict(Raw(thing=threading.Event()))
+    with pytest.raises(SerializationError):
+
+        class Blob(pydantic.BaseModel):
+            data: bytes
+
+        args_to_dict(Blob(data=b"\xff"))
