@@ -15,13 +15,21 @@ for a stale attempt:
 
 Callbacks take one :class:`JobEvent` and may be plain or ``async`` functions. Plain ones
 run inline on the worker's event loop (keep them quick); async ones run as tasks. A hook
-that raises is logged under the ``awa`` logger and never affects the job or other hooks.
+that raises (anything but KeyboardInterrupt) is logged under the ``awa`` logger and never
+affects the job or other hooks.
 Jobs rescued by the maintenance leader and outcomes of other processes fire nothing here.
+
+``event.job`` carries the args as the handler gets them (the registered type). For an
+outcome it is the job as that attempt ended: ``state`` is the state written and
+``errors`` ends with the attempt's error, if any; its timestamps are the claim's.
+An operator's cancel fires ``cancelled`` whether it stopped the handler or landed just as
+the handler returned (the handler's outcome is then not recorded).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import json
 import logging
@@ -96,6 +104,13 @@ _BY_STATE: dict[JobState, type[JobEvent]] = {
 }
 
 Callback = Callable[[Any], Any]
+
+
+def _as_ended(outcome: Finalization) -> Job[Any]:
+    """The outcome's job as its attempt ended: the state written, the error appended."""
+    job = outcome.job
+    errors = job.errors if outcome.error is None else [*job.errors, outcome.error]
+    return dataclasses.replace(job, state=outcome.state, errors=errors)
 
 
 def event_type(kind_or_type: str | type[JobEvent]) -> type[JobEvent]:
@@ -179,7 +194,13 @@ class Hooks(Observer):
         for outcome in durable:
             event = _BY_STATE.get(outcome.state)
             if event is not None and outcome.job is not None:
-                self._emit(event(outcome.job, _error_text(outcome.error)))
+                self._emit(event(_as_ended(outcome), _error_text(outcome.error)))
+
+    def outcomes_stale(self, stale: Sequence[Finalization]) -> None:
+        for outcome in stale:
+            if outcome.cancelled_first:  # the operator's cancel committed (and is durable)
+                ended = dataclasses.replace(outcome.job, state=JobState.CANCELLED)
+                self._emit(JobCancelled(ended, "cancelled by operator"))
 
     # -- dispatch --------------------------------------------------------------------
 
@@ -194,7 +215,9 @@ class Hooks(Observer):
             else:
                 try:
                     sub.callback(event)
-                except Exception:
+                except KeyboardInterrupt:
+                    raise
+                except BaseException:  # a CancelledError too: a plain function's own
                     logger.exception("hook %r failed on %s of job %s", sub.callback, event.name,
                                      event.job.id)  # fmt: skip
 

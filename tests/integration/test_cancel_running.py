@@ -191,3 +191,39 @@ async def test_a_job_claimed_again_while_its_old_handler_hangs_still_gets_that_h
     finally:
         release.set()
         await client.shutdown()
+
+
+async def test_a_cancel_landing_as_the_handler_returns_fires_cancelled_once(
+    client: awa.AsyncClient, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The operator's cancel commits, then the handler returns before any notice stops it:
+    its outcome is refused as stale. That was reported as a lost lease with no hook; it is
+    a cancel (one `cancelled` event, a log line saying so) and the job stays cancelled."""
+    events: list[tuple[str, int, awa.JobState]] = []
+    client.on_event("*", lambda e: events.append((e.name, e.job.id, e.job.state)))
+
+    async with awa.AsyncClient(database_url) as operator:
+
+        @client.task(None, kind="self_cancelling", queue="q")
+        async def handler(job: awa.Job[Any]) -> None:
+            await operator.cancel(job.id)  # committed before the handler returns
+
+        jobs = [await client.insert({"n": n}, kind="self_cancelling", queue="q") for n in range(5)]
+        await client.start([("q", 2)], **FAST_WORKER)
+        await client._worker.listener.stop()  # no notice: the outcome always comes first
+        try:
+            with caplog.at_level("INFO", logger="awa"):
+
+                async def all_reported() -> bool:
+                    return sum(name == "cancelled" for name, _, _ in events) >= len(jobs)
+
+                await wait_for(all_reported)
+        finally:
+            await client.shutdown()
+    for job in jobs:
+        assert [(n, s) for n, i, s in events if i == job.id and n != "started"] == [
+            ("cancelled", awa.JobState.CANCELLED)
+        ]
+        assert (await client.get_job(job.id)).state is awa.JobState.CANCELLED
+    assert caplog.text.count("cancelled by an operator as its handler returned") == len(jobs)
+    assert "lost its lease" not in caplog.text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import Any
 
@@ -169,3 +170,76 @@ async def test_unknown_event_names_and_late_registration_are_rejected(
             client.periodic("late", "@daily", {}, kind="k")
     finally:
         await client.shutdown()
+
+
+@dataclasses.dataclass
+class Mail:
+    to: str
+
+
+async def test_event_jobs_carry_typed_args_and_the_state_they_ended_in(
+    client: awa.AsyncClient,
+) -> None:
+    """`started` saw the args still as stored JSON, and outcome events the job as claimed
+    (state running, without the attempt's error)."""
+    seen: list[tuple[str, int, str, awa.JobState, str | None]] = []
+    client.on_event("*", lambda e: seen.append((
+        e.name, e.job.id, type(e.job.args).__name__, e.job.state,
+        e.job.errors[-1]["error"] if e.job.errors else None)))  # fmt: skip
+
+    @client.task(Mail, queue="q")
+    async def send(job: awa.Job[Mail]) -> None:
+        if job.args.to == "bad":
+            raise awa.TerminalError("bounced")
+
+    ok, bad = await client.insert(Mail("ok")), await client.insert(Mail("bad"))
+    await client.start([("q", 2)], **FAST_WORKER)
+    try:
+
+        async def both_ended() -> bool:
+            return len([s for s in seen if s[0] != "started"]) == 2
+
+        await wait_for(both_ended)
+    finally:
+        await client.shutdown()
+    assert sorted(seen) == sorted([
+        ("started", ok.id, "Mail", awa.JobState.RUNNING, None),
+        ("started", bad.id, "Mail", awa.JobState.RUNNING, None),
+        ("completed", ok.id, "Mail", awa.JobState.COMPLETED, None),
+        ("exhausted", bad.id, "Mail", awa.JobState.FAILED, "bounced"),
+    ])  # fmt: skip
+
+
+async def test_a_hook_raising_cancelled_error_stops_no_later_event(
+    client: awa.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A plain function's CancelledError is its own (nothing awaits in it): it ended the
+    task that fires outcome hooks, and every later outcome fired nothing, silently."""
+    completed: list[int] = []
+
+    def hook(event: awa.JobEvent) -> None:
+        if not completed:
+            completed.append(0)
+            raise asyncio.CancelledError
+        completed.append(event.job.id)
+
+    client.on_event("completed", hook)
+    noop_task(client, "q", "k")
+    first = await client.insert({}, kind="k", queue="q")
+    with caplog.at_level(logging.ERROR, logger="awa"):
+        await client.start([("q", 1)], **FAST_WORKER)
+        try:
+
+            async def first_seen() -> bool:
+                return completed == [0]
+
+            await wait_for(first_seen)
+            later = [await client.insert({"n": n}, kind="k", queue="q") for n in range(3)]
+
+            async def later_seen() -> bool:
+                return sorted(completed[1:]) == sorted(j.id for j in later)
+
+            await wait_for(later_seen)
+        finally:
+            await client.shutdown()
+    assert f"failed on completed of job {first.id}" in caplog.text

@@ -26,6 +26,7 @@ from awa.db.rows import WriteRow, write_rows
 from awa.log import fault, traceback_unless_expected
 from awa.service import LoopService
 from awa.worker.args_budget import args_sizes
+from awa.worker.attempt_keys import cancelled_among
 from awa.worker.claiming import Rider
 from awa.worker.durability import DurableOutcomes
 from awa.worker.observe import Observer
@@ -209,8 +210,22 @@ class Completer(LoopService):
                 delay = min(delay * 2, 5.0)
                 continue
             self.healthy = True
+            if len(applied) < len(batch):
+                await self._mark_cancelled_first([f for f in batch if f.job_id not in applied])
             self._account(batch, applied)
             return
+
+    async def _mark_cancelled_first(self, stale: list[Finalization]) -> None:
+        """Mark the stale outcomes whose job an operator cancelled during the attempt (one
+        small read, only when a write refused some): a cancel, not a lost lease."""
+        try:
+            async with self._lane.connection(self._pool) as conn:
+                cancelled = await cancelled_among(conn, [attempt_key(f.job) for f in stale])
+        except Exception as exc:  # only the wording of the report depends on it
+            logger.debug("completer: could not tell cancels among stale outcomes (%s)", exc)
+            return
+        for f in stale:
+            f.cancelled_first = f.job_id in cancelled
 
     async def _flush_each(self, left: list[Finalization], applied: set[int]) -> None:
         """Write ``left`` one outcome per statement, removing each from it and adding what
@@ -276,7 +291,7 @@ class Completer(LoopService):
         if len(applied) < len(batch):
             stale = [f for f in batch if f.job_id not in applied_ids]
             self.stale += len(stale)
-            logger.debug("completer: %d stale outcome(s) not applied (lease lost)", len(stale))
+            logger.debug("completer: %d stale outcome(s) not applied", len(stale))
             self._observer.outcomes_stale(stale)
         if applied:
             self._observer.outcomes_applied(applied)

@@ -155,12 +155,15 @@ class Executor:
         task = self._registry.get(job.kind)
         if task is None:  # not ours to fail: another process may run it (ADR 0027)
             return results.handed_back(job)  # no handler starts, so no job_started
-        if job.attempted_at is not None:
-            self._observer.job_started(job, (job.attempted_at - job.run_at).total_seconds())
-        try:
+        undecodable = None
+        try:  # before job_started: hooks see the args as the handler will
             job.args = decode_args(task.args_type, job.args)
         except SerializationError as exc:
-            return attempt.failed(str(exc), "SerializationError", terminal=True)
+            undecodable = exc
+        if job.attempted_at is not None:
+            self._observer.job_started(job, (job.attempted_at - job.run_at).total_seconds())
+        if undecodable is not None:
+            return attempt.failed(str(undecodable), "SerializationError", terminal=True)
         try:
             if task.is_async:
                 value = await self._run_async(task, attempt)

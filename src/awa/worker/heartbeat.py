@@ -7,11 +7,11 @@ lease: its handler is told to stop, and its outcome will be fenced anyway.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
 from awa.db import sql
+from awa.worker.attempt_keys import cancelled_among, key_arrays
 from awa.worker.completer import Completer
 from awa.worker.executor import Executor
 from awa.worker.results import AttemptKey
@@ -19,30 +19,20 @@ from awa.worker.results import AttemptKey
 logger = logging.getLogger("awa")
 
 
-def _key_arrays(keys: list[AttemptKey]) -> dict[str, list[Any]]:
-    return {
-        "ids": [key[0] for key in keys],
-        "run_leases": [key[1] for key in keys],
-        "attempted_ats": [key[2] for key in keys],
-    }
-
-
 async def still_running(
     pool: AsyncConnectionPool, keys: list[AttemptKey], synchronous_commit: bool = False
 ) -> set[int]:
     """Heartbeat the attempts of ``keys``; returns the ids still running under them."""
-    params = {**_key_arrays(keys), "synchronous_commit": "on" if synchronous_commit else "off"}
+    params = {**key_arrays(keys), "synchronous_commit": "on" if synchronous_commit else "off"}
     async with pool.connection() as conn:
         cur = await conn.execute(sql.JOB_HEARTBEAT_MANY, params)
         return {row[0] for row in await cur.fetchall()}
 
 
 async def _cancelled(pool: AsyncConnectionPool, keys: list[AttemptKey]) -> set[int]:
-    """The ids among ``keys`` whose row an operator cancelled under the attempt's key: a
-    cancel the heartbeat learns of before its notice still stops the handler as one."""
+    """A cancel the heartbeat learns of before its notice still stops the handler as one."""
     async with pool.connection() as conn:
-        cur = await conn.execute(sql.JOB_CANCELLED_AMONG, _key_arrays(keys))
-        return {row[0] for row in await cur.fetchall()}
+        return await cancelled_among(conn, keys)
 
 
 async def beat(

@@ -146,6 +146,15 @@ class JobLog(Observer):
         if not logger.isEnabledFor(logging.INFO):
             return
         for f in stale:
+            if f.cancelled_first:
+                logger.info(
+                    "job %s (%s on %s) cancelled by an operator as its handler returned: "
+                    "outcome %s not recorded", f.job.id, f.job.kind, f.job.queue,
+                    outcome_name(f),
+                    extra=job_fields(f.job, "job_stopped", reason="cancelled",
+                                     outcome=outcome_name(f)),
+                )  # fmt: skip
+                continue
             logger.info(
                 "job %s (%s on %s): outcome %s refused, attempt %d lost its lease (run_lease %d)",
                 f.job.id, f.job.kind, f.job.queue, outcome_name(f), f.job.attempt,

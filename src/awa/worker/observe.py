@@ -52,7 +52,8 @@ class Observer:
         """Outcomes applied earlier whose commit is now durable (survives a crash)."""
 
     def outcomes_stale(self, stale: Sequence[Finalization]) -> None:
-        """Outcomes refused because their attempt had lost its lease."""
+        """Outcomes refused because their attempt had lost its lease, or because an
+        operator cancelled the job after its handler returned (``cancelled_first``)."""
 
     def polled(self, queue: str, claimed: int, rate_limited: bool) -> None:
         """A dispatcher poll ended (claimed may be 0)."""

@@ -63,6 +63,9 @@ class Finalization:
     metadata: dict[str, Any] | None = None
     # No handler ran: this process has none for the kind and gave the job back (ADR 0027).
     handed_back: bool = False
+    # Refused as stale because an operator cancelled the job during this attempt, after
+    # its handler had returned (set by the completer when a write finds it stale).
+    cancelled_first: bool = False
 
     @property
     def job_id(self) -> int:
