@@ -176,3 +176,27 @@ async def test_a_loop_step_failing_names_its_fault_and_traces_what_is_not_the_da
         ("promote: OperationalError: server closed the connection", False),
         ("promote: AssertionError", True),
     ]
+
+
+def test_an_exception_whose_str_fails_is_still_the_attempts_failure() -> None:
+    """Its outcome went unwritten ("unexpected error running job"): the job sat running
+    until the heartbeat rescue, retried at once, its own error lost, a TerminalError
+    retried."""
+
+    class Broken(awa.TerminalError):
+        def __str__(self) -> str:
+            raise AttributeError("detail")
+
+    class NotText(Exception):
+        def __str__(self) -> str:
+            return 42  # type: ignore[return-value]
+
+    failed = results.from_exception(make_job(), Broken())
+    assert failed.state is awa.JobState.FAILED and failed.error is not None
+    assert failed.error["error"] == "<Broken: str() failed with AttributeError>"
+    assert failed.error["type"].endswith("Broken")
+    retried = results.from_exception(make_job(), NotText())
+    assert retried.state is awa.JobState.RETRYABLE and retried.error is not None
+    assert "str() failed with TypeError" in retried.error["error"]
+    cancel = results.from_return(make_job(), awa.Cancel(reason=NotText()))  # type: ignore[arg-type]
+    assert cancel.error is not None and "str() failed" in cancel.error["error"]

@@ -103,11 +103,20 @@ class Finalization:
         return self.state.is_final
 
 
+def _text(value: Any) -> str:
+    """``str(value)``, or a note saying it failed: an exception whose ``__str__`` raises
+    must still be recorded as the handler's failure, not break the attempt's outcome."""
+    try:
+        return str(value)
+    except Exception as exc:
+        return f"<{type(value).__name__}: str() failed with {type(exc).__name__}>"
+
+
 def _error_entry(job: Job[Any], message: str, kind: str, tb: str | None = None) -> dict[str, Any]:
     # storable_text: a NUL or an unpaired surrogate in an exception message would make
     # PostgreSQL refuse the whole batch of outcomes this entry is written with.
     entry: dict[str, Any] = {
-        "error": storable_text(clip(str(message), MAX_ERROR_CHARS)),
+        "error": storable_text(clip(_text(message), MAX_ERROR_CHARS)),
         "attempt": job.attempt,
         "type": storable_text(str(kind)),
     }
@@ -143,7 +152,7 @@ def from_return(job: Job[Any], value: Any, callback_id: str | None = None) -> Fi
 
 def from_exception(job: Job[Any], exc: BaseException) -> Finalization:
     """What a handler's exception means for its job."""
-    message = str(exc) or type(exc).__name__
+    message = _text(exc) or type(exc).__name__
     kind = type(exc).__qualname__
     if len(message) > MAX_ERROR_CHARS:  # keep the frames, not the tail of a huge message
         frames = "".join(traceback.format_tb(exc.__traceback__))
