@@ -110,3 +110,30 @@ async def test_an_operators_retry_starts_again_from_the_original_priority(
     assert [j.priority for j in await client.retry_failed(queue="q")] == [3]
     assert (await client.retry_external(str(callback_id))).priority == 4
     assert _priorities(db) == {cancelled.id: (4, 4), failed.id: (3, 3), parked.id: (4, 4)}
+
+
+async def test_an_operators_new_priority_restarts_aging(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """A demotion of a backlog that had waited three intervals was aged straight back to
+    1 at the next tick (aging counted from run_at); and SetPriority(p) skipped jobs aged
+    to p, which went back to their old level once retried."""
+    backlog = [await client.insert({"n": n}, kind="k", queue="q", priority=3) for n in range(3)]
+    aged = await client.insert({"aged": True}, kind="k", queue="q", priority=4)
+    db.execute("UPDATE awa.jobs SET run_at = now() - interval '3.5 seconds'")
+    pool, intervals = await client._get_pool(), {"q": 1_000}
+    epoch = lead_maintenance(db)
+    assert await aging.age_priorities(pool, intervals, epoch) == 4
+    assert {p for _, p in _priorities(db).items()} == {(1, 3), (1, 4)}
+
+    ids = [j.id for j in backlog]
+    op = await client.apply_batch(awa.SetPriority(4), ids=ids)
+    assert op.processed == 3
+    assert await aging.age_priorities(pool, intervals, epoch) == 0  # the demotion holds
+    assert {_priorities(db)[i] for i in ids} == {(4, 4)}
+
+    op = await client.apply_batch(awa.SetPriority(1), ids=[aged.id])  # at 1 by aging only
+    assert op.processed == 1 and _priorities(db)[aged.id] == (1, 1)
+    db.execute("UPDATE awa.jobs SET aging_from = now() - interval '1.5 seconds'")
+    assert await aging.age_priorities(pool, intervals, epoch) == 3  # ages from the change
+    assert {_priorities(db)[i] for i in ids} == {(3, 4)}

@@ -4,8 +4,10 @@
 -- maintenance leader after the caller went away), and a cancel waits for the chunk in
 -- flight, then no chunk follows. The next chunk_size items past cursor_id are visited in
 -- id order; a job changes only if it still matches the filter as submitted (state, kind,
--- queue) and is not at the target yet — the rest count as skipped. set_priority sets
--- original_priority too, so priority aging and promotion keep the new level. A moved job
+-- queue) and is not at the target yet (for a priority: neither as it stands nor as it
+-- returns to after aging) — the rest count as skipped. set_priority sets
+-- original_priority too, so promotion keeps the new level, and aging_from, so aging
+-- counts from the change (migration 0033). A moved job
 -- leaves its partition_key NULL (its new queue's claim adopts it under its own
 -- partition_by); moved available jobs wake their new queue. A chunk shorter than chunk_size is the last: the
 -- operation completes and its items go.
@@ -31,14 +33,17 @@ WITH op AS (
     SET queue = coalesce(op.spec ->> 'queue', j.queue),
         partition_key = CASE WHEN op.spec ->> 'queue' IS NULL THEN j.partition_key END,
         priority = coalesce((op.spec ->> 'priority')::smallint, j.priority),
-        original_priority = coalesce((op.spec ->> 'priority')::smallint, j.original_priority)
+        original_priority = coalesce((op.spec ->> 'priority')::smallint, j.original_priority),
+        aging_from = CASE WHEN op.spec ->> 'priority' IS NULL THEN j.aging_from ELSE now() END
     FROM op, chunk
     WHERE j.id = chunk.job_id
       AND j.state::text IN (SELECT jsonb_array_elements_text(op.filter -> 'states'))
       AND (op.filter ->> 'kind' IS NULL OR j.kind = op.filter ->> 'kind')
       AND (op.filter ->> 'queue' IS NULL OR j.queue = op.filter ->> 'queue')
       AND (op.spec ->> 'queue' IS NULL OR j.queue <> op.spec ->> 'queue')
-      AND (op.spec ->> 'priority' IS NULL OR j.priority <> (op.spec ->> 'priority')::smallint)
+      AND (op.spec ->> 'priority' IS NULL
+           OR j.priority <> (op.spec ->> 'priority')::smallint
+           OR j.original_priority <> (op.spec ->> 'priority')::smallint)
       AND (SELECT count(*) FROM locked) >= 0  -- a gate the update passes once
     RETURNING j.id, j.queue, j.state
 ), woken AS (

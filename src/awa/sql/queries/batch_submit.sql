@@ -13,7 +13,9 @@ WITH new_op AS (
       AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
       AND (%(ids)s::bigint[] IS NULL OR j.id = ANY(%(ids)s::bigint[]))
       AND (%(to_queue)s::text IS NULL OR j.queue <> %(to_queue)s::text)
-      AND (%(to_priority)s::smallint IS NULL OR j.priority <> %(to_priority)s::smallint)
+      AND (%(to_priority)s::smallint IS NULL
+           OR j.priority <> %(to_priority)s::smallint
+           OR j.original_priority <> %(to_priority)s::smallint)
     RETURNING job_id
 )
 INSERT INTO awa.batch_operations (id, op, spec, filter, chunk_size, total, submitted_by)

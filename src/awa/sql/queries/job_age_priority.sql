@@ -1,5 +1,6 @@
 -- job_age_priority: priority aging. An available job gains one priority level (a lower
--- number) per interval it has waited since run_at, never above 1:
+-- number) per interval it has waited since run_at (or since an operator last set its
+-- priority, aging_from: migration 0033), never above 1:
 --   priority = greatest(1, original_priority - floor(waited / interval)).
 -- One statement per tick for every queue with aging on (interval > 0), in batches that
 -- skip rows a dispatcher is claiming. Aging only raises a job; the promoter resets
@@ -17,39 +18,39 @@ WITH config AS (
 ), aged_plain AS (
     SELECT j.id,
         greatest(1, j.original_priority - floor(
-            extract(epoch FROM now() - j.run_at) * 1000 / c.interval_ms))::smallint AS priority
+            extract(epoch FROM now() - greatest(j.run_at, j.aging_from)) * 1000 / c.interval_ms))::smallint AS priority
     FROM config AS c
     JOIN awa.jobs AS j ON j.queue = c.queue
     WHERE j.state = 'available' AND j.partition_key IS NULL AND j.ordering_key IS NULL
       AND j.priority > 1
       AND j.run_at <= now() - c.interval_ms * interval '1 millisecond'
       AND greatest(1, j.original_priority - floor(
-            extract(epoch FROM now() - j.run_at) * 1000 / c.interval_ms)) < j.priority
+            extract(epoch FROM now() - greatest(j.run_at, j.aging_from)) * 1000 / c.interval_ms)) < j.priority
     LIMIT %(limit)s
     FOR UPDATE OF j SKIP LOCKED
 ), aged_keyed AS (
     SELECT j.id,
         greatest(1, j.original_priority - floor(
-            extract(epoch FROM now() - j.run_at) * 1000 / c.interval_ms))::smallint AS priority
+            extract(epoch FROM now() - greatest(j.run_at, j.aging_from)) * 1000 / c.interval_ms))::smallint AS priority
     FROM config AS c
     JOIN awa.jobs AS j ON j.queue = c.queue
     WHERE j.state = 'available' AND j.partition_key IS NOT NULL AND j.priority > 1
       AND j.run_at <= now() - c.interval_ms * interval '1 millisecond'
       AND greatest(1, j.original_priority - floor(
-            extract(epoch FROM now() - j.run_at) * 1000 / c.interval_ms)) < j.priority
+            extract(epoch FROM now() - greatest(j.run_at, j.aging_from)) * 1000 / c.interval_ms)) < j.priority
     LIMIT %(limit)s
     FOR UPDATE OF j SKIP LOCKED
 ), aged_ordered AS (
     SELECT j.id,
         greatest(1, j.original_priority - floor(
-            extract(epoch FROM now() - j.run_at) * 1000 / c.interval_ms))::smallint AS priority
+            extract(epoch FROM now() - greatest(j.run_at, j.aging_from)) * 1000 / c.interval_ms))::smallint AS priority
     FROM config AS c
     JOIN awa.jobs AS j ON j.queue = c.queue
     WHERE j.state = 'available' AND j.partition_key IS NULL AND j.ordering_key IS NOT NULL
       AND j.priority > 1
       AND j.run_at <= now() - c.interval_ms * interval '1 millisecond'
       AND greatest(1, j.original_priority - floor(
-            extract(epoch FROM now() - j.run_at) * 1000 / c.interval_ms)) < j.priority
+            extract(epoch FROM now() - greatest(j.run_at, j.aging_from)) * 1000 / c.interval_ms)) < j.priority
     LIMIT %(limit)s
     FOR UPDATE OF j SKIP LOCKED
 ), aged AS (
