@@ -172,6 +172,9 @@ def aware_datetime(field: str, value: Any) -> datetime:
         raise ValidationError(
             field, f"must be between {_EARLIEST.date()} and {_LATEST.date()} UTC, got {value}"
         )
+    offset = value.utcoffset()
+    if offset is not None and offset.microseconds:  # PostgreSQL reads no fractional offset
+        return utc
     return value
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import psycopg
@@ -44,6 +44,19 @@ async def test_future_run_at_is_scheduled(client: awa.AsyncClient) -> None:
     job = await client.insert(SendEmail("x"), run_at=later)
     assert job.state is awa.JobState.SCHEDULED
     assert abs((job.run_at - later).total_seconds()) < 0.001
+
+
+async def test_a_run_at_whose_offset_has_fractions_of_a_second_is_stored(
+    client: awa.AsyncClient,
+) -> None:
+    """PostgreSQL reads no fractional UTC offset (an LMT zone's +00:00:01.000005 was a
+    DatabaseError from both insert paths): such an instant is sent in UTC."""
+    later = datetime.now(UTC) + timedelta(hours=1)
+    odd = later.astimezone(timezone(timedelta(seconds=1, microseconds=5)))
+    job = await client.insert(SendEmail("x"), run_at=odd)
+    [copied] = await client.insert_many([SendEmail("y")], run_at=odd)
+    for stored in (await client.get_job(job.id), await client.get_job(copied.id)):
+        assert abs((stored.run_at - later).total_seconds()) < 0.001
 
 
 async def test_dict_args_and_pydantic_style_models(client: awa.AsyncClient) -> None:
