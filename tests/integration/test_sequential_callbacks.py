@@ -174,8 +174,7 @@ async def test_completing_instead_of_resuming_ends_the_wait(client: awa.AsyncCli
     finally:
         await client.shutdown()
     (ended,) = steps.ended
-    if isinstance(ended, awa.CallbackEnded):
-        assert ended.state is awa.JobState.COMPLETED
+    assert isinstance(ended, awa.CallbackEnded) and ended.state is awa.JobState.COMPLETED
     final = await client.get_job(job.id)
     assert final.state is awa.JobState.COMPLETED and final.errors == []  # late outcome fenced
 
@@ -197,18 +196,18 @@ async def test_timeout_while_waiting_ends_the_attempt(client: awa.AsyncClient) -
 
 
 async def test_cancel_while_waiting_stops_the_handler(client: awa.AsyncClient) -> None:
-    """Whichever reaches the waiting handler first stops it: the cancel notice (the task
-    is cancelled) or the wait's own poll of the row, which finds it cancelled
-    (CallbackEnded, as for any end from outside)."""
-    stopped = asyncio.Event()
+    """Whichever reaches the waiting handler first, the cancel notice or the wait's own
+    poll of the row, the handler gets CallbackEnded, as for any end from outside (the
+    notice cancelled the task: CancelledError)."""
+    stopped: list[BaseException] = []
 
     @client.task(None, kind="patient", queue="q")
     async def patient(job: awa.Job[Any]) -> None:
         token = await job.register_callback()
         try:
             await job.wait_for_callback(token)
-        except (asyncio.CancelledError, awa.CallbackEnded):
-            stopped.set()
+        except (asyncio.CancelledError, awa.CallbackEnded) as exc:
+            stopped.append(exc)
             raise
 
     job = await client.insert({}, kind="patient", queue="q")
@@ -217,10 +216,39 @@ async def test_cancel_while_waiting_stops_the_handler(client: awa.AsyncClient) -
         await _waiting(client, job.id)
         cancelled = await client.cancel(job.id)
         assert cancelled.state is awa.JobState.CANCELLED
-        await asyncio.wait_for(stopped.wait(), 15)
+        await wait_for(lambda: _true(bool(stopped)))
     finally:
         await client.shutdown()
     assert (await client.get_job(job.id)).state is awa.JobState.CANCELLED
+    [ended] = stopped
+    assert isinstance(ended, awa.CallbackEnded) and ended.state is awa.JobState.CANCELLED
+
+
+@pytest.mark.parametrize("end", ["complete", "fail"])
+async def test_an_end_the_heartbeat_learns_of_first_is_callback_ended_too(
+    client: awa.AsyncClient, end: str
+) -> None:
+    """No notice reaches the worker and the wait polls every 2 s by then: the heartbeat
+    finds the lease gone first, and it cancelled the task (CancelledError, not the
+    documented CallbackEnded). It wakes the wait now."""
+    steps = Steps()
+    _two_step(client, steps)
+    job = await client.insert({}, kind="order", queue="q", max_attempts=1)
+    await client.start([("q", 1)], **{**FAST_WORKER, "heartbeat_interval_ms": 100})
+    try:
+        token = await steps.next_token(1)
+        await _waiting(client, job.id)
+        await client._worker.listener.stop()  # neither the resume-style notice arrives
+        await asyncio.sleep(1.6)  # the wait's polls are 0.8-1.6 s apart by now
+        if end == "complete":
+            await client.complete_external(token)
+        else:
+            await client.fail_external(token, "declined")
+        await wait_for(lambda: _true(bool(steps.ended)))
+    finally:
+        await client.shutdown()
+    [ended] = steps.ended
+    assert isinstance(ended, awa.CallbackEnded)
 
 
 async def test_shutdown_while_waiting_returns_the_job(client: awa.AsyncClient) -> None:

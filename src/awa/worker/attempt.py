@@ -102,6 +102,7 @@ class Attempt:
         "_services",
         "abandoned",
         "callback_id",
+        "callback_wake",
         "cancel_reason",
         "claimed_at",
         "deadline_ms",
@@ -134,6 +135,9 @@ class Attempt:
         self.claimed_at = self.started if claimed_at is None else claimed_at
         self.due = self.started + deadline_ms / 1000 if deadline_ms > 0 else None
         self.interruptible = False  # True while an async handler runs: cancel it at the due
+        # Set while the handler waits in wait_for_callback: a stop from outside wakes the
+        # wait, which reads the row and raises CallbackEnded, instead of cancelling it.
+        self.callback_wake: asyncio.Event | None = None
         self.cancel_reason: str | None = None
         self.abandoned = False  # the worker gave up waiting for its handler (ADR 0016)
         self.stuck = False  # asked to stop, still running, and could not be abandoned

@@ -16,7 +16,9 @@ handler stays where it is, holding its permit, and goes on with the payload of
    ordinary handler error, so the job is retried or fails on its last attempt), or over;
 4. resumed: ``job_callback_resumed`` restarts the deadline with the time that was left,
    and the payload is returned. Over (completed or failed from outside, cancelled,
-   rescued): :class:`~awa.errors.CallbackEnded`.
+   rescued): :class:`~awa.errors.CallbackEnded` — also when the cancel's notice or the
+   heartbeat reaches the worker before the poll does (they wake the wait, not cancel it;
+   ``complete_external`` and ``fail_external`` send the same notice as a resume).
 
 An answer may come before step 2 (the partner is fast): ``resume_external`` clears the
 id of the running row, step 2 changes nothing, and step 3 sees the resume at once.
@@ -99,6 +101,18 @@ def decide(row: Sequence[Any] | None, job: Job[Any], callback_id: str) -> Verdic
     return Verdict.TIMED_OUT if expired else Verdict.WAITING
 
 
+@contextlib.contextmanager
+def _wakeable(attempt: Attempt, wake: asyncio.Event) -> Iterator[None]:
+    """While the handler waits, a stop from outside (an operator's cancel, a lease the
+    heartbeat found gone) wakes it instead of cancelling it: however the end is learnt,
+    the handler gets CallbackEnded."""
+    attempt.callback_wake = wake
+    try:
+        yield
+    finally:
+        attempt.callback_wake = None
+
+
 def _attempt_params(attempt: Attempt) -> dict[str, Any]:
     job_id, run_lease, attempted_at = attempt.key
     return {"id": job_id, "run_lease": run_lease, "attempted_at": attempted_at}
@@ -123,7 +137,7 @@ async def wait(
             f"attempt returned, got {callback_id!r}",
         )
     left = attempt.pause_deadline()
-    with waiters.waiting(job.id) as wake:
+    with waiters.waiting(job.id) as wake, _wakeable(attempt, wake):
         async with pool.connection() as conn:
             await conn.execute(
                 sql.JOB_CALLBACK_WAIT, {**_attempt_params(attempt), "callback_id": key}
@@ -132,6 +146,8 @@ async def wait(
         while verdict is Verdict.WAITING:
             row = await _read(pool, job)
             verdict = decide(row, job, key)
+            if verdict is Verdict.WAITING and attempt.cancel_reason is not None:
+                verdict = Verdict.ENDED  # stopped from outside, the row not moved on (yet)
             if verdict is Verdict.WAITING:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(delay):

@@ -180,6 +180,10 @@ class Executor:
             # concurrent future): an error like any other, not a silent exit.
             return attempt.raised(exc)
         except Exception as exc:
+            if attempt.cancel_reason not in (None, "deadline"):
+                # Raised because it was stopped (CallbackEnded from a wait, a plain def
+                # seeing is_cancelled()): the row moved on; reported as the stop it was.
+                return None
             return attempt.raised(exc)
         except BaseException as exc:
             # SystemExit, KeyboardInterrupt, GeneratorExit from a handler: let out, they
@@ -314,10 +318,13 @@ class Executor:
         if key is not None and attempt.key != key:
             return False
         if attempt.request_cancel(reason):
+            wake = attempt.callback_wake
+            if wake is not None and reason != "shutdown":
+                wake.set()  # waiting for its callback: it reads the row, raises CallbackEnded
             # Only a handler under way: a task not started yet would never run its
             # clean-up (its permit and its entry here would leak, its job heartbeated for
             # ever); it sees the request before its handler starts (_may_start).
-            if attempt.interruptible and attempt.task is not None:
+            elif attempt.interruptible and attempt.task is not None:
                 attempt.task.cancel()
             self._stop_requested(attempt)
         return True
