@@ -16,7 +16,7 @@ passed: it is not a dependency of awa.
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 import psycopg
 from psycopg.pq import TransactionStatus
@@ -29,6 +29,11 @@ from awa.db.errors import mapped
 from awa.errors import UniqueConflict, ValidationError
 from awa.types import Job
 from awa.worker.registry import TaskRegistry
+
+if TYPE_CHECKING:  # only named in signatures: SQLAlchemy is optional
+    import sqlalchemy
+    import sqlalchemy.ext.asyncio
+    import sqlalchemy.orm
 
 _NO_TASKS = TaskRegistry()  # without a client: the derived kind and ``default``
 
@@ -127,6 +132,44 @@ def _unsupported(conn: Any) -> ValidationError:
         "expected a psycopg Connection/AsyncConnection or a SQLAlchemy Session, Connection, "
         f"AsyncSession or AsyncConnection, got {type(conn).__name__}",
     )
+
+
+@overload
+def insert_job(
+    conn: psycopg.AsyncConnection[Any],
+    args: Any,
+    *,
+    client: HasRegistry | None = None,
+    **options: Any,
+) -> Awaitable[Job[Any]]: ...
+
+
+@overload
+def insert_job(
+    conn: psycopg.Connection[Any], args: Any, *, client: HasRegistry | None = None, **options: Any
+) -> Job[Any]: ...
+
+
+@overload
+def insert_job(
+    conn: sqlalchemy.orm.Session | sqlalchemy.orm.scoped_session[Any] | sqlalchemy.Connection,
+    args: Any,
+    *,
+    client: HasRegistry | None = None,
+    **options: Any,
+) -> Job[Any]: ...
+
+
+@overload
+def insert_job(
+    conn: sqlalchemy.ext.asyncio.AsyncSession
+    | sqlalchemy.ext.asyncio.async_scoped_session[Any]
+    | sqlalchemy.ext.asyncio.AsyncConnection,
+    args: Any,
+    *,
+    client: HasRegistry | None = None,
+    **options: Any,
+) -> Awaitable[Job[Any]]: ...
 
 
 def insert_job(

@@ -12,7 +12,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import psycopg
 from psycopg import AsyncConnection
@@ -25,6 +25,7 @@ from awa.client import insert as insert_path
 from awa.client.batch_methods import BatchMethods
 from awa.client.fleet_control import FleetControl
 from awa.client.job_lifecycle import JobLifecycle
+from awa.client.registering import Registering
 from awa.client.seat_outlook import SeatOutlook
 from awa.client.transaction import Transaction
 from awa.client.unique import UniqueOpts
@@ -74,7 +75,7 @@ _UNSET: Any = object()
 DEFAULT_POOL_TIMEOUT_S = 30.0
 
 
-class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
+class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
     """Connects to PostgreSQL; inserts, inspects and runs jobs.
 
     Use as an async context manager (or call :meth:`close`). The connection pool opens
@@ -221,7 +222,7 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
             await self._pool.close()
             self._pool = None
 
-    async def __aenter__(self) -> AsyncClient:
+    async def __aenter__(self) -> Self:
         await self._get_pool()
         return self
 
@@ -552,20 +553,8 @@ class AsyncClient(JobLifecycle, FleetControl, BatchMethods):
 
     # -- running ---------------------------------------------------------------------
 
-    def task(
-        self,
-        args_type: type[Any] | None = None,
-        *,
-        queue: str = DEFAULT_QUEUE,
-        kind: str | None = None,
-    ) -> Callable[[F], F]:
-        """Decorator registering an async or plain handler for ``args_type``'s kind."""
-
-        def register(handler: F) -> F:
-            self.registry.register(args_type, handler, kind=kind, queue=queue)
-            return handler
-
-        return register
+    def _registrar(self) -> AsyncClient:
+        return self
 
     async def start(
         self,

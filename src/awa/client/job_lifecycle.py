@@ -1,6 +1,8 @@
 """The methods of :class:`~awa.client.async_client.AsyncClient` for a job's life beyond
-one run: periodic jobs (creation on a schedule), the dead letter queue (parking after
-failure), external callbacks (completion by another system) and lifecycle hooks.
+one run: periodic schedules, the dead letter queue (parking after failure) and external
+callbacks (completion by another system). Registering periodic jobs and lifecycle hooks
+(``periodic``, ``on_event``) lives in :mod:`awa.client.registering`, shared with the
+sync ``Client``.
 
 A mixin so the core client module stays readable; every method is a thin, documented
 entry point into :mod:`awa.client.cron`, :mod:`awa.client.dlq`,
@@ -10,7 +12,7 @@ method through one ``_blocking(...)`` line, like the rest.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -22,9 +24,10 @@ from psycopg_pool import AsyncConnectionPool
 from awa.client import callbacks, cron, dlq
 from awa.client.dlq import DeadLetter
 from awa.client.insert import InsertSpec
-from awa.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY
 from awa.errors import DatabaseError, ValidationError
-from awa.hooks import Callback, Hooks, JobEvent
+from awa.hooks import (
+    Hooks,
+)
 from awa.periodic import CronSchedule, PeriodicJob
 from awa.types import Job
 from awa.worker.observe import Observer
@@ -76,45 +79,7 @@ class JobLifecycle:
                 what, "register before start(): the running worker does not see it"
             )
 
-    # -- periodic jobs ---------------------------------------------------------------
-
-    def periodic(
-        self,
-        name: str,
-        cron_expr: str,
-        args: Any,
-        *,
-        kind: str | None = None,
-        timezone: str = "UTC",
-        queue: str | None = None,
-        priority: int = DEFAULT_PRIORITY,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        tags: Sequence[str] | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        missed_fire_policy: str = "coalesce",
-    ) -> PeriodicJob:
-        """Register a periodic job before ``start()``: enqueue ``args`` on ``cron_expr``.
-
-        ``cron_expr`` has 5 fields (minute hour day month weekday) or 6 (seconds first),
-        evaluated in the IANA ``timezone``. The maintenance leader fires each schedule
-        exactly once per fire time across the fleet. ``missed_fire_policy`` decides what
-        happens after downtime: ``"coalesce"`` (one job) or ``"catch_up"`` (one per miss).
-        Invalid values raise ValidationError naming the field.
-        """
-        self._before_start("periodic")
-        spec = self._spec(
-            args,
-            kind=kind,
-            queue=queue,
-            priority=priority,
-            max_attempts=max_attempts,
-            tags=tags,
-            metadata=metadata,
-        )
-        job = cron.build(name, cron_expr, timezone, missed_fire_policy, spec)
-        cron.check_unique(self._periodic, job.name)
-        self._periodic.append(job)
-        return job
+    # -- periodic jobs (periodic() itself: awa.client.registering) --------------------
 
     async def list_cron_schedules(self) -> list[CronSchedule]:
         """Every stored schedule with its pause state, last and next fire."""
@@ -255,27 +220,3 @@ class JobLifecycle:
         """Push the callback's timeout to ``timeout_seconds`` from now."""
         async with self._connection() as conn:
             return await callbacks.heartbeat(conn, callback_id, timeout_seconds)
-
-    # -- lifecycle hooks -------------------------------------------------------------
-
-    def on_event(
-        self,
-        kind_or_type: str | type[JobEvent],
-        callback: Callback,
-        *,
-        job_kind: str | type[Any] | None = None,
-    ) -> None:
-        """Call ``callback(event)`` after ``started``, ``completed``, ``retried``,
-        ``exhausted`` or ``cancelled`` commits (``"*"`` for all; or an event class such as
-        ``awa.hooks.JobCompleted``), optionally only for jobs of ``job_kind``.
-
-        Register before ``start()``. Plain callbacks run inline on the worker loop, async
-        ones as tasks; a failing hook is logged and never affects the job.
-        """
-        self._before_start("on_event")
-        if self._hooks is None:
-            self._hooks = Hooks()
-            self._observers.append(self._hooks)
-        if isinstance(job_kind, type):  # its task's kind, when registered (as inserts use)
-            job_kind = self.registry.default_kind(job_kind) or job_kind
-        self._hooks.subscribe(kind_or_type, callback, job_kind=job_kind)

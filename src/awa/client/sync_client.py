@@ -12,14 +12,14 @@ import contextlib
 import functools
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
-from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, overload
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, Self, TypeVar, overload
 
 from awa.client.async_client import AsyncClient
 from awa.client.portal import Portal
+from awa.client.registering import Registering
 from awa.client.transaction import Transaction
 from awa.db import forking
 from awa.errors import ClientClosed
-from awa.periodic import PeriodicJob
 from awa.types import RuntimeSnapshot
 
 P = ParamSpec("P")
@@ -72,7 +72,7 @@ class SyncTransaction:
     insert_many = _blocking(Transaction.insert_many)
 
 
-class Client:
+class Client(Registering):
     """Blocking client: every method of :class:`AsyncClient`, called without ``await``."""
 
     def __init__(
@@ -148,19 +148,8 @@ class Client:
     get_batch = _blocking(AsyncClient.get_batch)
     list_batches = _blocking(AsyncClient.list_batches)
 
-    def task(
-        self, args_type: type[Any] | None = None, *, queue: str = "default", kind: str | None = None
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Decorator registering a handler; see :meth:`AsyncClient.task`."""
-        return self._core.task(args_type, queue=queue, kind=kind)
-
-    def periodic(self, name: str, cron_expr: str, args: Any, **options: Any) -> PeriodicJob:
-        """Register a periodic job; see :meth:`AsyncClient.periodic`."""
-        return self._core.periodic(name, cron_expr, args, **options)
-
-    def on_event(self, kind_or_type: Any, callback: Callable[[Any], Any], **options: Any) -> None:
-        """Subscribe a lifecycle hook; see :meth:`AsyncClient.on_event`."""
-        self._core.on_event(kind_or_type, callback, **options)
+    def _registrar(self) -> AsyncClient:
+        return self._core
 
     @property
     def async_client(self) -> AsyncClient:
@@ -215,7 +204,7 @@ class Client:
                 await manager.__aexit__(ClientClosed, closed, None)
         await self._core.close()
 
-    def __enter__(self) -> Client:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -20,10 +20,11 @@ import functools
 import inspect
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from awa.bridge import insert_job
 from awa.client.async_client import AsyncClient
+from awa.client.registering import A, H, R
 from awa.config import DEFAULT_QUEUE
 from awa.contrib.django import conf
 from awa.extras import require
@@ -57,9 +58,19 @@ def get_client() -> AsyncClient:
         return _client
 
 
+@overload
+def task(
+    args_type: type[A], *, queue: str = DEFAULT_QUEUE, kind: str | None = None
+) -> Callable[[Callable[[Job[A]], R]], Callable[[Job[A]], R]]: ...
+
+
+@overload
+def task(args_type: None = None, *, queue: str = DEFAULT_QUEUE, kind: str) -> Callable[[H], H]: ...
+
+
 def task(
     args_type: type[Any] | None = None, *, queue: str = DEFAULT_QUEUE, kind: str | None = None
-) -> Callable[[F], F]:
+) -> Callable[[Any], Any]:
     """Register a handler, as ``client.task``. A plain (sync) handler runs with Django's
     connection housekeeping around it, as a request does, so a long-lived worker never
     reuses a connection the server closed."""
