@@ -16,13 +16,13 @@ passed: it is not a dependency of awa.
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, Protocol, overload
+from typing import TYPE_CHECKING, Any, Protocol, Unpack, overload
 
 import psycopg
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
-from awa.client.insert import InsertSpec, build_spec, guarded, insert_one
+from awa.client.insert import InsertOptions, InsertSpec, build_spec, guarded, insert_one
 from awa.client.unique import raise_naming_the_holder_sync
 from awa.db import sql
 from awa.db.errors import mapped
@@ -140,13 +140,17 @@ def insert_job(
     args: Any,
     *,
     client: HasRegistry | None = None,
-    **options: Any,
+    **options: Unpack[InsertOptions],
 ) -> Awaitable[Job[Any]]: ...
 
 
 @overload
 def insert_job(
-    conn: psycopg.Connection[Any], args: Any, *, client: HasRegistry | None = None, **options: Any
+    conn: psycopg.Connection[Any],
+    args: Any,
+    *,
+    client: HasRegistry | None = None,
+    **options: Unpack[InsertOptions],
 ) -> Job[Any]: ...
 
 
@@ -156,7 +160,7 @@ def insert_job(
     args: Any,
     *,
     client: HasRegistry | None = None,
-    **options: Any,
+    **options: Unpack[InsertOptions],
 ) -> Job[Any]: ...
 
 
@@ -168,12 +172,12 @@ def insert_job(
     args: Any,
     *,
     client: HasRegistry | None = None,
-    **options: Any,
+    **options: Unpack[InsertOptions],
 ) -> Awaitable[Job[Any]]: ...
 
 
 def insert_job(
-    conn: Any, args: Any, *, client: HasRegistry | None = None, **options: Any
+    conn: Any, args: Any, *, client: HasRegistry | None = None, **options: Unpack[InsertOptions]
 ) -> Job[Any] | Awaitable[Job[Any]]:
     """Insert one job using ``conn``'s current transaction (options as ``insert``).
 

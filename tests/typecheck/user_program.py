@@ -78,6 +78,12 @@ async def sa(session: Any) -> None:
         return awa.bridge.insert_job(s, SendEmail("x")).id
 
 
+async def in_transaction() -> None:
+    async with client.transaction() as tx:
+        await tx.insert(SendEmail("a@x"), queue="email", priority=1)
+        await tx.insert_many([SendEmail("b@x")], run_at=None)
+
+
 # -- each line marked "E:" must be an error, and no other line ------------------------
 
 
@@ -95,3 +101,8 @@ def on_done(job: awa.Job[SendEmail]) -> None: ...
 client.on_event("completed", on_done)  # E: a hook takes the event
 sync.on_event("completed", completed, jobkind=SendEmail)  # E: a typo
 sync.periodic("p", "* * * * *", Report(1), tiemzone="UTC")  # E: a typo
+
+
+async def misspelt() -> None:
+    async with client.transaction() as tx:
+        await tx.insert(SendEmail("a@x"), priorty=1)  # E: a typo

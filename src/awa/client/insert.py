@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, LiteralString
+from typing import Any, LiteralString, TypedDict
 
 from psycopg import AsyncConnection, Connection
 from psycopg.pq import TransactionStatus
@@ -205,11 +205,27 @@ def _spec(args: Any, kind: str, queue: str, shared: _SharedOptions) -> InsertSpe
     # fmt: on
 
 
+class InsertOptions(TypedDict, total=False):
+    """The options of one insert, as ``AsyncClient.insert`` takes them: what
+    ``tx.insert``, ``awa.bridge.insert_job`` and Django's ``enqueue`` accept as keywords
+    (so a checker catches a misspelt one)."""
+
+    kind: str | None
+    queue: str | None
+    priority: int
+    max_attempts: int
+    tags: Sequence[str] | None
+    metadata: Mapping[str, Any] | None
+    run_at: datetime | None
+    unique_opts: Mapping[str, Any] | UniqueOpts | None
+    ordering_key: str | None
+
+
 def build_spec(
     args: Any,
     *,
     kind: str | None = None,
-    queue: str = "default",
+    queue: str | None = None,
     priority: int = DEFAULT_PRIORITY,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     tags: Sequence[str] | None = None,
@@ -220,7 +236,7 @@ def build_spec(
 ) -> InsertSpec:
     """Validate one job's arguments; every error names the field and its bound."""
     kind = validate.name("kind", _kind_of(args) if kind is None else kind)
-    queue = validate.name("queue", queue)
+    queue = validate.name("queue", "default" if queue is None else queue)
     shared = _shared_options(
         priority, max_attempts, tags, metadata, run_at, unique_opts, ordering_key
     )

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, LiteralString
+from typing import Any, LiteralString, Unpack
 
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
 from awa.client import insert as insert_path
+from awa.client.insert import InsertOptions
 from awa.types import Job
 
 Query = LiteralString | Any  # a str, or a psycopg.sql.Composable
@@ -63,13 +64,15 @@ class Transaction:
         await cur.execute(query, params)
         return await cur.fetchall()
 
-    async def insert(self, /, args: Any, **options: Any) -> Job[Any]:
+    async def insert(self, /, args: Any, **options: Unpack[InsertOptions]) -> Job[Any]:
         """Insert a job inside this transaction (same options as ``AsyncClient.insert``).
         A unique job's insert runs in a savepoint: its ``UniqueConflict`` may be caught
         and the transaction goes on."""
         return await insert_path.insert_one(self.connection, self._build(args, **options))
 
-    async def insert_many(self, /, args_list: Sequence[Any], **options: Any) -> list[Job[Any]]:
+    async def insert_many(
+        self, /, args_list: Sequence[Any], **options: Unpack[InsertOptions]
+    ) -> list[Job[Any]]:
         """Insert many jobs inside this transaction (COPY-based); with unique jobs among
         them, in a savepoint, as ``insert``."""
         specs = self._build_many(args_list, **options)

@@ -20,10 +20,11 @@ import functools
 import inspect
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, Unpack, overload
 
 from awa.bridge import insert_job
 from awa.client.async_client import AsyncClient
+from awa.client.insert import InsertOptions
 from awa.client.registering import A, H, R
 from awa.config import DEFAULT_QUEUE
 from awa.contrib.django import conf
@@ -97,7 +98,7 @@ def _with_fresh_connections(handler: Callable[[Any], Any]) -> Callable[[Any], An
     return run
 
 
-def enqueue(args: Any, *, using: str | None = None, **options: Any) -> Job[Any]:
+def enqueue(args: Any, *, using: str | None = None, **options: Unpack[InsertOptions]) -> Job[Any]:
     """Insert a job through Django's connection ``using`` (default ``AWA['DATABASE']``),
     in its current transaction. Options as ``client.insert``; ``queue`` defaults to the
     queue the args type's task was registered on."""
@@ -113,7 +114,9 @@ def enqueue(args: Any, *, using: str | None = None, **options: Any) -> Job[Any]:
     return job
 
 
-async def aenqueue(args: Any, *, using: str | None = None, **options: Any) -> Job[Any]:
+async def aenqueue(
+    args: Any, *, using: str | None = None, **options: Unpack[InsertOptions]
+) -> Job[Any]:
     """:func:`enqueue` for async code: runs on Django's thread for database work, so it
     joins the same transaction as the ORM calls around it."""
     from asgiref.sync import sync_to_async
