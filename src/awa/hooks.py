@@ -188,7 +188,8 @@ class Hooks(Observer):
         if reason == "cancelled":
             # An operator's cancel of the running job: the cancel statement committed
             # before the notice that stopped this handler was sent.
-            self._emit(JobCancelled(job, "cancelled by operator"))
+            ended = dataclasses.replace(job, state=JobState.CANCELLED)
+            self._emit(JobCancelled(ended, "cancelled by operator"))
 
     def outcomes_durable(self, durable: Sequence[Finalization]) -> None:
         for outcome in durable:

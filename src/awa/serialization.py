@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import logging
 import re
+import sys
 import threading
 import types
 import typing
@@ -14,6 +16,8 @@ from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from awa.errors import SerializationError, ValidationError
+
+_log = logging.getLogger("awa")
 
 try:  # the C accelerator of the json module; absent on some interpreters
     from json.encoder import c_make_encoder  # type: ignore[attr-defined]
@@ -26,12 +30,16 @@ def _is_pydantic(value: Any) -> bool:
     return hasattr(kind, "model_validate") and hasattr(kind, "model_fields")
 
 
-def _dump_model(model: Any) -> Any:
+def _dump_model(model: Any, *, by_alias: bool = False) -> Any:
     if not _is_pydantic(model):  # duck-typed: model_dump(mode=...) is all it promises
         return model.model_dump(mode="json")
-    # Aliases and round_trip: the dump must be what model_validate takes back (field
-    # aliases as keys, computed fields left out), since that is how the worker decodes.
-    return model.model_dump(mode="json", by_alias=True, round_trip=True)
+    # round_trip: what model_validate takes back (computed fields left out).
+    return model.model_dump(mode="json", round_trip=True, by_alias=by_alias)
+
+
+# Enum values JSON holds as themselves (a tuple-valued enum would come back a list, which
+# the enum does not take: refused at insert, not failed in the worker).
+_SCALARS = (str, int, float, bool, type(None))
 
 
 def _default(value: Any) -> Any:
@@ -40,27 +48,26 @@ def _default(value: Any) -> Any:
         return dataclasses.asdict(value)
     if callable(getattr(value, "model_dump", None)):
         return _dump_model(value)
-    if isinstance(value, enum.Enum):  # (str and int enums never get here: JSON has them)
-        return value.value
+    if isinstance(value, enum.Enum) and isinstance(value.value, _SCALARS):
+        return value.value  # (str and int enums never get here: JSON has them)
     raise TypeError(f"object of type {type(value).__name__} is not JSON serialisable")
 
 
 def args_to_dict(args: Any) -> dict[str, Any]:
     """A dataclass instance, pydantic model or dict as a plain dict.
 
-    A pydantic model must come back equal from its dump, as the worker will decode it: a
-    ``SecretStr`` (dumped masked), a field with ``exclude=True`` (dumped not at all) or a
-    serializer that drops data would otherwise reach the handler changed, silently."""
+    A pydantic model is stored as it comes back equal from, the way the worker decodes
+    it (``model_validate``): by field name, else by alias. One that comes back from
+    neither (a ``SecretStr`` is dumped masked, an ``exclude=True`` field not at all) is
+    refused: it would reach the handler changed, silently."""
     if isinstance(args, dict):
         return args
     try:
         if dataclasses.is_dataclass(args) and not isinstance(args, type):
             return dataclasses.asdict(args)
         if callable(getattr(args, "model_dump", None)):
-            result = _dump_model(args)
+            result = _model_as_stored(args) if _is_pydantic(args) else _dump_model(args)
             if isinstance(result, dict):
-                if _is_pydantic(args):
-                    _check_round_trip(args, result)
                 return result
     except SerializationError:
         raise
@@ -71,25 +78,39 @@ def args_to_dict(args: Any) -> dict[str, Any]:
     )
 
 
-def _check_round_trip(model: Any, dumped: dict[str, Any]) -> None:
+def _model_as_stored(model: Any) -> Any:
+    """The dump of ``model`` that decodes back to it: by name, else by alias."""
+    by_name = _dump_model(model)
+    problem = _round_trip_problem(model, by_name)
+    if problem is None:
+        return by_name
+    by_alias = _dump_model(model, by_alias=True)
+    if by_alias != by_name and _round_trip_problem(model, by_alias) is None:
+        return by_alias
+    raise SerializationError(f"args of {type(model).__name__} {problem}")
+
+
+def _round_trip_problem(model: Any, dumped: Any) -> str | None:
     try:
         again = type(model).model_validate(dumped)
     except Exception as exc:
-        raise SerializationError(
-            f"args of {type(model).__name__} would not decode from their own JSON, as the "
-            f"worker decodes them: {exc}"
-        ) from exc
-    if again != model:
-        changed = [
-            name
-            for name in type(model).model_fields
-            if getattr(again, name, None) != getattr(model, name, None)
-        ]
-        raise SerializationError(
-            f"args of {type(model).__name__} would reach the handler changed "
-            f"(fields {', '.join(changed) or '?'}): a SecretStr is stored masked, a field "
-            "with exclude=True not at all; give such a field a serializer that keeps its value"
-        )
+        return f"would not decode from their own JSON, as the worker decodes them: {exc}"
+    # Field by field (and extras): a private attribute is never stored, so it is not
+    # compared, as pydantic's own __eq__ would.
+    changed = [
+        name
+        for name in type(model).model_fields
+        if getattr(again, name, None) != getattr(model, name, None)
+    ]
+    if getattr(again, "model_extra", None) != getattr(model, "model_extra", None):
+        changed.append("(extra fields)")
+    if not changed:
+        return None
+    return (
+        f"would reach the handler changed (fields {', '.join(changed)}): a SecretStr is "
+        "stored masked, a field with exclude=True not at all; give such a field a "
+        "serializer that keeps its value"
+    )
 
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), default=_default, allow_nan=False)
@@ -214,7 +235,8 @@ def decode_args(args_type: type[Any] | None, data: Any) -> Any:
 # int, list[str], dict[str, Any], ...) are passed through, the rest converted.
 
 _Convert = Callable[[Any], Any]
-_BUILDERS: dict[type[Any], _Convert] = {}
+_BUILDERS: dict[type[Any], _Convert] = {}  # finished builders only: read without the lock
+_BUILDING: set[type[Any]] = set()  # classes being built, by the thread holding the lock
 _BUILDERS_LOCK = threading.RLock()
 _UNIONS = (typing.Union, types.UnionType)
 
@@ -223,30 +245,64 @@ def _dataclass_builder(cls: type[Any]) -> _Convert:
     found = _BUILDERS.get(cls)
     if found is not None:
         return found
-    with _BUILDERS_LOCK:
+    with _BUILDERS_LOCK:  # another thread building cls: wait for its builder
         if cls in _BUILDERS:
             return _BUILDERS[cls]
-        # A field of the class's own type (a tree) finds the builder through the table.
-        _BUILDERS[cls] = lambda data: _BUILDERS[cls](data)
+        if cls in _BUILDING:  # a field of the class's own type (a tree): looked up when used
+            return lambda data: _BUILDERS[cls](data)
+        _BUILDING.add(cls)
         try:
-            hints = typing.get_type_hints(cls)
-        except Exception:  # unresolvable annotations (a class made inside a function)
-            hints = {}
-        fields = [f.name for f in dataclasses.fields(cls) if f.init]
-        names = frozenset(fields)
-        converted = [(n, c) for n in fields if (c := _converter(hints.get(n, Any))) is not None]
+            _BUILDERS[cls] = _make_builder(cls)
+        finally:
+            _BUILDING.discard(cls)
+        return _BUILDERS[cls]
 
-        def build(data: Any) -> Any:
-            if not isinstance(data, dict):
-                return data  # not what asdict wrote: the constructor judges it
-            kwargs = {k: v for k, v in data.items() if k in names}
-            for name, convert in converted:
-                if name in kwargs:
-                    kwargs[name] = convert(kwargs[name])
-            return cls(**kwargs)
 
-        _BUILDERS[cls] = build
-        return build
+def _make_builder(cls: type[Any]) -> _Convert:
+    hints = _field_hints(cls)
+    fields = [f.name for f in dataclasses.fields(cls) if f.init]
+    names = frozenset(fields)
+    converted = [(n, c) for n in fields if (c := _converter(hints.get(n, Any))) is not None]
+
+    def build(data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data  # not what asdict wrote: the constructor judges it
+        kwargs = {k: v for k, v in data.items() if k in names}
+        for name, convert in converted:
+            if name in kwargs:
+                kwargs[name] = convert(kwargs[name])
+        return cls(**kwargs)
+
+    return build
+
+
+def _field_hints(cls: type[Any]) -> dict[str, Any]:
+    """Each field's resolved annotation. One that cannot be resolved (a name imported
+    only under TYPE_CHECKING, a class local to a function) leaves that field's JSON as
+    it is, not the whole class's — and says so once."""
+    try:
+        return typing.get_type_hints(cls)
+    except Exception:
+        pass
+    module = sys.modules.get(cls.__module__)
+    namespace = {**(vars(module) if module is not None else {}), cls.__name__: cls}
+    hints: dict[str, Any] = {}
+    unresolved = []
+    for field in dataclasses.fields(cls):
+        hint = field.type
+        if isinstance(hint, str):
+            try:
+                hint = eval(hint, namespace, dict(vars(cls)))  # the class's own annotation
+            except Exception:
+                unresolved.append(field.name)
+                continue
+        hints[field.name] = hint
+    if unresolved:
+        _log.warning(
+            "args of %s: the annotations of %s do not resolve, so their JSON reaches the "
+            "handler as it is (dicts, lists)", cls.__qualname__, ", ".join(unresolved),
+        )  # fmt: skip
+    return hints
 
 
 def _converter(hint: Any) -> _Convert | None:

@@ -38,7 +38,9 @@ async def test_cancel_from_another_process_stops_the_running_handler(
     started = threading.Event()
     stopped = threading.Event()
     events: list[tuple[str, int]] = []
+    states: list[awa.JobState] = []
     client.on_event("cancelled", lambda e: events.append((e.name, e.job.id)))
+    client.on_event("cancelled", lambda e: states.append(e.job.state))
 
     if sync:
 
@@ -77,6 +79,7 @@ async def test_cancel_from_another_process_stops_the_running_handler(
             return ("cancelled", job.id) in events
 
         await wait_for(hook_fired)
+        assert states == [awa.JobState.CANCELLED]  # the job as the attempt ended
         final = await client.get_job(job.id)
         assert final.state is awa.JobState.CANCELLED and final.finalized_at is not None
         assert final.errors[-1]["type"] == "Cancelled"
