@@ -63,7 +63,10 @@ class QueueConfig:
     claim_batch_size: int = 512
     deadline_ms: int = 300_000
     priority_aging_interval_ms: int = 60_000
-    dlq: bool = False
+    # Stored per queue for the whole fleet: True dead-letters its failed jobs, False stops
+    # that; None (not stated) leaves the stored flag as it is (off for a new queue), so a
+    # worker that does not say — `awa worker`, another service — never turns a DLQ off.
+    dlq: bool | None = None
 
     @property
     def rate(self) -> float | None:
@@ -172,8 +175,8 @@ def _check_queue(q: QueueConfig) -> None:
                          ("priority_aging_interval_ms", 0)):  # fmt: skip
         value = getattr(q, setting)
         validate.integer(f"{where}.{setting}", value, low=low, high=top, error=InvalidSetting)
-    if not isinstance(q.dlq, bool):
-        raise InvalidSetting(f"{where}.dlq", f"must be True or False, got {q.dlq!r}")
+    if q.dlq is not None and not isinstance(q.dlq, bool):
+        raise InvalidSetting(f"{where}.dlq", f"must be True, False or None, got {q.dlq!r}")
     if q.rate_limit is not None:
         _check_rate_limit(q)
 

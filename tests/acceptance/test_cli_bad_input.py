@@ -65,6 +65,11 @@ BAD_VALUES = [
     (["batch", "preview", "move-queue", "--to", "x", "--id", "99999999999999999999999"],
      "argument --id"),
     (["dlq", "purge", "--older-than", "9" * 400 + "d"], "argument --older-than"),
+    # The other operation's flag was ignored without a word.
+    (["batch", "apply", "move-queue", "--to", "x", "--priority", "1", "--kind", "k"],
+     "argument --priority"),
+    (["batch", "preview", "set-priority", "--priority", "1", "--to", "x"], "argument --to"),
+    (["demo", "--jobs", "99999999999"], "argument --jobs"),  # built in memory: an OOM kill
     (["dlq", "purge", "--kind", ""], "kind"),
     (["worker", "no_such_module_xyz:client"], "MODULE:CLIENT"),
     (["worker", "tests.apps.worker_app"], "MODULE:CLIENT"),
@@ -170,3 +175,15 @@ def test_a_reader_that_leaves_early_gets_no_traceback(database_url: str) -> None
     finally:
         os.close(write_end)
     assert proc.returncode == 141 and proc.stderr == ""
+
+
+def test_a_bad_url_from_the_environment_is_named_by_its_variable() -> None:
+    """It was blamed on `--database-url`, a flag nobody gave."""
+    for variable in ("AWA_DATABASE_URL", "DATABASE_URL"):
+        ran = subprocess.run(
+            [sys.executable, "-m", "awa", "queue", "list"], cwd=ROOT,
+            env={**cli_env(AWA_DATABASE_URL=""), variable: "garbage url"},
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        result = Result(ran.returncode, ran.stdout, ran.stderr)
+        _check(result, 2, f"{variable}: not a PostgreSQL URL", variable)

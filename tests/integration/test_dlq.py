@@ -89,6 +89,26 @@ async def test_queues_without_dlq_keep_failed_jobs(client: awa.AsyncClient) -> N
     assert await client.list_dlq() == []
 
 
+async def test_a_worker_that_does_not_state_the_dlq_leaves_it_on(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """`awa worker --queue payments=2` (no way to say dlq) turned the DLQ another process
+    had turned on off for the whole fleet: failed jobs stayed in awa.jobs (a review)."""
+    noop_task(client, "payments")
+
+    def stored() -> bool:
+        row = db.execute("SELECT dlq FROM awa.queue_meta WHERE queue = 'payments'").fetchone()
+        return bool(row and row[0])
+
+    for queues, expected in (([awa.QueueConfig("payments", dlq=True)], True),
+                             ([("payments", 2)], True),  # not stated: as stored
+                             ([{"name": "payments", "max_workers": 2}], True),
+                             ([awa.QueueConfig("payments", dlq=False)], False)):  # fmt: skip
+        await client.start(queues, **FAST_WORKER)
+        await client.shutdown()
+        assert stored() is expected, queues
+
+
 async def test_rescued_last_attempt_is_dead_lettered_too(
     client: awa.AsyncClient, db: psycopg.Connection[Any]
 ) -> None:

@@ -33,8 +33,10 @@ def _job(**changes: Any) -> Job[Any]:
 
 
 def test_dlq_flag_and_feature_settings_are_validated() -> None:
-    config = build_worker_config([awa.QueueConfig("q", dlq=True), {"name": "r", "dlq": False}])
-    assert [q.dlq for q in config.queues] == [True, False]
+    config = build_worker_config(
+        [awa.QueueConfig("q", dlq=True), {"name": "r", "dlq": False}, ("s", 1)]
+    )
+    assert [q.dlq for q in config.queues] == [True, False, None]
     assert config.cron_interval_ms == 1_000 and config.dlq_retention_ms == 30 * 86_400_000
     with pytest.raises(awa.InvalidSetting, match="dlq"):
         build_worker_config([awa.QueueConfig("q", dlq="yes")])  # type: ignore[arg-type]

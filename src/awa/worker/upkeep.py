@@ -88,14 +88,13 @@ class Upkeep:
         """At start: store schedules and DLQ flags; bind handlers' sync calls to this loop."""
         self.attempt_services.bind(asyncio.get_running_loop())
         await register(self.pool, self.schedules)
-        async with self.pool.connection() as conn:
-            await conn.execute(
-                sql.QUEUE_META_SET_DLQ,
-                {
-                    "queues": [q.name for q in self.config.queues],
-                    "dlq": [q.dlq for q in self.config.queues],
-                },
-            )
+        stated = [q for q in self.config.queues if q.dlq is not None]  # None: as stored
+        if stated:
+            async with self.pool.connection() as conn:
+                await conn.execute(
+                    sql.QUEUE_META_SET_DLQ,
+                    {"queues": [q.name for q in stated], "dlq": [q.dlq for q in stated]},
+                )
         self.progress_flusher.start()
 
     async def stop(self) -> None:

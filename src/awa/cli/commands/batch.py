@@ -71,6 +71,12 @@ def register(sub: Any) -> None:
 
 
 def _op(args: argparse.Namespace) -> awa.MoveQueue | awa.SetPriority:
+    # The other operation's flag is refused, not ignored: given both, an operator would
+    # believe both were applied.
+    if args.op == "move-queue" and args.priority is not None:
+        raise awa.ValidationError("priority", "move-queue does not take it (set-priority does)")
+    if args.op == "set-priority" and args.to is not None:
+        raise awa.ValidationError("to", "set-priority does not take it (move-queue does)")
     if args.op == "move-queue":
         if args.to is None:
             raise awa.ValidationError("to", "move-queue needs the queue to move jobs to")

@@ -24,7 +24,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 import awa
-from awa.cli.args import positive_int, with_example
+from awa.cli.args import bounded_int, with_example
 from awa.cli.demo_worker import (
     GLOBAL_MAX_WORKERS,
     QUEUES,
@@ -40,6 +40,8 @@ RATE = 100.0  # jobs/s per process: the runtime override the demo sets on demo_e
 CAP = 3  # the fleet-wide concurrency cap the demo sets on demo_reports
 DEMO_LOCK_KEY = 0x61776100_64656D6F  # held by the running demo (a session advisory lock)
 
+MAX_DEMO_JOBS = 1_000_000
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
@@ -51,7 +53,9 @@ def register(sub: Any) -> None:
             "awa demo --jobs 3000",
         ),
     )
-    p.add_argument("--jobs", type=positive_int, default=1_000, help="jobs per queue")
+    # Bounded: the demo builds its jobs' args in memory (a billion was an OOM kill).
+    p.add_argument("--jobs", type=bounded_int(1, MAX_DEMO_JOBS), default=1_000,
+                   help=f"jobs per queue (at most {MAX_DEMO_JOBS:,})")  # fmt: skip
     p.set_defaults(handler=run)
 
 
