@@ -106,6 +106,13 @@ _BY_STATE: dict[JobState, type[JobEvent]] = {
 Callback = Callable[[Any], Any]
 
 
+def _failed(event: JobEvent) -> dict[str, Any]:
+    """The structured fields of a hook's failure record (as job records carry them)."""
+    job = event.job
+    return {"event": "hook_failed", "hook_event": event.name, "job_id": job.id,
+            "kind": job.kind, "queue": job.queue}  # fmt: skip
+
+
 def _as_ended(outcome: Finalization) -> Job[Any]:
     """The outcome's job as its attempt ended: the state written, the error appended."""
     job = outcome.job
@@ -220,14 +227,14 @@ class Hooks(Observer):
                     raise
                 except BaseException:  # a CancelledError too: a plain function's own
                     logger.exception("hook %r failed on %s of job %s", sub.callback, event.name,
-                                     event.job.id)  # fmt: skip
+                                     event.job.id, extra=_failed(event))  # fmt: skip
 
     def _start(self, sub: _Subscription, event: JobEvent) -> None:
         try:
             task = asyncio.get_running_loop().create_task(sub.callback(event))
         except Exception:
             logger.exception("hook %r failed on %s of job %s", sub.callback, event.name,
-                             event.job.id)  # fmt: skip
+                             event.job.id, extra=_failed(event))  # fmt: skip
             return
         self._tasks.add(task)
         task.add_done_callback(lambda t: self._finished(t, sub, event))
@@ -240,7 +247,7 @@ class Hooks(Observer):
         if exc is not None:
             logger.error(
                 "hook %r failed on %s of job %s", sub.callback, event.name, event.job.id,
-                exc_info=exc,
+                exc_info=exc, extra=_failed(event),
             )  # fmt: skip
 
     async def wait_idle(self, timeout: float | None = None) -> bool:

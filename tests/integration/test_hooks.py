@@ -102,6 +102,10 @@ async def test_failing_hooks_are_logged_and_never_affect_the_job(
             await client.shutdown()
     assert (await client.get_job(job.id)).state is awa.JobState.COMPLETED
     assert "hook bug" in caplog.text
+    failures = [r for r in caplog.records if getattr(r, "event", None) == "hook_failed"]
+    assert {(r.hook_event, r.job_id, r.kind) for r in failures} == {  # type: ignore[attr-defined]
+        ("completed", job.id, "k")
+    } and len(failures) == 2  # structured, as job records are (the sync and the async hook)
 
 
 async def test_no_event_for_a_stale_attempt_but_one_for_an_operator_cancel(
