@@ -58,6 +58,8 @@ def test_migrate_and_health(awa_cli: Awa, empty_database_url: str) -> None:
     assert before.returncode == 1 and before.json()["ready"] is False
     sql = awa_cli("migrate", "--sql", url=empty_database_url)  # all of it, for an empty one
     assert sql.returncode == 0 and "CREATE TABLE" in sql.stdout
+    as_json = awa_cli("migrate", "--sql", "--json", url=empty_database_url)
+    assert as_json.json() == {"sql": sql.stdout}  # one JSON document, not the SQL itself
     applied = awa_cli("migrate", "--json", url=empty_database_url)
     assert applied.returncode == 0
     versions = applied.json()["applied"]
@@ -123,7 +125,9 @@ def test_job_commands(awa_cli: Awa, sync_client: awa.Client) -> None:
 
     got = awa_cli("job", "get", str(job.id), "--json").json()
     assert got["id"] == job.id and got["kind"] == "send"
-    assert awa_cli("job", "get", str(job.id)).returncode == 0
+    shown = awa_cli("job", "get", str(job.id))
+    assert shown.returncode == 0
+    assert '{"to": "ada"}' in shown.stdout  # args as JSON in the table, not a Python repr
     dumped = awa_cli("job", "dump", str(job.id))
     assert dumped.returncode == 0 and dumped.json()["id"] == job.id
 

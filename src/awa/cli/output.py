@@ -55,6 +55,8 @@ def _cell(value: Any) -> str:
         return f"{value:.3g}"
     if isinstance(value, list | tuple):
         return ", ".join(_cell(v) for v in value)
+    if isinstance(value, dict):  # job args and the like: JSON, as --json prints them
+        return json.dumps(to_jsonable(value), ensure_ascii=False)
     return str(value)
 
 

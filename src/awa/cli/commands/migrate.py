@@ -8,6 +8,7 @@ from typing import Any
 
 import awa
 from awa.cli.args import with_example
+from awa.cli.output import print_json
 from awa.config import resolve_database_url
 from awa.db.migrations import render_sql
 
@@ -30,10 +31,14 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
         # one, every migration, for an empty database (no embedded server is started).
         target = resolve_database_url(url)
         if target is None:
-            sys.stdout.write(render_sql())
-            return 0
-        async with awa.AsyncClient(target) as client:
-            sys.stdout.write(await client.migration_sql())
+            text = render_sql()
+        else:
+            async with awa.AsyncClient(target) as client:
+                text = await client.migration_sql()
+        if args.json:  # one JSON document, as every --json prints
+            print_json({"sql": text})
+        else:
+            sys.stdout.write(text)
         return 0
     async with awa.AsyncClient(url) as client:
         applied = await client.migrate()
