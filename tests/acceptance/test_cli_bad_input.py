@@ -179,9 +179,11 @@ def test_a_reader_that_leaves_early_gets_no_traceback(database_url: str) -> None
 
 def test_a_bad_url_from_the_environment_is_named_by_its_variable() -> None:
     """It was blamed on `--database-url`, a flag nobody gave."""
-    for variable in ("AWA_DATABASE_URL", "DATABASE_URL"):
+    for variable, command in (("AWA_DATABASE_URL", ["queue", "list"]),
+                              ("DATABASE_URL", ["queue", "list"]),
+                              ("AWA_DATABASE_URL", ["migrate", "--sql"])):  # fmt: skip
         ran = subprocess.run(
-            [sys.executable, "-m", "awa", "queue", "list"], cwd=ROOT,
+            [sys.executable, "-m", "awa", *command], cwd=ROOT,
             env={**cli_env(AWA_DATABASE_URL=""), variable: "garbage url"},
             capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip

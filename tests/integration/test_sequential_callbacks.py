@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 import awa
+from awa.worker import callback_wait
 from tests.helpers import FAST_WORKER, wait_for
 
 
@@ -366,3 +367,78 @@ async def test_a_waiting_handler_still_counts_against_a_fleet_cap(
     finally:
         await client.shutdown()
     assert spans["first"][1] <= spans["second"][0]  # never both at once
+
+
+async def test_a_handler_that_catches_callback_ended_is_still_stopped(
+    client: awa.AsyncClient,
+) -> None:
+    """Woken instead of cancelled, a handler that caught CallbackEnded and went on working
+    was never stopped: abandoned 5 s later, its cancelled hook that late (a review). It
+    gets CancelledError at its next await, as any stopped async handler does."""
+    seen: list[str] = []
+    hooks: list[int] = []
+    client.on_event("cancelled", lambda e: hooks.append(e.job.id))
+
+    @client.task(None, kind="stubborn", queue="q")
+    async def stubborn(job: awa.Job[Any]) -> None:
+        token = await job.register_callback()
+        try:
+            await job.wait_for_callback(token)
+        except awa.CallbackEnded:
+            seen.append("ended")
+        try:
+            await asyncio.Event().wait()  # goes on working
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+
+    job = await client.insert({}, kind="stubborn", queue="q")
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+        await _waiting(client, job.id)
+        await client.cancel(job.id)
+        await wait_for(lambda: _true(seen == ["ended", "cancelled"] and hooks == [job.id]))
+        permits = client._worker.dispatchers["q"].permits
+        await wait_for(lambda: _true(permits.in_flight == 0))
+    finally:
+        await client.shutdown()
+
+
+async def test_a_cancel_during_the_read_that_sees_a_resume_still_ends_the_wait(
+    client: awa.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cancel landed while the wait read a row just resumed: the read said RESUMED
+    and the handler got the payload and ran on (a review). A stop from outside ends the
+    wait whatever its last read said. The read is made slow to open the window."""
+    read = callback_wait._read
+
+    async def slow_read(*args: Any) -> Any:
+        row = await read(*args)
+        await asyncio.sleep(0.3)
+        return row
+
+    monkeypatch.setattr(callback_wait, "_read", slow_read)
+    outcome: list[object] = []
+
+    @client.task(None, kind="answered", queue="q")
+    async def answered(job: awa.Job[Any]) -> None:
+        token = await job.register_callback()
+        steps.tokens.append(token)
+        try:
+            outcome.append(await job.wait_for_callback(token))
+        except awa.CallbackEnded as exc:
+            outcome.append(exc)
+            raise
+
+    steps = Steps()
+    job = await client.insert({}, kind="answered", queue="q")
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+        token = await steps.next_token(1)
+        await _waiting(client, job.id)
+        await client.resume_external(token, payload={"ok": 1})
+        await client.cancel(job.id)  # while the wait reads the resumed row
+        await wait_for(lambda: _true(bool(outcome)))
+    finally:
+        await client.shutdown()
+    assert isinstance(outcome[0], awa.CallbackEnded), outcome

@@ -16,16 +16,23 @@ from awa.extras import require
 EMBEDDED_DATA_DIR = ".awa/pgdata"
 
 
+def configured_url(explicit: str | None) -> str | None:
+    """The flag's URL (already checked), else the environment's (checked here, and named
+    by its variable when malformed), else None."""
+    url = resolve_database_url(explicit)
+    if url is not None and explicit is None:
+        variable = "AWA_DATABASE_URL" if os.environ.get("AWA_DATABASE_URL") else "DATABASE_URL"
+        try:
+            postgres_url(url)
+        except argparse.ArgumentTypeError as exc:
+            raise ValidationError(variable, str(exc)) from None
+    return url
+
+
 def database_url(explicit: str | None) -> str:
     """The URL to use, starting the embedded default when nothing else is configured."""
-    url = resolve_database_url(explicit)
+    url = configured_url(explicit)
     if url is not None:
-        if explicit is None:  # from the environment: checked here, and named by its variable
-            variable = "AWA_DATABASE_URL" if os.environ.get("AWA_DATABASE_URL") else "DATABASE_URL"
-            try:
-                postgres_url(url)
-            except argparse.ArgumentTypeError as exc:
-                raise ValidationError(variable, str(exc)) from None
         return url
     require("embedded", "with no --database-url, AWA_DATABASE_URL or DATABASE_URL, awa")
     url = embedded.start(EMBEDDED_DATA_DIR)

@@ -113,6 +113,16 @@ def _wakeable(attempt: Attempt, wake: asyncio.Event) -> Iterator[None]:
         attempt.callback_wake = None
 
 
+def _cancel_at_next_await(attempt: Attempt) -> None:
+    """An async handler stopped from outside gets CallbackEnded now and, as any stopped
+    async handler, CancelledError at its next await: one that catches the first and goes
+    on working is still stopped. (A plain def handler's wait runs in another task: it
+    sees job.is_cancelled().)"""
+    task = attempt.task
+    if attempt.interruptible and task is asyncio.current_task() and task is not None:
+        task.cancel()
+
+
 def _attempt_params(attempt: Attempt) -> dict[str, Any]:
     job_id, run_lease, attempted_at = attempt.key
     return {"id": job_id, "run_lease": run_lease, "attempted_at": attempted_at}
@@ -154,6 +164,9 @@ async def wait(
                         await wake.wait()
                 wake.clear()
                 delay = min(delay * 2, MAX_POLL_S)
+    if attempt.cancel_reason is not None:  # stopped from outside, whatever the last read said
+        _cancel_at_next_await(attempt)
+        raise CallbackEnded(job.id, JobState(row[0]) if row is not None else None)
     if verdict is Verdict.TIMED_OUT:
         raise CallbackTimeout(job.id, key)
     if verdict is Verdict.ENDED:

@@ -85,8 +85,7 @@ class Executor:
         tracked apart, since the new attempt takes its place under the job's id."""
         self.superseded[earlier.key] = earlier
         if earlier.request_cancel("lease lost"):
-            if earlier.interruptible and earlier.task is not None:
-                earlier.task.cancel()
+            _interrupt(earlier)
             self._stop_requested(earlier)
         elif earlier.due is not None:
             self.deadlines.noticed(earlier.due)
@@ -318,14 +317,7 @@ class Executor:
         if key is not None and attempt.key != key:
             return False
         if attempt.request_cancel(reason):
-            wake = attempt.callback_wake
-            if wake is not None and reason != "shutdown":
-                wake.set()  # waiting for its callback: it reads the row, raises CallbackEnded
-            # Only a handler under way: a task not started yet would never run its
-            # clean-up (its permit and its entry here would leak, its job heartbeated for
-            # ever); it sees the request before its handler starts (_may_start).
-            elif attempt.interruptible and attempt.task is not None:
-                attempt.task.cancel()
+            _interrupt(attempt)
             self._stop_requested(attempt)
         return True
 
@@ -387,6 +379,20 @@ def _cut_short(attempt: Attempt) -> results.Finalization:
     """The outcome of an attempt its deadline stopped: retried (or failed on its last)."""
     message = f"deadline of {attempt.deadline_ms} ms exceeded"
     return attempt.failed(message, "DeadlineExceeded", terminal=False)
+
+
+def _interrupt(attempt: Attempt) -> None:
+    """Stop a handler asked to stop (its cancel_reason set): an async one at its next
+    await. One waiting for its callback is woken instead: the wait raises CallbackEnded
+    (and cancels the task at its next await, see callback_wait)."""
+    wake = attempt.callback_wake
+    if wake is not None and attempt.cancel_reason != "shutdown":
+        wake.set()
+    # Only a handler under way: a task not started yet would never run its clean-up (its
+    # permit and its entry here would leak, its job heartbeated for ever); it sees the
+    # request before its handler starts (_may_start).
+    elif attempt.interruptible and attempt.task is not None:
+        attempt.task.cancel()
 
 
 class _DeadlineExceeded(Exception):

@@ -25,6 +25,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 import awa
 from awa.cli.args import bounded_int, with_example
+from awa.cli.database import configured_url
 from awa.cli.demo_worker import (
     GLOBAL_MAX_WORKERS,
     QUEUES,
@@ -33,7 +34,6 @@ from awa.cli.demo_worker import (
     SendEmail,
 )
 from awa.cli.output import Redraw, fail, format_table, print_json
-from awa.config import resolve_database_url
 
 PROCESSES = 2
 RATE = 100.0  # jobs/s per process: the runtime override the demo sets on demo_email
@@ -213,7 +213,7 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
         row = await cur.fetchone()
         if not (row and row[0]):
             return fail("another awa demo is running on this database: wait for it to end", 1)
-        if resolve_database_url(args.database_url) is not None:  # not the embedded server
+        if configured_url(args.database_url) is not None:  # not the embedded server
             where = conninfo_to_dict(url)
             sys.stderr.write(
                 f"awa: demo on database {where.get('dbname', '')!s} at "

@@ -8,8 +8,8 @@ from typing import Any
 
 import awa
 from awa.cli.args import with_example
+from awa.cli.database import configured_url
 from awa.cli.output import print_json
-from awa.config import resolve_database_url
 from awa.db.migrations import render_sql
 
 
@@ -29,7 +29,7 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
     if args.sql:
         # With a database named (flag or environment): its pending migrations. Without
         # one, every migration, for an empty database (no embedded server is started).
-        target = resolve_database_url(url)
+        target = configured_url(url)
         if target is None:
             text = render_sql()
         else:

@@ -26,9 +26,9 @@ from awa.cli.args import (
     queue_flag,
     with_example,
 )
-from awa.cli.database import database_url
+from awa.cli.database import configured_url, database_url
 from awa.cli.output import fail
-from awa.config import build_worker_config, resolve_database_url
+from awa.config import build_worker_config
 from awa.errors import BuildError, MinWorkersExceedGlobal
 from awa.extras import require
 from awa.supervisor import ChildLink, Supervisor
@@ -120,7 +120,7 @@ def _load_client_or_embedded(target: str, url: str | None) -> awa.AsyncClient:
     try:
         return load_client(target)
     except awa.NoDatabaseUrl:
-        if url is not None or resolve_database_url(None):
+        if url is not None or configured_url(None):
             raise
     os.environ["AWA_DATABASE_URL"] = database_url(None)
     return load_client(target)  # the failed import left no module behind: import it again
