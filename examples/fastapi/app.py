@@ -33,8 +33,10 @@ def create_app(database_url: str | None = None) -> FastAPI:
         # A real app would send the email here.
         job.update_metadata({"sent_to": job.args.email})  # written with the outcome
 
-    # Opens the client at start-up and runs a worker for the "email" queue in-process;
-    # drop worker=True to run workers elsewhere (`awa worker app:...`).
+    # Opens the client at start-up and runs a worker for the "email" queue in-process.
+    # To run workers elsewhere instead, drop worker=True and build the client (and its
+    # tasks) at module level, where `awa worker app:client` can import it
+    # (docs/integrations/fastapi.md shows that layout).
     app = FastAPI(lifespan=lifespan(client, worker=True, queues=[("email", 4)]))
     # The dashboard at /awa/: with AWA_DASHBOARD_TOKEN set, every request must carry it;
     # without, put it behind your app's own authentication before exposing it.

@@ -247,6 +247,35 @@ def test_an_order_is_confirmed_by_manage_py_awa_worker(django_db: str) -> None:
     assert Client().post("/orders/", {"email": "nope"}).status_code == 400
 
 
+def test_awa_worker_processes_run_from_another_directory(django_db: str, tmp_path: Path) -> None:
+    """`python /srv/app/manage.py awa_worker --processes 2` from elsewhere (a systemd unit
+    without WorkingDirectory): the children could not import the settings (exit 2)."""
+    from django.test import Client
+    from orders.models import Order
+
+    order_id = Client().post("/orders/", {"email": "bob@example.com"}).json()["order"]
+    env = {**os.environ, "DATABASE_URL": django_db, "DJANGO_SETTINGS_MODULE": "shopsite.settings"}
+    env.pop("PYTHONPATH", None)
+    worker = subprocess.Popen(
+        [sys.executable, str(EXAMPLE / "manage.py"), "awa_worker", "--processes", "2",
+         "--shutdown-timeout-ms", "2000"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_until(
+            lambda: (
+                Order.objects.get(pk=order_id).confirmation_sent_at is not None
+                or worker.poll() is not None
+            ),
+            timeout=60,
+        )
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, stderr = worker.communicate(timeout=30)
+    assert worker.returncode == 0, stderr
+    assert Order.objects.get(pk=order_id).confirmation_sent_at is not None, stderr
+
+
 def test_awa_worker_rejects_a_bad_flag_like_awa_worker(django_db: str) -> None:
     worker = _manage(django_db, "awa_worker", "--queue", "email")
     _, stderr = worker.communicate(timeout=60)

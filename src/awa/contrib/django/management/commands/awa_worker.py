@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -59,6 +60,16 @@ def without_django_options(argv: Sequence[str]) -> list[str]:
     return kept
 
 
+def _hand_on_import_path() -> None:
+    """``--processes`` children start as ``python -m awa worker``, whose import path holds
+    only their working directory: without manage.py's own directory (and
+    ``--pythonpath``), which the parent has, they could not import the project's settings
+    when run from elsewhere (a systemd unit). They get this process's path."""
+    inherited = os.environ.get("PYTHONPATH")
+    paths = [path for path in sys.path if path]
+    os.environ["PYTHONPATH"] = os.pathsep.join([*paths, *([inherited] if inherited else [])])
+
+
 def run(argv: Sequence[str]) -> int:
     """Run ``awa worker`` with the project's client; returns its exit status."""
     from awa.cli.main import main
@@ -69,6 +80,8 @@ def run(argv: Sequence[str]) -> int:
             f"this project's client ({TARGET}).\n\n"
         )
         sys.stdout.flush()
+    if any(arg == "--processes" or arg.startswith("--processes=") for arg in argv):
+        _hand_on_import_path()
     try:
         return main(awa_argv(argv))
     except SystemExit as exc:  # argparse: bad flags (2) or --help (0)
