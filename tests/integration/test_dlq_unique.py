@@ -18,6 +18,19 @@ GUARD_FAILED = {"by_args": True, "states": [
     "scheduled", "available", "running", "retryable", "waiting_external", "failed"]}  # fmt: skip
 
 
+async def _waits_for_a_lock(db: psycopg.Connection[Any], statement: str) -> None:
+    """Until a session runs the statement named ``statement`` and waits for a lock."""
+
+    async def waiting() -> bool:
+        rows = db.execute(
+            "SELECT wait_event_type, left(query, 60) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchall()
+        return any(w == "Lock" and statement in q for w, q in rows)
+
+    await wait_for(waiting)
+
+
 def _fail_all(db: psycopg.Connection[Any]) -> None:
     """Fail every job as a worker would (the DLQ trigger moves those of dlq=True queues)."""
     db.execute("UPDATE awa.jobs SET state = 'failed', finalized_at = now()")
@@ -138,14 +151,7 @@ async def test_a_retry_waits_for_a_purge_of_the_same_entry_and_finds_it_gone(
         assert purged.rowcount == 1
         retry = asyncio.create_task(client.retry_from_dlq([job.id]))
 
-        async def retry_waits() -> bool:
-            rows = db.execute(
-                "SELECT wait_event_type, left(query, 60) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            ).fetchall()
-            return any(w == "Lock" and "dlq_retry" in q for w, q in rows)
-
-        await wait_for(retry_waits)
+        await _waits_for_a_lock(db, "dlq_retry")
         purger.commit()
     assert await retry == []
     with pytest.raises(awa.JobNotFound):
@@ -166,14 +172,7 @@ async def test_a_purge_ended_by_a_deadlock_runs_again(
         await other.execute("DELETE FROM awa.dlq WHERE id = %s", (ids[1],))
         purge = asyncio.create_task(client.purge_dlq(ids))  # takes ids[0], waits for ids[1]
 
-        async def purge_waits() -> bool:
-            rows = db.execute(
-                "SELECT wait_event_type, left(query, 60) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            ).fetchall()
-            return any(w == "Lock" and "dlq_purge" in q for w, q in rows)
-
-        await wait_for(purge_waits)
+        await _waits_for_a_lock(db, "dlq_purge")
         # Now the other transaction waits for ids[0]: a cycle, and the purge waited first.
         await other.execute("DELETE FROM awa.dlq WHERE id = %s", (ids[0],))
         await other.commit()
