@@ -68,11 +68,19 @@ class LoopService(abc.ABC):
         self.name = name
         self.healthy = True
         self._task: asyncio.Task[None] | None = None
+        self._starting = False
 
     def start(self) -> None:
         """Start the loop. Idempotent (and starts it again after it ended)."""
         if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._run(), name=f"awa-{self.name}")
+            # With an eager task factory (asyncio.eager_task_factory, Python 3.12+) the
+            # loop's first step runs inside create_task, before _task is set: it must
+            # not read that as "stopped" (every loop ended at once, silently).
+            self._starting = True
+            try:
+                self._task = asyncio.create_task(self._run(), name=f"awa-{self.name}")
+            finally:
+                self._starting = False
 
     async def stop(self) -> None:
         """Ask the loop to end, give it ``stop_grace_s``, then cancel it. Idempotent."""
@@ -93,7 +101,9 @@ class LoopService(abc.ABC):
     @property
     def stopping(self) -> bool:
         """True inside the loop once ``stop()`` was called for it: time to end."""
-        return self._task is None or self._task is not asyncio.current_task()
+        if self._task is None:
+            return not self._starting
+        return self._task is not asyncio.current_task()
 
     def _on_stop(self) -> None:  # noqa: B027 - an optional hook, not abstract
         """Wake the loop so it notices :attr:`stopping` (default: nothing to wake)."""

@@ -115,8 +115,9 @@ class _Runner:
         self.executor.close()
 
     async def _settle(self) -> Job[Any] | None:
-        """Wait for the launched job's handler and its outcome; the job as it now is."""
-        self.launched.job = None
+        """Wait for the launched job's handler and its outcome; the job as it now is.
+        (``launched`` is cleared before the launch, not here: with an eager task factory
+        the handler has already started when the launch returns.)"""
         await self.executor.wait_idle(None)
         await self.completer.drain()
         job = self.launched.job
@@ -141,6 +142,7 @@ class _Runner:
             claim_lane=self.claim_lane,
         )
         async with self._serial:
+            self.launched.job = None
             await dispatcher.poll_once()
             return await self._settle()
 
@@ -155,6 +157,7 @@ class _Runner:
                 return None
             permits = QueuePermits(job.queue, 1)
             (permit,) = permits.split(permits.try_acquire(1), 1)
+            self.launched.job = None
             self.executor.launch(job, permit, 0)
             return await self._settle()
 

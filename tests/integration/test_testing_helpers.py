@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from decimal import Decimal
 from typing import Any
@@ -195,3 +196,24 @@ async def test_work_one_returns_a_job_it_handed_back_for_want_of_a_handler(
     job = await awa.testing.work_one(client, "q")
     assert job is not None and job.id == stranger.id
     assert job.state is awa.JobState.SCHEDULED and job.metadata["unknown_kind"]["count"] == 1
+
+
+@pytest.mark.skipif(not hasattr(asyncio, "eager_task_factory"), reason="Python 3.12+")
+async def test_work_one_under_an_eager_task_factory(client: awa.AsyncClient) -> None:
+    """The handler starts inside the launch with an eager factory: work_one hung (its
+    completer never ran), then reported no_job for the job it had just run (a review)."""
+    ran: list[str] = []
+
+    @client.task(SendEmail, queue="email")
+    async def send(job: awa.Job[SendEmail]) -> None:
+        ran.append(job.args.to)
+
+    await client.insert(SendEmail("ada@example.com"))
+    loop = asyncio.get_running_loop()
+    loop.set_task_factory(asyncio.eager_task_factory)  # type: ignore[attr-defined]
+    try:
+        result = await asyncio.wait_for(awa.testing.work_one(client, SendEmail), 30)
+    finally:
+        loop.set_task_factory(None)
+    assert ran == ["ada@example.com"]
+    assert result.outcome == "completed"
