@@ -101,9 +101,9 @@ class LoopService(abc.ABC):
     @property
     def stopping(self) -> bool:
         """True inside the loop once ``stop()`` was called for it: time to end."""
-        if self._task is None:
-            return not self._starting
-        return self._task is not asyncio.current_task()
+        if self._starting:  # the first step of a loop being started (eager factory)
+            return False
+        return self._task is None or self._task is not asyncio.current_task()
 
     def _on_stop(self) -> None:  # noqa: B027 - an optional hook, not abstract
         """Wake the loop so it notices :attr:`stopping` (default: nothing to wake)."""

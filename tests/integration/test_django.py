@@ -257,8 +257,8 @@ def test_awa_worker_processes_run_from_another_directory(django_db: str, tmp_pat
     env = {**os.environ, "DATABASE_URL": django_db, "DJANGO_SETTINGS_MODULE": "shopsite.settings"}
     env.pop("PYTHONPATH", None)
     worker = subprocess.Popen(
-        [sys.executable, str(EXAMPLE / "manage.py"), "awa_worker", "--processes", "2",
-         "--shutdown-timeout-ms", "2000"],
+        [sys.executable, str(EXAMPLE / "manage.py"), "awa_worker", "--proc", "2",
+         "--shutdown-timeout-ms", "2000"],  # abbreviated, as argparse allows
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -274,6 +274,22 @@ def test_awa_worker_processes_run_from_another_directory(django_db: str, tmp_pat
         _, stderr = worker.communicate(timeout=30)
     assert worker.returncode == 0, stderr
     assert Order.objects.get(pk=order_id).confirmation_sent_at is not None, stderr
+
+
+def test_the_import_path_goes_to_awa_workers_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A PYTHONPATH holding the parent's whole sys.path reached every program a handler
+    started (another interpreter failed: "SRE module mismatch"): the project's own
+    directories go in a variable only `awa worker` reads."""
+    from awa.cli.commands.worker import IMPORT_PATH_VARIABLE
+    from awa.contrib.django.management.commands import awa_worker
+
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    monkeypatch.setattr(sys, "path", [str(EXAMPLE), ".", *sys.path])
+    awa_worker._hand_on_import_path()
+    handed = os.environ.pop(IMPORT_PATH_VARIABLE).split(os.pathsep)
+    assert "PYTHONPATH" not in os.environ
+    assert handed[:2] == [str(EXAMPLE), os.getcwd()]
+    assert not any(path.startswith(sys.base_prefix) for path in handed)
 
 
 def test_awa_worker_rejects_a_bad_flag_like_awa_worker(django_db: str) -> None:

@@ -442,3 +442,36 @@ async def test_a_cancel_during_the_read_that_sees_a_resume_still_ends_the_wait(
     finally:
         await client.shutdown()
     assert isinstance(outcome[0], awa.CallbackEnded), outcome
+
+
+async def test_a_wait_run_in_a_task_of_its_own_still_stops_the_handler(
+    client: awa.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A wait under gather() runs in a task of its own: cancelling only "the current task"
+    left the handler running until it was abandoned (a review). Its await of that task is
+    cancelled now."""
+    seen: list[str] = []
+
+    @client.task(None, kind="gathered", queue="q")
+    async def gathered(job: awa.Job[Any]) -> None:
+        token = await job.register_callback()
+        try:
+            await asyncio.gather(job.wait_for_callback(token))
+        except (awa.CallbackEnded, asyncio.CancelledError) as exc:
+            seen.append(type(exc).__name__)
+        try:
+            await asyncio.Event().wait()  # goes on working, if it is let
+        except asyncio.CancelledError:
+            seen.append("stopped")
+            raise
+
+    job = await client.insert({}, kind="gathered", queue="q")
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+        await _waiting(client, job.id)
+        with caplog.at_level("WARNING", logger="awa"):
+            await client.cancel(job.id)
+            await wait_for(lambda: _true("stopped" in seen or "CancelledError" in seen))
+    finally:
+        await client.shutdown()
+    assert "abandoned" not in caplog.text  # stopped, not given up on 5 s later

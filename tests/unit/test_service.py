@@ -62,3 +62,33 @@ async def test_loops_run_under_the_real_eager_task_factory() -> None:
         await service.stop()
     finally:
         loop.set_task_factory(None)
+
+
+class Once(Recorder):
+    """A loop that ends by itself after its first round."""
+
+    async def _run(self) -> None:
+        self.looks = [*getattr(self, "looks", []), self.stopping]
+        await asyncio.sleep(0)
+
+
+async def test_a_loop_that_ended_by_itself_starts_again_eagerly() -> None:
+    """After a loop ended by itself its finished task is still recorded: the eager first
+    step of the next start compared against it and read "stopped" (a review)."""
+    loop = asyncio.get_running_loop()
+
+    def eager(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        coro.send(None)
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+    service = Once()
+    service.start()
+    assert service._task is not None
+    await service._task  # ended by itself
+    loop.set_task_factory(eager)
+    try:
+        service.start()
+    finally:
+        loop.set_task_factory(None)
+    assert service.looks == [False, False]
+    await service.stop()

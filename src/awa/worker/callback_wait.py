@@ -116,11 +116,11 @@ def _wakeable(attempt: Attempt, wake: asyncio.Event) -> Iterator[None]:
 def _cancel_at_next_await(attempt: Attempt) -> None:
     """An async handler stopped from outside gets CallbackEnded now and, as any stopped
     async handler, CancelledError at its next await: one that catches the first and goes
-    on working is still stopped. (A plain def handler's wait runs in another task: it
-    sees job.is_cancelled().)"""
-    task = attempt.task
-    if attempt.interruptible and task is asyncio.current_task() and task is not None:
-        task.cancel()
+    on working is still stopped. A wait the handler runs in a task of its own (gather,
+    wait_for on 3.11) cannot hand it CallbackEnded first: the handler's await of that task
+    is cancelled. (A plain def handler is not interruptible: it sees job.is_cancelled().)"""
+    if attempt.interruptible and attempt.task is not None:
+        attempt.task.cancel()
 
 
 def _attempt_params(attempt: Attempt) -> dict[str, Any]:

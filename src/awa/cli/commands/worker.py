@@ -33,6 +33,11 @@ from awa.errors import BuildError, MinWorkersExceedGlobal
 from awa.extras import require
 from awa.supervisor import ChildLink, Supervisor
 
+# Directories a parent (manage.py awa_worker) had on its import path that a child
+# started as `python -m awa worker` would lack; read only here, unlike a PYTHONPATH,
+# which would reach every program a handler starts.
+IMPORT_PATH_VARIABLE = "AWA_WORKER_IMPORT_PATH"
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
@@ -103,6 +108,9 @@ def load_client(target: str) -> awa.AsyncClient:
     if not sep or not module_name or not attribute:
         raise ValueError(f"expected MODULE:CLIENT, got {target!r}")
     sys.path.insert(0, "")
+    for path in reversed(os.environ.get(IMPORT_PATH_VARIABLE, "").split(os.pathsep)):
+        if path and path not in sys.path:  # a Django parent's project directories
+            sys.path.insert(0, path)
     module = importlib.import_module(module_name)
     obj = getattr(module, attribute, None)
     if isinstance(obj, awa.Client):

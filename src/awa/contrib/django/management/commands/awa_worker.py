@@ -62,12 +62,24 @@ def without_django_options(argv: Sequence[str]) -> list[str]:
 
 def _hand_on_import_path() -> None:
     """``--processes`` children start as ``python -m awa worker``, whose import path holds
-    only their working directory: without manage.py's own directory (and
-    ``--pythonpath``), which the parent has, they could not import the project's settings
-    when run from elsewhere (a systemd unit). They get this process's path."""
-    inherited = os.environ.get("PYTHONPATH")
-    paths = [path for path in sys.path if path]
-    os.environ["PYTHONPATH"] = os.pathsep.join([*paths, *([inherited] if inherited else [])])
+    only their working directory: without manage.py's own directory and ``--pythonpath``
+    they could not import the project's settings when run from elsewhere (a systemd
+    unit). Those directories — the path entries outside the interpreter's own prefixes —
+    go to them in a variable only ``awa worker`` reads: a PYTHONPATH would reach every
+    program a handler starts, another interpreter's included."""
+    from awa.cli.commands.worker import IMPORT_PATH_VARIABLE
+
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    full = [os.path.abspath(path) for path in sys.path if path]  # "--pythonpath ." too
+    own = [path for path in full if not any(_under(path, prefix) for prefix in prefixes)]
+    os.environ[IMPORT_PATH_VARIABLE] = os.pathsep.join(dict.fromkeys(own))
+
+
+def _under(path: str, prefix: str) -> bool:
+    try:
+        return os.path.commonpath([path, os.path.abspath(prefix)]) == os.path.abspath(prefix)
+    except ValueError:  # another drive (Windows)
+        return False
 
 
 def run(argv: Sequence[str]) -> int:
@@ -80,8 +92,7 @@ def run(argv: Sequence[str]) -> int:
             f"this project's client ({TARGET}).\n\n"
         )
         sys.stdout.flush()
-    if any(arg == "--processes" or arg.startswith("--processes=") for arg in argv):
-        _hand_on_import_path()
+    _hand_on_import_path()  # whatever the flags say (--proc abbreviates --processes)
     try:
         return main(awa_argv(argv))
     except SystemExit as exc:  # argparse: bad flags (2) or --help (0)
