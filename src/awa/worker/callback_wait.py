@@ -119,8 +119,17 @@ def _cancel_at_next_await(attempt: Attempt) -> None:
     on working is still stopped. A wait the handler runs in a task of its own (gather,
     wait_for on 3.11) cannot hand it CallbackEnded first: the handler's await of that task
     is cancelled. (A plain def handler is not interruptible: it sees job.is_cancelled().)"""
-    if attempt.interruptible and attempt.task is not None:
-        attempt.task.cancel()
+    task = attempt.task
+    if not attempt.interruptible or task is None:
+        return
+    cancel = task.cancel
+    if asyncio.current_task() is task:
+        cancel()
+    else:
+        # Cancelled now, the handler's await of the waiting task would be resolved by
+        # the CallbackEnded it is about to raise, and the request lost: cancel it once
+        # that task has ended (the handler is then still awaiting it, or past it).
+        asyncio.get_running_loop().call_soon(cancel)
 
 
 def _attempt_params(attempt: Attempt) -> dict[str, Any]:
