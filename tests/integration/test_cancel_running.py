@@ -230,3 +230,32 @@ async def test_a_cancel_landing_as_the_handler_returns_fires_cancelled_once(
         assert (await client.get_job(job.id)).state is awa.JobState.CANCELLED
     assert caplog.text.count("cancelled by an operator as its handler returned") == len(jobs)
     assert "lost its lease" not in caplog.text
+
+
+async def test_shutdown_does_not_say_it_returned_a_cancelled_job(
+    client: awa.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A plain def handler that ignores its cancel is abandoned at shutdown; its job was
+    already cancelled, yet the warning said it "was returned to retryable" (a review):
+    the fence matched nothing for it."""
+    started, release = threading.Event(), threading.Event()
+
+    @client.task(None, kind="deaf", queue="q")
+    def deaf(job: awa.Job[Any]) -> None:
+        started.set()
+        release.wait(30)  # never looks at job.is_cancelled()
+
+    job = await client.insert({}, kind="deaf", queue="q")
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+        assert await asyncio.to_thread(started.wait, 15)
+        await client.cancel(job.id)
+        with caplog.at_level("WARNING", logger="awa"):
+            await client.shutdown(timeout_ms=200)
+    finally:
+        release.set()
+    assert (await client.get_job(job.id)).state is awa.JobState.CANCELLED
+    assert (
+        f"except those no longer running here (cancelled, rescued or finished meanwhile): {job.id}"
+        in caplog.text
+    )

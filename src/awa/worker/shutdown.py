@@ -46,7 +46,8 @@ async def shut_down(worker: Worker, timeout_ms: int) -> list[Attempt]:
     await worker.executor.wait_idle(max(0.0, deadline - time.monotonic()))
     grace_end = max(deadline, time.monotonic()) + GRACE_S
     await _within(grace_end, "write queued outcomes", worker.completer.drain())
-    fenced = await _within(grace_end, "fence unfinished jobs", _fence(worker))
+    fenced_ids: set[int] = set()
+    fenced = await _within(grace_end, "fence unfinished jobs", _fence(worker, fenced_ids))
     abandoned = await worker.executor.abandon(ABANDON_WAIT_S)
     await worker.executor.stop()
     await worker.completer.stop()
@@ -58,7 +59,7 @@ async def shut_down(worker: Worker, timeout_ms: int) -> list[Attempt]:
     await _within(grace_end, "deregister", _deregister(worker))
     worker.executor.close()
     if abandoned:
-        _report(abandoned, fenced)
+        _report(abandoned, fenced_ids if fenced else None)
     return abandoned
 
 
@@ -75,7 +76,7 @@ async def _within(end: float, step: str, work: Awaitable[None]) -> bool:
     return False
 
 
-async def _fence(worker: Worker) -> None:
+async def _fence(worker: Worker, fenced_ids: set[int]) -> None:
     """Return the attempts still running to retryable (lease-guarded, one statement),
     after writing what they recorded since the last heartbeat: the next attempt resumes
     from the checkpoint, as after any retry."""
@@ -95,7 +96,8 @@ async def _fence(worker: Worker) -> None:
         "reason": "worker shut down before the handler finished",
     }
     async with worker.pool.connection() as conn:
-        await conn.execute(sql.JOB_FENCE_ATTEMPTS, params)
+        cur = await conn.execute(sql.JOB_FENCE_ATTEMPTS, params)
+        fenced_ids.update(row[0] for row in await cur.fetchall())
 
 
 async def _deregister(worker: Worker) -> None:
@@ -103,13 +105,21 @@ async def _deregister(worker: Worker) -> None:
         await conn.execute(sql.RUNTIME_INSTANCE_DELETE, {"instance_id": worker.instance_id})
 
 
-def _report(abandoned: list[Attempt], fenced: bool) -> None:
+def _report(abandoned: list[Attempt], fenced_ids: set[int] | None) -> None:
+    """``fenced_ids``: the jobs the fence returned to retryable (None: the fence failed).
+    An abandoned handler whose row had already moved on (an operator's cancel, a rescue)
+    was not returned by this worker, and is not said to be."""
     names = ", ".join(a.describe() for a in abandoned)
-    fate = (
-        "their jobs were returned to retryable"
-        if fenced
-        else "the rescuer returns their jobs once their heartbeats are stale"
-    )
+    if fenced_ids is None:
+        fate = "the rescuer returns their jobs once their heartbeats are stale"
+    elif all(a.job.id in fenced_ids for a in abandoned):
+        fate = "their jobs were returned to retryable"
+    else:
+        moved_on = ", ".join(str(a.job.id) for a in abandoned if a.job.id not in fenced_ids)
+        fate = (
+            "their jobs were returned to retryable, except those no longer running here "
+            f"(cancelled, rescued or finished meanwhile): {moved_on}"
+        )
     logger.warning(
         "shutdown: abandoned %d handler(s) still running: %s; %s",
         len(abandoned), names, fate,
