@@ -120,6 +120,11 @@ def _as_ended(outcome: Finalization) -> Job[Any]:
     return dataclasses.replace(job, state=outcome.state, errors=errors)
 
 
+def _cancelled_by_operator(job: Job[Any]) -> JobCancelled:
+    """The event of an operator's cancel of ``job``'s attempt: the job as it ended."""
+    return JobCancelled(dataclasses.replace(job, state=JobState.CANCELLED), "cancelled by operator")
+
+
 def event_type(kind_or_type: str | type[JobEvent]) -> type[JobEvent]:
     """``"completed"`` / ``JobCompleted`` → JobCompleted; ``"*"`` / ``JobEvent`` → all."""
     if isinstance(kind_or_type, type) and issubclass(kind_or_type, JobEvent):
@@ -195,8 +200,7 @@ class Hooks(Observer):
         if reason == "cancelled":
             # An operator's cancel of the running job: the cancel statement committed
             # before the notice that stopped this handler was sent.
-            ended = dataclasses.replace(job, state=JobState.CANCELLED)
-            self._emit(JobCancelled(ended, "cancelled by operator"))
+            self._emit(_cancelled_by_operator(job))
 
     def outcomes_durable(self, durable: Sequence[Finalization]) -> None:
         for outcome in durable:
@@ -207,8 +211,7 @@ class Hooks(Observer):
     def outcomes_stale(self, stale: Sequence[Finalization]) -> None:
         for outcome in stale:
             if outcome.cancelled_first:  # the operator's cancel committed (and is durable)
-                ended = dataclasses.replace(outcome.job, state=JobState.CANCELLED)
-                self._emit(JobCancelled(ended, "cancelled by operator"))
+                self._emit(_cancelled_by_operator(outcome.job))
 
     # -- dispatch --------------------------------------------------------------------
 

@@ -38,8 +38,9 @@ _Kind = str | type[Any] | None  # job_kind: a kind, or an args type whose kind i
 class Registering:
     """``task``, ``periodic`` and ``on_event`` (mixed into both clients)."""
 
-    def _registrar(self) -> AsyncClient:
-        raise NotImplementedError
+    # The AsyncClient that holds the registry: itself, or the one a sync Client drives
+    # (each client defines it).
+    _registrar: Callable[[], AsyncClient]
 
     # Typed so a checker sees the handler take an awa.Job of args_type: a handler of
     # another args type, or of none, is an error before it ever runs.
