@@ -315,6 +315,8 @@ def _converter(hint: Any) -> _Convert | None:
         return _dataclass_builder(hint)
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return _or_none(hint)
+    if hint is float:
+        return _as_float
     if origin in _UNIONS:
         members = [m for m in params if m is not type(None)]
         return _or_none(_converter(members[0])) if len(members) == 1 else None
@@ -341,6 +343,12 @@ def _tuple_converter(params: tuple[Any, ...]) -> _Convert:
 
 def _same(value: Any) -> Any:
     return value
+
+
+def _as_float(value: Any) -> Any:
+    """A float field's value: jsonb keeps a number, not its type, and gives ``1e16`` back
+    as the integer ``10000000000000000``."""
+    return float(value) if type(value) is int else value
 
 
 def _or_none(convert: _Convert | None) -> _Convert | None:

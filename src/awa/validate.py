@@ -172,10 +172,9 @@ def aware_datetime(field: str, value: Any) -> datetime:
         raise ValidationError(
             field, f"must be between {_EARLIEST.date()} and {_LATEST.date()} UTC, got {value}"
         )
-    offset = value.utcoffset()
-    if offset is not None and offset.microseconds:  # PostgreSQL reads no fractional offset
-        return utc
-    return value
+    # Sent in UTC: PostgreSQL reads no fractional offset, nor one past ±15:59:59, which a
+    # Python timezone may have (up to a day).
+    return utc
 
 
 _EARLIEST = datetime(1, 1, 2, tzinfo=UTC)

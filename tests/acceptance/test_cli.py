@@ -140,6 +140,19 @@ def test_job_commands(awa_cli: Awa, sync_client: awa.Client) -> None:
     assert missing.returncode == 1 and len(missing.stderr_lines) == 1
 
 
+def test_job_commands_show_args_however_deep(awa_cli: Awa, sync_client: awa.Client) -> None:
+    args: dict[str, object] = {"leaf": 1}
+    for _ in range(600):  # a depth the insert takes (a RecursionError at 500 once)
+        args = {"a": args}
+    job = sync_client.insert(args, kind="deep", queue="mail")
+    got = awa_cli("job", "get", str(job.id), "--json")
+    assert got.returncode == 0, got.stderr
+    assert got.json()["args"] == args
+    assert awa_cli("job", "get", str(job.id)).returncode == 0
+    [entry] = awa_cli("job", "list", "--kind", "deep", "--json").json()
+    assert entry["id"] == job.id and entry["args"] == args
+
+
 # -- runtime overrides ----------------------------------------------------------------
 
 

@@ -31,10 +31,13 @@ def test_a_bad_file_writes_nothing(awa_cli: Awa, sync_client: awa.Client, tmp_pa
     huge.write_text('{"a": 1e400}\n')
     nul = tmp_path / "nul.jsonl"  # JSON, but nothing PostgreSQL can store: named by line too
     nul.write_text('{"a": 1}\n\n{"a": 2}\n{"a": 3}\n{"a": "x\\u0000y"}\n')
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text('{"a": 1}\n{"a": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
     for path, reason in ((bad, "line 2 is not JSON"), (not_object, "line 2 is not a JSON object"),
                          (tmp_path / "missing.jsonl", "cannot read"),
                          (nan, "line 2 is not JSON"), (huge, "line 1 is not JSON"),
-                         (nul, "line 5: args: contains a NUL")):  # fmt: skip
+                         (nul, "line 5: args: contains a NUL"),
+                         (deep, "line 2 is nested too deeply")):  # fmt: skip
         result = awa_cli("job", "enqueue", "--kind", "k", "--file", str(path))
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 2 and len(lines) == 1, (path, result.stderr)

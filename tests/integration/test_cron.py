@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import enum
 import itertools
 import json
 from datetime import UTC, datetime, timedelta
@@ -314,3 +316,25 @@ async def test_cli_tables_show_times_in_utc(
         db.execute(f'ALTER DATABASE "{name}" RESET timezone')
     out = capsys.readouterr().out
     assert "2026-12-06 18:00:00" in out and "2026-12-07 03:00:00" not in out
+
+
+@dataclasses.dataclass
+class Place:
+    city: str
+
+
+class Colour(enum.Enum):
+    RED = "red"
+
+
+async def test_dict_args_holding_dataclasses_and_enums_are_stored_as_an_insert_stores_them(
+    client: awa.AsyncClient,
+) -> None:
+    noop_task(client, kind="report")
+    client.periodic("nightly", "0 3 * * *", {"to": Place("Oslo"), "c": Colour.RED},
+                    kind="report", queue="q", metadata={"by": Colour.RED})  # fmt: skip
+    await client.start([("q", 1)], **CRON_FAST)  # stored the definitions: once a TypeError
+    await client.shutdown()
+    (schedule,) = await client.list_cron_schedules()
+    assert schedule.args == {"to": {"city": "Oslo"}, "c": "red"}
+    assert schedule.metadata == {"by": "red"}

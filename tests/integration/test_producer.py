@@ -46,13 +46,19 @@ async def test_future_run_at_is_scheduled(client: awa.AsyncClient) -> None:
     assert abs((job.run_at - later).total_seconds()) < 0.001
 
 
-async def test_a_run_at_whose_offset_has_fractions_of_a_second_is_stored(
-    client: awa.AsyncClient,
+@pytest.mark.parametrize(
+    "offset",
+    [timedelta(seconds=1, microseconds=5), timedelta(hours=23, minutes=59, seconds=59)],
+    ids=["fractional", "past-16-hours"],
+)
+async def test_a_run_at_whose_offset_postgresql_cannot_read_is_stored(
+    client: awa.AsyncClient, offset: timedelta
 ) -> None:
-    """PostgreSQL reads no fractional UTC offset (an LMT zone's +00:00:01.000005 was a
-    DatabaseError from both insert paths): such an instant is sent in UTC."""
+    """PostgreSQL reads no fractional UTC offset (an LMT zone's +00:00:01.000005) nor one
+    past ±15:59:59 (Python's go to a day): both were a DatabaseError from both insert
+    paths. Every instant is sent in UTC."""
     later = datetime.now(UTC) + timedelta(hours=1)
-    odd = later.astimezone(timezone(timedelta(seconds=1, microseconds=5)))
+    odd = later.astimezone(timezone(offset))
     job = await client.insert(SendEmail("x"), run_at=odd)
     [copied] = await client.insert_many([SendEmail("y")], run_at=odd)
     for stored in (await client.get_job(job.id), await client.get_job(copied.id)):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import enum
 import threading
 from typing import Any
 
@@ -208,3 +210,47 @@ async def test_a_shutdown_keeps_what_unfinished_handlers_recorded(
     assert [state for state, _, _ in rows] == ["retryable", "retryable"]
     assert rows[0][1] == {"percent": 30.0, "message": "async", "checkpoint": {"row": 5}}
     assert rows[1][1] == {"percent": 20.0, "message": "sync", "checkpoint": {"row": 2}}
+
+
+@dataclasses.dataclass
+class Page:
+    number: int
+
+
+class Colour(enum.Enum):
+    RED = "red"
+
+
+async def test_what_is_written_is_the_value_at_the_call(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """A checkpoint or metadata value only awa's encoder knows (a dataclass, an enum), or
+    one the handler changes after the call into something unstorable, is written as it
+    was at the call: it once failed the write of every outcome of the worker, for good."""
+    flushed: list[bool] = []
+
+    @client.task(None, kind="resumable", queue="q")
+    async def resumable(job: awa.Job[Any]) -> None:
+        checkpoint = {"page": Page(3), "seen": [1]}
+        job.set_progress(50, checkpoint=checkpoint)
+        checkpoint["seen"].append(float("nan"))  # after the call: not what is stored
+        patch = {"colour": Colour.RED, "pages": [1]}
+        job.update_metadata(patch)
+        patch["pages"].append(float("nan"))
+        flushed.append(await job.flush_progress())
+        raise RuntimeError("try again later")
+
+    job = await client.insert({}, kind="resumable", queue="q", max_attempts=2)
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+
+        async def retryable() -> bool:
+            return _row(db, job.id)[0] == "retryable"
+
+        await wait_for(retryable)
+    finally:
+        await client.shutdown()
+    _, progress, metadata = _row(db, job.id)
+    assert flushed == [True]
+    assert progress == {"percent": 50.0, "checkpoint": {"page": {"number": 3}, "seen": [1]}}
+    assert metadata == {"colour": "red", "pages": [1]}

@@ -281,3 +281,21 @@ def test_one_unresolvable_annotation_leaves_only_its_own_field_alone(
         back = _trip(Signup(Address("Oslo")))
     assert back == Signup(Address("Oslo")) and type(back.address) is Address
     assert "Signup: the annotations of discount do not resolve" in caplog.text
+
+
+@dataclasses.dataclass
+class Reading:
+    value: float
+    values: list[float]
+    maybe: float | None = None
+    count: int = 0
+
+
+def test_float_fields_come_back_as_floats_whatever_jsonb_printed() -> None:
+    # jsonb keeps numbers as numeric: 1e16 is read back as the integer 10000000000000000.
+    as_jsonb_prints = {"value": 10**16, "values": [25 * 10**19, 1], "maybe": 10**300, "count": 3}
+    back = decode_args(Reading, as_jsonb_prints)
+    assert back == Reading(1e16, [2.5e20, 1.0], float(10**300), 3)
+    assert type(back.value) is float and all(type(v) is float for v in back.values)
+    assert type(back.maybe) is float and type(back.count) is int
+    assert decode_args(Reading, {"value": 1, "values": [], "maybe": None}).maybe is None

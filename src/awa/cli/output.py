@@ -11,11 +11,13 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 
-def to_jsonable(value: Any) -> Any:
-    """Dataclasses, enums and datetimes as plain JSON values."""
+def plain(value: Any) -> Any:
+    """A dataclass (its public fields), an enum or a datetime as a JSON value: the
+    ``default`` of every ``json.dumps`` here. The encoder walks the nesting itself, so
+    a job's args print however deep the database stored them."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {
-            f.name: to_jsonable(getattr(value, f.name))
+            f.name: getattr(value, f.name)
             for f in dataclasses.fields(value)
             if not f.name.startswith("_")
         }
@@ -23,16 +25,12 @@ def to_jsonable(value: Any) -> Any:
         return value.value
     if isinstance(value, datetime):
         return value.isoformat()
-    if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [to_jsonable(v) for v in value]
-    return value
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
 def print_json(value: Any) -> None:
     """One JSON document on stdout."""
-    sys.stdout.write(json.dumps(to_jsonable(value), indent=2, sort_keys=False) + "\n")
+    sys.stdout.write(json.dumps(value, indent=2, sort_keys=False, default=plain) + "\n")
 
 
 def report(as_json: bool, value: Any, text: str) -> None:
@@ -56,7 +54,7 @@ def _cell(value: Any) -> str:
     if isinstance(value, list | tuple):
         return ", ".join(_cell(v) for v in value)
     if isinstance(value, dict):  # job args and the like: JSON, as --json prints them
-        return json.dumps(to_jsonable(value), ensure_ascii=False)
+        return json.dumps(value, ensure_ascii=False, default=plain)
     return str(value)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, LiteralString
 
@@ -28,11 +29,13 @@ def build(
         expression=CronExpression.parse(cron_expr, timezone),
         kind=spec.kind,
         queue=spec.queue,
-        args=spec.args,
+        # As encoded for an insert: dataclasses, enums or models nested in dict args are
+        # stored as the jobs they enqueue will be (the definition is stored as JSON at start).
+        args=json.loads(spec.args_json),
         priority=spec.priority,
         max_attempts=spec.max_attempts,
         tags=tuple(spec.tags),
-        metadata=spec.metadata,
+        metadata=json.loads(spec.metadata_json),
         missed_fire_policy=check_policy(missed_fire_policy),
     )
 

@@ -17,12 +17,18 @@ value and metadata is merged (``||``) with everything this attempt updated, so w
 the same snapshot twice is harmless and a heartbeat racing the outcome cannot lose a
 value: the outcome always carries the full snapshot, not only what changed since.
 
+What is written is the value at the call, encoded then: a checkpoint object the handler
+changes afterwards (or one only ``awa``'s encoder knows, a dataclass or an enum) never
+reaches the outcome's or the heartbeat's statement, where one unstorable value would fail
+the write of every other job's outcome too.
+
 Handlers of either kind call these methods: plain ``def`` handlers run in threads, so the
 state is guarded by a lock.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 from collections.abc import Iterable, Mapping
@@ -56,13 +62,13 @@ class Updates:
     writes have got (``version`` against ``written``).
     """
 
-    __slots__ = ("_job", "_lock", "_metadata_patch", "_progress_set", "_version", "_written")
+    __slots__ = ("_job", "_lock", "_metadata_patch", "_progress_json", "_version", "_written")
 
     def __init__(self, job: Job[Any]) -> None:
         self._job = job
         self._lock = threading.Lock()
-        self._progress_set = False
-        self._metadata_patch: dict[str, Any] = {}
+        self._progress_json: str | None = None  # the snapshot to write, encoded at the call
+        self._metadata_patch: dict[str, Any] = {}  # JSON values only (decoded snapshots)
         self._version = 0
         self._written = 0
 
@@ -88,40 +94,36 @@ class Updates:
                 value["checkpoint"] = previous["checkpoint"]
         elif checkpoint is not None:
             value["checkpoint"] = checkpoint
-        encode_bounded(value, what="progress")  # refuse what cannot be stored, at the call
+        # Refuse what cannot be stored at the call, and keep what is stored as it is now.
+        text = encode_bounded(value, what="progress")
         with self._lock:
             job.progress = value
-            self._progress_set = True
+            self._progress_json = text
             self._version += 1
 
     def update_metadata(self, patch: Mapping[str, Any]) -> None:
         """Merge ``patch`` into the job's metadata."""
         if not isinstance(patch, Mapping):
             raise ValidationError("metadata", f"must be a dict, got {type(patch).__name__}")
-        encode_bounded({**self._job.metadata, **patch}, what="metadata")
+        snapshot = json.loads(encode_json(patch, what="metadata"))
+        encode_bounded({**self._job.metadata, **snapshot}, what="metadata")
         with self._lock:
             self._job.metadata = {**self._job.metadata, **patch}
-            self._metadata_patch.update(patch)
+            self._metadata_patch.update(snapshot)
             self._version += 1
 
     def pending(self) -> tuple[str | None, str | None, int]:
         """(progress JSON or None, metadata patch JSON or None, version) to write now."""
         with self._lock:
-            progress = self._job.progress if self._progress_set else None
             patch = dict(self._metadata_patch) if self._metadata_patch else None
-            version = self._version
-        return (
-            encode_json(progress, what="progress") if progress is not None else None,
-            encode_json(patch, what="metadata") if patch is not None else None,
-            version,
-        )
+            return self._progress_json, json.dumps(patch) if patch else None, self._version
 
     def final(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """(progress, metadata patch) for the outcome; None where nothing was set."""
         with self._lock:
-            progress = self._job.progress if self._progress_set else None
+            text = self._progress_json
             patch = dict(self._metadata_patch) if self._metadata_patch else None
-        return progress, patch
+        return (json.loads(text) if text is not None else None), patch
 
     def mark_written(self, version: int) -> None:
         """Everything up to ``version`` is stored."""

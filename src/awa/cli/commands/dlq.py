@@ -10,7 +10,7 @@ from typing import Any
 import awa
 from awa import validate
 from awa.cli.args import positive_int, row_id, with_example
-from awa.cli.output import print_json, print_table, report, to_jsonable
+from awa.cli.output import plain, print_json, print_table, report
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -89,7 +89,7 @@ def register(sub: Any) -> None:
 
 
 def _entry(dead: awa.DeadLetter) -> dict[str, Any]:
-    return {**to_jsonable(dead), "cursor": dead.cursor}
+    return {**plain(dead), "cursor": dead.cursor}
 
 
 async def _list(client: awa.AsyncClient, args: argparse.Namespace) -> None:

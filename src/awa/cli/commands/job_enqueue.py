@@ -81,6 +81,8 @@ def _read(source: str) -> list[dict[str, Any]] | str:
             value = json.loads(line, parse_constant=_refuse, parse_float=_finite)
         except ValueError as exc:
             return f"line {number} is not JSON ({exc})"
+        except RecursionError:
+            return f"line {number} is nested too deeply to read as JSON"
         if not isinstance(value, dict):
             return f"line {number} is not a JSON object of job args"
         try:

@@ -8,7 +8,7 @@ from typing import Any
 
 import awa
 from awa.cli.args import positive_int, with_example
-from awa.cli.output import print_json, print_table, to_jsonable
+from awa.cli.output import print_json, print_table
 
 
 def register(sub: Any) -> None:
@@ -59,7 +59,7 @@ def instance_json(instance: awa.RuntimeInstance) -> dict[str, Any]:
                 "in_flight": q.in_flight,
                 "capacity": capacity_json(q.capacity),
                 "paused": q.paused,
-                "fleet": to_jsonable(q.fleet),
+                "fleet": q.fleet,
             }
             for name, q in sorted(snap.queues.items())
         }
