@@ -79,9 +79,46 @@ async def test_a_forgotten_prepared_statement_is_prepared_again(database_url: st
         assert (await ECHO.rows(conn, {**NULLS, "n": 1}))[0][0] == 2
 
 
+async def test_a_statement_whose_result_a_migration_changed_is_prepared_again(
+    database_url: str,
+) -> None:
+    """A column added under a prepared ``SELECT *`` made every later call fail with
+    "cached plan must not change result type" until the connection was replaced."""
+    whole_rows = DirectStatement("test_whole_rows", "SELECT * FROM test_shape")
+    async with await _connect(database_url) as conn:
+        await conn.execute("CREATE TABLE test_shape (a int)")
+        await conn.execute("INSERT INTO test_shape VALUES (1)")
+        try:
+            assert await whole_rows.rows(conn, {}) == [(1,)]
+            await conn.execute("ALTER TABLE test_shape ADD COLUMN b int DEFAULT 2")
+            assert await whole_rows.rows(conn, {}) == [(1, 2)]
+            assert await whole_rows.rows(conn, {}) == [(1, 2)]
+        finally:
+            await conn.execute("DROP TABLE test_shape")
+
+
+async def test_client_calls_go_on_after_a_migration_adds_a_column(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """Calls reading whole rows through psycopg's cursor (get_job, list_jobs): prepared
+    by psycopg after five runs, they failed on every call once a column was added."""
+    one = awa.AsyncClient(client.database_url, max_connections=1)
+    try:
+        job = await one.insert({}, kind="k")
+        for _ in range(6):
+            assert (await one.get_job(job.id)).id == job.id
+            await one.list_jobs(kind="k")
+        db.execute("ALTER TABLE awa.jobs ADD COLUMN test_future int")
+        assert (await one.get_job(job.id)).id == job.id
+        assert [j.id for j in await one.list_jobs(kind="k")] == [job.id]
+    finally:
+        await one.close()
+        db.execute("ALTER TABLE awa.jobs DROP COLUMN test_future")
+
+
 async def test_without_prepared_statements_nothing_is_prepared(database_url: str) -> None:
     async with await _connect(database_url) as conn:
-        conn.prepare_threshold = None  # as configure() sets it behind a pooler
+        direct.send_unnamed(conn)  # as configure() does behind a pooler
         await ECHO.rows(conn, NULLS)
         cur = await conn.execute("SELECT count(*) FROM pg_prepared_statements")
         assert await cur.fetchone() == (0,)
@@ -103,21 +140,33 @@ async def test_a_lone_percent_sign_is_refused() -> None:
         DirectStatement("test_bad", "SELECT 'a' LIKE 'a%'")
 
 
-async def test_client_insert_after_a_cancelled_insert(
+async def test_a_cancelled_insert_is_cancelled_on_the_server_too(
     client: awa.AsyncClient, db: psycopg.Connection[Any]
 ) -> None:
-    """A single insert cancelled while it waits for its reply leaves the client able to
-    insert again (its connection, with the reply still due, is closed and replaced)."""
+    """A single insert cancelled while it waits for its reply never writes its job (the
+    server went on once the lock was free, and committed what the caller was told did
+    not happen), and the client inserts again (the connection is closed and replaced)."""
     await client.insert({}, kind="k")
     with db.transaction():  # the insert waits on this lock: cancelled mid-flight for sure
         db.execute("LOCK TABLE awa.jobs IN EXCLUSIVE MODE")
-        task = asyncio.ensure_future(client.insert({}, kind="k"))
+        task = asyncio.ensure_future(client.insert({"cancelled": True}, kind="k"))
         await wait_for(lambda: _waiting_on_a_lock(db))
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+    await wait_for(lambda: _no_insert_runs(db))
+    row = db.execute("SELECT count(*) FROM awa.jobs WHERE args ? 'cancelled'").fetchone()
+    assert row == (0,)
     job = await client.insert({"after": True}, kind="k")
     assert job.args == {"after": True}
+
+
+async def _no_insert_runs(db: psycopg.Connection[Any]) -> bool:
+    row = db.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND state = 'active' AND query LIKE '-- job_insert%%'"
+    ).fetchone()
+    return row == (0,)
 
 
 async def _waiting_on_a_lock(db: psycopg.Connection[Any]) -> bool:

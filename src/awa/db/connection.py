@@ -9,7 +9,7 @@ import psycopg
 from psycopg import AsyncConnection, conninfo
 from psycopg.types.json import set_json_loads
 
-from awa.db import forking, sql
+from awa.db import direct, forking, sql
 from awa.errors import DatabaseError, ValidationError
 
 PROBE_CONNECT_TIMEOUT_S = 10
@@ -46,14 +46,22 @@ async def behind_pooler(conn: AsyncConnection[Any]) -> bool:
 
 
 async def configure(conn: AsyncConnection[Any]) -> None:
-    """Pool ``configure`` hook: install the JSON loader on a new connection, and turn
-    psycopg's prepared statements off behind a pooler — in transaction mode each statement
+    """Pool ``configure`` hook: install the JSON loader on a new connection; turn the
+    direct statements' preparing off behind a pooler — in transaction mode each statement
     may run on another server connection, where the prepared one does not exist
-    (PgBouncer before 1.21 supports none at all)."""
+    (PgBouncer before 1.21 supports none at all).
+
+    psycopg's own prepared statements are off on every connection: most statements that
+    run through its cursor read whole rows (``SELECT *``, ``RETURNING *``), and once
+    prepared such a statement fails with "cached plan must not change result type" on
+    every call after a migration adds a column, until its connection is replaced. They
+    are not the hot path (the direct statements are: ADR 0046), so planning them each
+    time costs little."""
     forking.track(conn)
     set_json_loads(load_json, conn)
+    conn.prepare_threshold = None
     if await behind_pooler(conn):
-        conn.prepare_threshold = None
+        direct.send_unnamed(conn)
 
 
 def _one_line(exc: BaseException | str) -> str:

@@ -9,7 +9,7 @@ asynchronous calls waited on by the event loop. psycopg's own ``Transformer`` st
 the parameters and loads the rows, so values and errors come back exactly as a cursor
 would give them (the errors as psycopg's exception classes, for :func:`awa.db.errors.mapped`).
 
-Behind a connection pooler (``prepare_threshold`` is ``None``, see
+Behind a connection pooler (:func:`send_unnamed`, called by
 :func:`awa.db.connection.configure`) the statement goes unnamed and unprepared each time,
 as psycopg would send it there.
 
@@ -30,6 +30,7 @@ calls :func:`unwatch` before the connection goes anywhere else.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import weakref
 from collections.abc import Callable, Mapping
@@ -49,10 +50,18 @@ _SQLSTATE = int(pq.DiagnosticField.SQLSTATE)
 # SQLSTATE invalid_sql_statement_name: the server forgot the prepared statement (a
 # DISCARD ALL, a pooler's server_reset_query); prepare it again and run once more.
 _UNKNOWN_STATEMENT = b"26000"
+# SQLSTATE feature_not_supported, which "cached plan must not change result type" is: a
+# migration changed what the statement returns (a column added to a table it reads).
+# Nothing ran; deallocated and prepared again, the statement returns the new shape.
+_RESULT_CHANGED = b"0A000"
 # A statement waiting for its reply looks at its socket itself this often, whatever the
 # event loop says: a wakeup the loop never delivers (uvloop lost some after a server crash,
 # leaving the worker's writes waiting for ever) then costs this long, not the process.
 PATROL_S = 1.0
+# How long an interrupted call waits for the server to take its cancel request.
+_CANCEL_TIMEOUT_S = 5.0
+
+logger = logging.getLogger("awa")
 
 
 def _positional(query: str) -> tuple[bytes, tuple[str, ...]]:
@@ -192,11 +201,12 @@ class _Session:
     looked up once per type, not per call), the names it has prepared, and whether its
     holder keeps it watched (:func:`watch`)."""
 
-    __slots__ = ("encoding", "kept", "prepared", "transformer", "watched")
+    __slots__ = ("encoding", "kept", "prepared", "transformer", "unnamed", "watched")
 
     def __init__(self, conn: AsyncConnection[Any]) -> None:
         self.transformer = Transformer(conn)
         self.prepared: set[bytes] = set()
+        self.unnamed = False  # send every statement unnamed and unprepared (see send_unnamed)
         self.encoding = conn.info.encoding
         self.kept = False
         self.watched: _Watch | None = None
@@ -239,6 +249,12 @@ def _session(conn: AsyncConnection[Any]) -> _Session:
     if session is None:
         session = _SESSIONS[conn] = _Session(conn)
     return session
+
+
+def send_unnamed(conn: AsyncConnection[Any]) -> None:
+    """Never prepare a direct statement on ``conn``: behind a pooler in transaction mode,
+    each statement may reach another server connection, where the prepared one is not."""
+    _session(conn).unnamed = True
 
 
 def watch(conn: AsyncConnection[Any]) -> None:
@@ -308,20 +324,25 @@ class DirectStatement:
         )
         pgconn = conn.pgconn
         try:
-            if conn.prepare_threshold is None:  # behind a pooler: unnamed, every time
+            if session.unnamed:  # behind a pooler: unnamed, every time
                 armed = session.arm(pgconn)
                 pgconn.send_query_params(self._query, values)
                 return await _reply(pgconn, session, armed)
             result = await self._run_prepared(pgconn, session, values)
-            if result.status == _FAILED and result.error_field(_SQLSTATE) == _UNKNOWN_STATEMENT:
-                session.prepared.discard(self._name)  # nothing ran: prepare, run once more
-                result = await self._run_prepared(pgconn, session, values)
+            if result.status == _FAILED:
+                state = result.error_field(_SQLSTATE)
+                if state in (_UNKNOWN_STATEMENT, _RESULT_CHANGED):  # prepare, run once more
+                    await self._forget(pgconn, session, deallocate=state == _RESULT_CHANGED)
+                    result = await self._run_prepared(pgconn, session, values)
             return result
         except (asyncio.CancelledError, psycopg.OperationalError):
             # A reply may still be on its way (see the module doc), or the link is gone.
             session.drop_watch()  # before the socket closes (see _Watch)
             if pgconn.status == pq.ConnStatus.OK:
-                pgconn.finish()
+                try:
+                    await _cancel_on_server(conn)
+                finally:
+                    pgconn.finish()
             raise
 
     async def _run_prepared(
@@ -332,6 +353,15 @@ class DirectStatement:
         armed = session.arm(pgconn)
         pgconn.send_query_prepared(self._name, values)
         return await _reply(pgconn, session, armed)
+
+    async def _forget(self, pgconn: pq.abc.PGconn, session: _Session, *, deallocate: bool) -> None:
+        session.prepared.discard(self._name)
+        if deallocate:
+            armed = session.arm(pgconn)
+            pgconn.send_query(b"DEALLOCATE " + self._name)
+            result = await _reply(pgconn, session, armed)
+            if result.status != pq.ExecStatus.COMMAND_OK:
+                raise error_from_result(result, encoding=session.encoding)
 
     async def _prepare(self, pgconn: pq.abc.PGconn, session: _Session) -> None:
         armed = session.arm(pgconn)
@@ -399,3 +429,16 @@ def _wake(ready: asyncio.Future[None]) -> None:
     # the socket stays ready.
     if not ready.done():
         ready.set_result(None)
+
+
+async def _cancel_on_server(conn: AsyncConnection[Any]) -> None:
+    """Cancel the statement the server still runs for an interrupted call. Closing the
+    connection alone is not enough: a statement waiting on a lock does not notice, and
+    once the lock is free it runs and commits — an insert the caller was told did not
+    happen (and may retry). psycopg's cursor does the same on an interrupted call."""
+    if conn.pgconn.transaction_status != pq.TransactionStatus.ACTIVE:
+        return  # the reply was all read, or none was due
+    try:
+        await conn.cancel_safe(timeout=_CANCEL_TIMEOUT_S)
+    except Exception as exc:  # the call is interrupted either way; say why it may have run
+        logger.warning("could not cancel an interrupted statement on the server: %s", exc)
