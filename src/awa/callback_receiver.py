@@ -26,6 +26,7 @@ callback_app(client, secret))``); it needs nothing beyond awa itself.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -39,6 +40,7 @@ from awa import validate
 from awa.asgi import Receive, Scope, Send, lifespan, respond
 from awa.client.async_client import AsyncClient
 from awa.client.callbacks import callback_uuid
+from awa.client.sync_client import Client
 from awa.errors import (
     AwaError,
     CallbackNotFound,
@@ -152,17 +154,15 @@ class CallbackReceiver:
 
     def __init__(
         self,
-        client: AsyncClient,
+        client: AsyncClient | Client,
         secret: str | bytes | Sequence[str | bytes] | None = None,
         *,
         tolerance_s: float = DEFAULT_TOLERANCE_S,
         max_body_bytes: int = MAX_BODY_BYTES,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if not isinstance(client, AsyncClient):
-            raise ValidationError(
-                "client", "must be an awa.AsyncClient (use client.async_client for a Client)"
-            )
+        if not isinstance(client, AsyncClient | Client):
+            raise ValidationError("client", "must be an awa.AsyncClient or an awa.Client")
         self.client = client
         self._secrets = _secrets(secret)
         self.tolerance_s = validate.number("tolerance_s", tolerance_s, above=0)
@@ -209,23 +209,35 @@ class CallbackReceiver:
         return 200, {"job_id": job.id, "state": job.state.value, "action": action}
 
     async def _apply(self, callback_id: str, action: str, body: Any) -> Job[Any]:
-        c = self.client
         if action == "complete":
-            return await c.complete_external(callback_id, body)
+            return await self._call("complete_external", callback_id, body)
         if action == "resume":
-            return await c.resume_external(callback_id, body)
+            return await self._call("resume_external", callback_id, body)
         if action == "retry":
-            return await c.retry_external(callback_id)
+            return await self._call("retry_external", callback_id)
         fields = body if isinstance(body, dict) else {}
         if body is not None and not isinstance(body, dict):
             raise ValidationError("body", "must be a JSON object")
         if action == "fail":
-            return await c.fail_external(callback_id, fields.get("error", ""))
-        return await c.heartbeat_callback(callback_id, fields.get("timeout_seconds", 3600))
+            return await self._call("fail_external", callback_id, fields.get("error", ""))
+        timeout_s = fields.get("timeout_seconds", 3600)
+        return await self._call("heartbeat_callback", callback_id, timeout_s)
+
+    async def _call(self, method: str, *args: Any) -> Job[Any]:
+        """The client's ``method``. A blocking Client runs its calls on its own loop:
+        called from a thread, they leave the server's loop free (its AsyncClient belongs
+        to that other loop, and used here answered every callback 503)."""
+        call = getattr(self.client, method)
+        result: Job[Any] = (
+            await asyncio.to_thread(call, *args)
+            if isinstance(self.client, Client)
+            else await call(*args)
+        )
+        return result
 
 
 def callback_app(
-    client: AsyncClient,
+    client: AsyncClient | Client,
     secret: str | bytes | Sequence[str | bytes] | None = None,
     *,
     tolerance_s: float = DEFAULT_TOLERANCE_S,

@@ -238,10 +238,28 @@ async def test_resume_through_the_route(client: awa.AsyncClient) -> None:
     assert got == [{"approved": True}]
 
 
-async def test_receiver_needs_an_async_client(sync_client: awa.Client) -> None:
-    with pytest.raises(awa.ValidationError, match="AsyncClient"):
-        callback_app(sync_client, SECRET)  # type: ignore[arg-type]
-    app = callback_app(sync_client.async_client, SECRET)
+async def test_a_blocking_client_resolves_callbacks_and_goes_on_working(
+    client: awa.AsyncClient, sync_client: awa.Client
+) -> None:
+    """A web app's own blocking Client serves the receiver: its calls run on the
+    Client's loop. ``callback_app(client.async_client)``, the advice before, answered
+    every callback 503 once the app had used its Client (a review)."""
+    with pytest.raises(awa.ValidationError, match="AsyncClient or an awa\\.Client"):
+        callback_app(object(), SECRET)  # type: ignore[arg-type]
+    sync_client.insert({}, kind="before", queue="other")  # the app used its Client first
+    http = Http(callback_app(sync_client, SECRET))
+    try:
+        [(job_id, token)] = await _parked(client, 1)
+        status, answer = await http.signed(token, "complete", {"receipt": "r-2"})
+        assert (status, answer["state"]) == (200, "completed")
+        assert sync_client.get_job(job_id).metadata["callback_payload"] == {"receipt": "r-2"}
+        assert sync_client.insert({}, kind="after", queue="other").kind == "after"
+    finally:
+        await client.shutdown()
+
+
+async def test_the_receiver_answers_lifespan(sync_client: awa.Client) -> None:
+    app = callback_app(sync_client, SECRET)
     sent: list[dict[str, Any]] = []
     messages = [{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}]
 

@@ -50,3 +50,43 @@ def test_a_second_loop_while_the_first_runs_is_refused(database_url: str) -> Non
         first.call_soon_threadsafe(first.stop)
         thread.join(timeout=30)
         first.close()
+
+
+def test_threads_each_running_a_loop_get_wrong_event_loop_never_a_hang(
+    database_url: str,
+) -> None:
+    """A module-level AsyncClient used by threads that each ``asyncio.run`` their call (a
+    threaded WSGI app): each call either runs or is refused with WrongEventLoop. Calls
+    that passed the loop check at once waited on another loop's lock or pool for ever, or
+    failed with asyncio's "bound to a different event loop" (a review)."""
+    client = awa.AsyncClient(database_url, max_connections=3)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    async def insert_bounded(i: int) -> None:
+        await asyncio.wait_for(client.insert({"i": i}, kind="threaded"), timeout=20)
+
+    def requests() -> None:
+        for i in range(30):
+            try:
+                asyncio.run(insert_bounded(i))
+                outcome = "ok"
+            except awa.WrongEventLoop:
+                outcome = "refused"
+            except BaseException as exc:  # a hang ends in TimeoutError here
+                outcome = f"{type(exc).__name__}: {exc}"
+            with lock:
+                outcomes.append(outcome)
+
+    threads = [threading.Thread(target=requests, daemon=True) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads)
+    assert len(outcomes) == 240
+    assert set(outcomes) <= {"ok", "refused"}, sorted(set(outcomes) - {"ok", "refused"})
+    assert "ok" in outcomes
+    inserted = asyncio.run(client.list_jobs(kind="threaded", limit=1000))
+    assert len(inserted) == outcomes.count("ok")
+    asyncio.run(client.close())

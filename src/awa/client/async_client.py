@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -112,6 +113,7 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
         self._pool_loop: asyncio.AbstractEventLoop | None = None  # where the pool's tasks run
         self._closed = False
         self._pool_lock = asyncio.Lock()
+        self._loop_claim = threading.Lock()  # see _check_loop
         self._insert_lane = ConnectionLane()
         self._seat_outlook = SeatOutlook()  # single inserts: look for idle workers' seats?
         self._worker: Any = None  # awa.worker.runtime.Worker once started
@@ -129,6 +131,7 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
         self._pool = None
         self._pool_loop = None
         self._pool_lock = asyncio.Lock()
+        self._loop_claim = threading.Lock()  # a parent's thread may have held it at the fork
         self._insert_lane = ConnectionLane()
         self._seat_outlook = SeatOutlook()
         self._worker = None
@@ -140,15 +143,24 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
         """Refuse a closed client; follow a module-level client from one ``asyncio.run``
         to the next. A pool's background tasks (connecting, growing) run on the loop that
         opened it: on another loop a call needing a new connection waited 30 s for one
-        that never came (a review)."""
-        if self._closed:
-            raise ClientClosed("this client is closed")
-        self._leave_a_closed_loop()
-        if self._pool_loop is not None and self._pool_loop is not asyncio.get_running_loop():
-            raise WrongEventLoop(
-                "this AsyncClient's pool runs on another event loop, which still runs: "
-                "use one client per event loop, or awa.Client from other threads"
-            )
+        that never came (a review).
+
+        The running loop claims the client here, before anything awaits, under a thread
+        lock: threads each running a loop of their own (``asyncio.run`` per request) call
+        at once, and one that passed the check while no loop owned the client went on to
+        wait on another loop's lock or pool, for ever (a review)."""
+        running = asyncio.get_running_loop()
+        with self._loop_claim:
+            if self._closed:
+                raise ClientClosed("this client is closed")
+            self._leave_a_closed_loop()
+            if self._pool_loop is None:
+                self._pool_loop = running
+            elif self._pool_loop is not running:
+                raise WrongEventLoop(
+                    "this AsyncClient's pool runs on another event loop, which still runs: "
+                    "use one client per event loop, or awa.Client from other threads"
+                )
 
     def _leave_a_closed_loop(self) -> None:
         """Nothing of a pool whose event loop has closed can run again: forget it (its
@@ -175,7 +187,7 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
                     await connection.probe(self.database_url)  # fail fast, with the reason
                     with mapped():
                         await pool.open(wait=True, timeout=30)
-                    self._pool, self._pool_loop = pool, asyncio.get_running_loop()
+                    self._pool = pool
         return self._pool
 
     @asynccontextmanager
