@@ -11,6 +11,7 @@ import pytest
 import awa
 from awa.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY
 from awa.db import migrations
+from tests.helpers import wait_for
 
 
 async def test_migrate_is_idempotent_and_concurrent_safe(empty_database_url: str) -> None:
@@ -158,3 +159,70 @@ def test_the_job_defaults_of_the_client_are_the_tables(db: psycopg.Connection[An
         ("max_attempts", str(DEFAULT_MAX_ATTEMPTS)),
         ("priority", str(DEFAULT_PRIORITY)),
     ]
+
+
+def _with_a_future_migration(monkeypatch: pytest.MonkeyPatch, ddl: str) -> int:
+    every = migrations.migrations()
+    future = migrations.Migration(every[-1].version + 1, "test_future", ddl)
+    monkeypatch.setattr(migrations, "migrations", lambda: (*every, future))
+    return future.version
+
+
+async def _migrate_waits_on_a_lock(db: psycopg.Connection[Any]) -> bool:
+    row = db.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND query LIKE 'ALTER TABLE awa.jobs ADD COLUMN test_future%%'"
+    ).fetchone()
+    return row is not None and row[0] > 0
+
+
+async def test_an_upgrade_that_deadlocks_with_the_fleet_is_tried_again(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leader's cron fire takes cron_schedules, then jobs; an upgrade changing both
+    the other way round deadlocked with it and `awa migrate` failed (a review): it is
+    rolled back whole and tried again."""
+    version = _with_a_future_migration(
+        monkeypatch,
+        "ALTER TABLE awa.jobs ADD COLUMN test_future int;"
+        " ALTER TABLE awa.cron_schedules ADD COLUMN test_future int;",
+    )
+    async with await psycopg.AsyncConnection.connect(client.database_url) as fire:
+        await fire.execute(
+            "INSERT INTO awa.cron_schedules (name, cron_expr, kind, queue)"
+            " VALUES ('c', '* * * * *', 'k', 'q')"
+        )
+        migrating = asyncio.ensure_future(client.migrate())
+        await wait_for(lambda: _migrate_waits_on_a_lock(db))
+        # The migration holds jobs and waits for cron_schedules: this closes the cycle.
+        await fire.execute("INSERT INTO awa.jobs (kind, queue) VALUES ('k', 'q')")
+        await fire.commit()
+    assert await asyncio.wait_for(migrating, 60) == [version]
+    assert db.execute("SELECT count(*) FROM awa.jobs WHERE kind = 'k'").fetchone() == (1,)
+
+
+async def test_an_upgrade_blocked_by_an_open_transaction_gives_up_saying_so(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its waits are bounded (the fleet's writes queue behind a waiting DDL): after its
+    tries it fails naming the cause, changes nothing, and succeeds once the holder ends."""
+    version = _with_a_future_migration(
+        monkeypatch, "ALTER TABLE awa.jobs ADD COLUMN test_future int;"
+    )
+    monkeypatch.setattr(migrations, "LOCK_TIMEOUT_MS", 100)
+    monkeypatch.setattr(migrations, "LOCK_ATTEMPTS", 2)
+    monkeypatch.setattr(migrations, "_LOCK_PAUSE_S", 0.05)
+    async with await psycopg.AsyncConnection.connect(client.database_url) as holder:
+        await holder.execute("INSERT INTO awa.jobs (kind, queue) VALUES ('k', 'q')")
+        with pytest.raises(awa.DatabaseError, match=r"could not take the locks.*2 tries"):
+            await client.migrate()
+        assert f"-- {version:04d}_test_future" in await client.migration_sql()  # not applied
+        await holder.commit()
+    assert await client.migrate() == [version]
+
+
+async def test_the_sql_of_an_upgrade_creates_no_schema() -> None:
+    """Creating the schema "if not exists" needs CREATE on the database, which the owner
+    of an existing schema may lack (``awa migrate`` does not ask for it)."""
+    assert "CREATE SCHEMA" in migrations.render_sql(0)
+    assert "CREATE SCHEMA" not in migrations.render_sql(1)

@@ -1,20 +1,25 @@
 """Numbered, forward-only schema migrations shipped as ``awa/sql/migrations/NNNN_name.sql``.
 
 ``migrate`` applies what is pending in one transaction under an advisory lock, so two
-processes migrating at once are safe: the second waits, then finds nothing to do.
+processes migrating at once are safe: the second waits, then finds nothing to do. An
+upgrade bounds its waits for table locks and tries again (see ``LOCK_TIMEOUT_MS``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any, LiteralString
 
-from psycopg import AsyncConnection, sql
+from psycopg import AsyncConnection, errors, sql
 
-from awa.errors import SchemaNotMigrated, SchemaTooNew
+from awa.errors import DatabaseError, SchemaNotMigrated, SchemaTooNew
+
+logger = logging.getLogger("awa")
 
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 # Arbitrary but fixed: the advisory lock key every awa migrate() takes.
@@ -70,7 +75,9 @@ def render_sql(from_version: int = 0) -> str:
     if not pending:
         return f"-- the awa schema is at version {from_version}: nothing to apply\n"
     parts = ["BEGIN;", f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY});"]
-    parts.append(_SCHEMA + ";\n" + _VERSION_TABLE.strip() + ";")
+    # An upgrade's schema exists, and creating it "if not exists" needs CREATE on the
+    # database, which the owner of the schema may not have (migrate() does not ask).
+    parts.append((_SCHEMA + ";\n" if from_version == 0 else "") + _VERSION_TABLE.strip() + ";")
     for m in pending:
         parts.append(f"-- {m.version:04d}_{m.name}\n{m.sql.strip()}")
         parts.append(
@@ -106,16 +113,53 @@ async def pending_sql(conn: AsyncConnection[Any]) -> str:
     return render_sql(version)
 
 
+# An upgrade's DDL waits for the tables it changes: while it waits, every insert, claim
+# and completion of the fleet queues behind it. So each wait is bounded, and a migration
+# that cannot get its locks in time (a transaction left open on awa.jobs), or that
+# deadlocks with a running fleet (the leader's cron fire takes cron_schedules then jobs),
+# is rolled back whole and tried again a few times before it gives up, saying why.
+LOCK_TIMEOUT_MS = 3_000
+LOCK_ATTEMPTS = 5
+_LOCK_PAUSE_S = 1.0
+
+
 async def migrate(conn: AsyncConnection[Any]) -> list[int]:
     """Apply pending migrations; returns the versions applied (empty when up to date)."""
-    applied: list[int] = []
     version = await current_version(conn)
     if version > latest_version():  # said before anything needs a right to create
         raise _too_new(version)
     if version == latest_version():  # nothing to do: needs no right to create anything
-        return applied
+        return []
+    for attempt in range(1, LOCK_ATTEMPTS + 1):
+        try:
+            return await _migrate_once(conn, upgrade=version > 0)
+        except (errors.LockNotAvailable, errors.DeadlockDetected) as exc:
+            if attempt == LOCK_ATTEMPTS:
+                raise DatabaseError(
+                    f"awa migrate could not take the locks of awa's tables in {attempt} "
+                    f"tries of {LOCK_TIMEOUT_MS} ms ({_first_line(exc)}): a transaction on "
+                    "them stays open (see pg_stat_activity); run it again once it ends"
+                ) from exc
+            logger.warning(
+                "awa migrate: %s; rolled back, trying again (%d of %d)",
+                _first_line(exc), attempt + 1, LOCK_ATTEMPTS,
+            )  # fmt: skip
+            await asyncio.sleep(_LOCK_PAUSE_S)
+    raise AssertionError("unreachable")
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+async def _migrate_once(conn: AsyncConnection[Any], *, upgrade: bool) -> list[int]:
+    applied: list[int] = []
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
+        if upgrade:  # taken after the advisory lock: a second migrate waits as before
+            await conn.execute(
+                "SELECT set_config('lock_timeout', %s, true)", (f"{LOCK_TIMEOUT_MS}ms",)
+            )
         cur = await conn.execute("SELECT to_regnamespace('awa') IS NULL")
         if (await cur.fetchone()) == (True,):
             await conn.execute(_SCHEMA)
