@@ -284,9 +284,18 @@ def _first_of_next_month(t: datetime) -> datetime:
     return datetime(t.year, t.month + 1, 1)
 
 
+# Files of the zone database that name no zone but the host's own setting: fire times
+# would follow whichever host leads, and a failover could fire a day's job twice.
+_HOST_ZONES = frozenset({"localtime", "posixrules", "Factory"})
+
+
 def _zone(name: str) -> ZoneInfo:
     if not isinstance(name, str) or not name:
         raise ValidationError("timezone", f"must be an IANA time zone name, got {name!r}")
+    if name in _HOST_ZONES:
+        raise ValidationError(
+            "timezone", f"{name!r} is the host's setting, not a zone: name one (Europe/Paris)"
+        )
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):

@@ -155,6 +155,26 @@ async def test_two_processes_racing_on_a_schedule_enqueue_each_fire_once(
     assert mine.fired + theirs.fired == len(expected) and mine.fired and theirs.fired >= 0
 
 
+async def test_coalesce_enqueues_every_fire_that_came_due_between_two_ticks(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """Ticks are about a second apart plus their own time, so a tick may find two fires
+    of a per-second schedule due: coalescing them lost a fire every few dozen, with one
+    healthy leader (a review). Only a new leader's first tick folds what it never saw."""
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    await _define(client, db, start, client.periodic("sec", "* * * * * *", {}, kind="k"))
+    clock = [start + timedelta(seconds=3, milliseconds=500)]  # a leader starting late
+    service = CronService(await client._get_pool(), clock=lambda: clock[0])
+    epoch = await asyncio.to_thread(_lead, client.database_url)
+    await service.tick(epoch)  # its first tick: the three missed fires folded into one
+    for step_ms in itertools.islice(itertools.cycle([1_700, 400, 1_900, 1_000, 1_300]), 20):
+        clock[0] += timedelta(milliseconds=step_ms)
+        await service.tick(epoch)
+    last = clock[0].replace(microsecond=0)
+    seconds = int((last - start).total_seconds())
+    assert _fires(db, "sec") == [start + timedelta(seconds=s) for s in range(3, seconds + 1)]
+
+
 async def test_leader_failover_neither_skips_nor_repeats_a_fire(
     database_url: str, db: psycopg.Connection[Any]
 ) -> None:
@@ -338,3 +358,25 @@ async def test_dict_args_holding_dataclasses_and_enums_are_stored_as_an_insert_s
     (schedule,) = await client.list_cron_schedules()
     assert schedule.args == {"to": {"city": "Oslo"}, "c": "red"}
     assert schedule.metadata == {"by": "red"}
+
+
+async def test_a_definition_replacing_another_is_logged(
+    client: awa.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two services registering one name take the schedule from each other at each start:
+    the one replaced went on believing it fired (a review). The replacement is logged."""
+    pool = await client._get_pool()
+    billing = client.periodic("cleanup", "* * * * *", {}, kind="billing_cleanup")
+    other_service = awa.AsyncClient(client.database_url)  # registers only: never connects
+    mail = other_service.periodic("cleanup", "*/2 * * * *", {}, kind="mail_cleanup", queue="mail")
+    with caplog.at_level("WARNING", logger="awa"):
+        await register(pool, [billing])
+        await register(pool, [billing])  # the same definition again: nothing to say
+        assert not [r for r in caplog.records if getattr(r, "event", None) == "cron_redefined"]
+        await register(pool, [mail])
+    [record] = [r for r in caplog.records if getattr(r, "event", None) == "cron_redefined"]
+    message = record.getMessage()
+    assert "'cleanup'" in message and "'billing_cleanup'" in message
+    assert "'mail_cleanup' on queue 'mail'" in message
+    (schedule,) = await client.list_cron_schedules()
+    assert schedule.kind == "mail_cleanup"

@@ -190,6 +190,9 @@ def test_fall_back_repeated_time_fires_once_unless_hourly() -> None:
         ("*/\u0663 * * * *", "UTC", "cron_expr", "step"),
         ("* * * * *", "Nowhere/City", "timezone", "unknown"),
         ("* * * * *", "", "timezone", "IANA"),
+        # The host's own zone: fire times would follow whichever host leads (a review).
+        ("* * * * *", "localtime", "timezone", "host's setting"),
+        ("* * * * *", "posixrules", "timezone", "host's setting"),
     ],
 )
 def test_invalid_expressions_name_the_field(expr: str, tz: str, field: str, message: str) -> None:

@@ -147,3 +147,27 @@ def test_missed_fire_policies() -> None:
     catch_up = due_fires(expr, base, now, "catch_up")
     assert len(catch_up) == CATCH_UP_BATCH and catch_up[0] == base + timedelta(minutes=1)
     assert due_fires(expr, now, now, "coalesce") == []
+
+
+def test_coalesce_folds_only_fires_the_leader_never_saw_due() -> None:
+    """Ticks are a second or more apart: one tick often finds two fires of a per-second
+    schedule due, and coalescing them dropped one of every few dozen with nothing down."""
+    every_second = CronExpression.parse("* * * * * *")
+    base = datetime(2024, 1, 1, 12, tzinfo=UTC)  # the last fire
+    now = base + timedelta(seconds=2, milliseconds=50)
+    second = timedelta(seconds=1)
+    looked = base + timedelta(milliseconds=900)  # the previous tick
+    assert due_fires(every_second, base, now, "coalesce", looked) == [
+        base + second,
+        base + 2 * second,
+    ]
+    # A new leader never looked: what came due before it is missed, folded into the latest.
+    assert due_fires(every_second, base, now, "coalesce") == [base + 2 * second]
+    # Downtime of this leader's fleet before its previous tick: those fires stay folded.
+    long_ago = base - timedelta(minutes=5)
+    assert due_fires(every_second, long_ago, now, "coalesce", looked) == [
+        base + second,
+        base + 2 * second,
+    ]
+    # Nothing new since the previous tick, but a fire it saw was not made: the latest.
+    assert due_fires(every_second, long_ago, looked, "coalesce", looked) == [base]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -41,37 +41,82 @@ def utc_now() -> datetime:
 
 
 async def register(pool: AsyncConnectionPool, jobs: Sequence[PeriodicJob]) -> None:
-    """Store (or update) these definitions; paused state and last fire are kept."""
+    """Store (or update) these definitions; paused state and last fire are kept. A stored
+    definition this replaces is logged: a redeploy, or two services registering one name
+    (then each start of either takes the schedule from the other)."""
     if not jobs:
         return
     async with pool.connection() as conn:
-        await conn.execute(sql.CRON_SCHEDULE_UPSERT, {"schedules": definitions_json(list(jobs))})
+        cur = conn.cursor(row_factory=dict_row)
+        await cur.execute(sql.CRON_SCHEDULE_UPSERT, {"schedules": definitions_json(list(jobs))})
+        replaced = await cur.fetchall()
+    mine = {job.name: job for job in jobs}
+    for old in replaced:
+        new = mine[old["name"]]
+        logger.warning(
+            "cron schedule %r was %s; this process's definition replaced it with %s (the "
+            "last process to start decides: if another service registers this name, give "
+            "one of them another)", old["name"], _described(old), _described(new.row()),
+            extra={"event": "cron_redefined", "cron": old["name"]},
+        )  # fmt: skip
 
 
-def due_fires(expr: CronExpression, base: datetime, now: datetime, policy: str) -> list[datetime]:
-    """Fire instants in (base, now] that a tick should enqueue under ``policy``."""
+def _described(definition: Mapping[str, Any]) -> str:
+    return (
+        f"{definition['cron_expr']!r} ({definition['timezone']}) enqueuing "
+        f"{definition['kind']!r} on queue {definition['queue']!r}, "
+        f"{definition['missed_fire_policy']}"
+    )
+
+
+def due_fires(
+    expr: CronExpression,
+    base: datetime,
+    now: datetime,
+    policy: str,
+    looked_at: datetime | None = None,
+) -> list[datetime]:
+    """Fire instants in (base, now] that a tick should enqueue under ``policy``.
+
+    ``looked_at``: when this leader's previous tick looked (None for its first). A fire
+    after it came due since, and is enqueued whatever the policy: ticks are a second or
+    more apart, so one tick often finds two fires of a per-second schedule, and coalescing
+    them lost one in every few dozen with nothing down (a review). Only fires the leader
+    never saw due — downtime, a new leader — are missed ones, for ``coalesce`` to fold
+    into the latest."""
     if policy == "catch_up":
-        fires: list[datetime] = []
-        current = base
-        while len(fires) < CATCH_UP_BATCH:
-            nxt = expr.next_after(current)
-            if nxt is None or nxt > now:
-                break
-            fires.append(nxt)
-            current = nxt
-        return fires
+        return _each_fire(expr, base, now)
+    if looked_at is not None:
+        fresh = _each_fire(expr, max(base, looked_at), now)
+        if fresh:
+            return fresh
     latest = expr.latest_in(base, now)
     return [] if latest is None else [latest]
 
 
+def _each_fire(expr: CronExpression, base: datetime, now: datetime) -> list[datetime]:
+    fires: list[datetime] = []
+    current = base
+    while len(fires) < CATCH_UP_BATCH:
+        nxt = expr.next_after(current)
+        if nxt is None or nxt > now:
+            break
+        fires.append(nxt)
+        current = nxt
+    return fires
+
+
 def _all_due(
-    schedules: list[tuple[dict[str, Any], CronExpression]], now: datetime
+    schedules: list[tuple[dict[str, Any], CronExpression]],
+    now: datetime,
+    looked_at: datetime | None,
 ) -> list[list[datetime]]:
     """:func:`due_fires` of each schedule (its base: the last fire, else its creation)."""
-    return [
-        due_fires(expr, row["last_fire_at"] or row["created_at"], now, row["missed_fire_policy"])
-        for row, expr in schedules
-    ]
+    due: list[list[datetime]] = []
+    for row, expr in schedules:
+        base = row["last_fire_at"] or row["created_at"]
+        due.append(due_fires(expr, base, now, row["missed_fire_policy"], looked_at))
+    return due
 
 
 class CronService:
@@ -81,6 +126,7 @@ class CronService:
         self._pool = pool
         self._clock = clock
         self._parsed: dict[tuple[str, str], CronExpression | None] = {}
+        self._looked: tuple[int, datetime] | None = None  # (lease epoch, its last tick's now)
         self.fired = 0
 
     def _expression(self, row: dict[str, Any]) -> CronExpression | None:
@@ -105,11 +151,14 @@ class CronService:
                 if not row["paused"] and (expr := self._expression(row)) is not None]  # fmt: skip
         # Off the loop, in one hop per tick: a catch-up of a per-second schedule near a DST
         # change costs seconds of CPU, and the loop renews the leader's lease meanwhile.
-        due = await asyncio.to_thread(_all_due, live, now)
+        # What a previous lease of this process saw says nothing of what came after it.
+        looked_at = self._looked[1] if self._looked and self._looked[0] == epoch else None
+        due = await asyncio.to_thread(_all_due, live, now, looked_at)
         enqueued = 0
         for (row, _), fires in zip(live, due, strict=True):
             if fires:
                 enqueued += await self._fire(row["name"], row["last_fire_at"], fires, epoch)
+        self._looked = (epoch, now)  # only once every due fire was fired
         self.fired += enqueued
         return enqueued
 
