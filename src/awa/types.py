@@ -197,6 +197,9 @@ class QueueStat:
     completed_last_hour: int
     lag_seconds: float | None
     paused: bool
+    # Completions finalized in the last minute: a rate, where deltas of ``completed``
+    # are not one (the pruner takes completions out of it as they pass retention).
+    completed_last_minute: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,15 +3,17 @@ sampler's arithmetic, the SVG charts and the audit log."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
 import pytest
 from starlette.requests import Request
 
+import awa
 from awa.dashboard.audit import AuditLog
 from awa.dashboard.charts import line_chart
-from awa.dashboard.samples import QueuePoint, Sample, Sampler
+from awa.dashboard.samples import COST_SHARE, QueuePoint, Sample, Sampler
 from awa.dashboard.security import (
     CSRF_COOKIE,
     SESSION_COOKIE,
@@ -144,22 +146,45 @@ def test_csrf_needs_our_signed_cookie_echoed_from_our_origin() -> None:
 
 def _sampler(points: list[tuple[float, int, int]]) -> Sampler:
     sampler = Sampler(client=None, interval_s=5.0)  # type: ignore[arg-type]
-    for at, completed, running in points:
-        sampler._samples.append(Sample(at, {"q": QueuePoint(completed, running, 0)}))
+    for at, per_minute, running in points:
+        sampler._samples.append(Sample(at, {"q": QueuePoint(per_minute, running, 0)}))
     return sampler
 
 
 def test_throughput_and_series() -> None:
-    sampler = _sampler([(0.0, 100, 1), (30.0, 130, 2), (60.0, 190, 3), (90.0, 190, 0)])
-    assert sampler.throughput_per_minute("q") == pytest.approx(60.0)  # 60 done in 60 s
+    """Each sample's completions of the minute before it: differences of the retained
+    completed count read 0 per minute for a steady queue, as the pruner takes a minute
+    of yesterday's completions out of it every minute (a review)."""
+    sampler = _sampler([(0.0, 40, 1), (30.0, 60, 2), (60.0, 90, 3), (90.0, 30, 0)])
+    assert sampler.throughput_per_minute("q") == 30.0  # the newest sample's minute
     assert sampler.throughput_per_minute("other") is None
     ago, rate, running = sampler.series("q")
-    assert ago == [60.0, 30.0, 0.0]
-    assert rate == [60.0, 120.0, 0.0]
-    assert running == [2.0, 3.0, 0.0]
-    # Pruning (fewer completed rows than before) never gives a negative rate.
-    assert _sampler([(0.0, 500, 0), (10.0, 20, 0)]).throughput_per_minute("q") == 0.0
-    assert _sampler([(0.0, 1, 0)]).throughput_per_minute("q") is None
+    assert ago == [90.0, 60.0, 30.0, 0.0]
+    assert rate == [40.0, 60.0, 90.0, 30.0]
+    assert running == [1.0, 2.0, 3.0, 0.0]
+    assert _sampler([(0.0, 7, 0)]).throughput_per_minute("q") == 7.0
+    assert _sampler([(0.0, 7, 0)]).series("q") == ([], [], [])  # one point draws no line
+
+
+async def test_a_slow_sample_spaces_the_next_ones_out() -> None:
+    """queue_stats() reads every retained finished job (about a second for 3 million):
+    sampled every 5 s with nobody watching, it took a third of a drain's throughput (a
+    review). The next sample waits COST_SHARE times as long as the last one took."""
+
+    class SlowStats:
+        delay_s = 0.5
+
+        async def queue_stats(self) -> list[awa.QueueStat]:
+            await asyncio.sleep(self.delay_s)
+            return []
+
+    stats = SlowStats()
+    sampler = Sampler(client=stats, interval_s=5.0)  # type: ignore[arg-type]
+    await sampler.sample_once()
+    assert sampler.interval_s >= COST_SHARE * 0.5
+    stats.delay_s = 0.0
+    await sampler.sample_once()
+    assert sampler.interval_s == 5.0  # cheap again: back to its own interval
 
 
 def test_line_chart_escapes_and_handles_few_points() -> None:

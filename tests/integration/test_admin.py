@@ -162,6 +162,20 @@ async def test_pause_resume_drain_and_stats(client: awa.AsyncClient) -> None:
     assert (q.available, q.cancelled, q.completed, q.lag_seconds) == (0, 4, 0, None)
 
 
+async def test_completions_of_the_last_minute_and_hour(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """completed_last_minute is a rate the pruner cannot bend: completions finalized in
+    the minute, where differences of the retained ``completed`` count went negative."""
+    await client.insert_many([{"i": i} for i in range(6)], kind="k", queue="q")
+    db.execute(
+        "UPDATE awa.jobs SET state = 'completed', attempt = 1, attempted_at = now(), "
+        "finalized_at = now() - (id % 3) * interval '40 minutes' WHERE queue = 'q'"
+    )  # two now, two 40 minutes ago, two 80 minutes ago
+    [q] = await client.queue_stats()
+    assert (q.completed, q.completed_last_hour, q.completed_last_minute) == (6, 4, 2)
+
+
 async def test_paused_queue_without_jobs_still_appears(client: awa.AsyncClient) -> None:
     await client.pause_queue("empty")
     stats = await client.queue_stats()

@@ -14,8 +14,10 @@ from typing import Any
 import psycopg
 import pytest
 
+import awa
 from awa.db import sql
 from awa.explain.facts import AHEAD_CAP, MAX_PARTITIONS_SCANNED, RATE_SAMPLE, RATE_WINDOW_S
+from awa.maintenance.control_stats import ControlStats
 from tests.conftest import PgServer
 
 SEED = """
@@ -203,3 +205,45 @@ def test_a_retention_batch_deletes_its_rows_by_key_not_by_a_join_over_the_table(
     assert joins == [], joins  # a hash semi-join scanned the whole table once per batch
     if query is sql.JOB_PRUNE_FINALIZED:  # (the seeded DLQ is empty: any plan reads it)
         assert "jobs_pkey" in {n.get("Index Name") for n in plan}, plan
+
+
+JIT_ABOVE_COST = 100_000  # PostgreSQL's default jit_above_cost
+
+
+def _total_cost(db: psycopg.Connection[Any], query: str, params: dict[str, Any]) -> float:
+    row = db.execute(f"EXPLAIN (FORMAT JSON) {query}", params).fetchone()
+    assert row is not None
+    document = row[0] if isinstance(row[0], list) else json.loads(row[0])
+    return float(document[0]["Plan"]["Total Cost"])
+
+
+def _control_costs(db: psycopg.Connection[Any]) -> tuple[float, float]:
+    (job_id,) = db.execute(
+        "SELECT id FROM awa.jobs WHERE queue = 'q3' AND state = 'available' LIMIT 1"
+    ).fetchone() or (None,)
+    explain = {"id": job_id, "ahead_cap": AHEAD_CAP, "rate_window_s": RATE_WINDOW_S,
+               "rate_sample": RATE_SAMPLE}  # fmt: skip
+    control = {"queues": [f"q{i}" for i in range(10)] + ["p", "o"]}
+    return (
+        _total_cost(db, sql.JOB_EXPLAIN, explain),
+        _total_cost(db, sql.QUEUE_CONTROL_LIST, control),
+    )
+
+
+async def test_control_statements_are_priced_below_jit_once_the_leader_looked(
+    seeded: psycopg.Connection[Any],
+) -> None:
+    """Planned from the statistics of a control table never analyzed (or analyzed empty,
+    then given a few rows: the seed's limits and pool), job_explain and every worker's
+    control refresh were priced past jit_above_cost, and JIT compiling made each take a
+    second instead of a millisecond (a review on 3 million jobs). The leader analyzes
+    the control tables when they changed (migration 0034 once at the upgrade)."""
+    assert max(_control_costs(seeded)) > JIT_ABOVE_COST  # as the seed left them
+    client = awa.AsyncClient(seeded.info.dsn)
+    try:
+        stats = ControlStats(await client._get_pool())
+        assert await stats.tick() is True
+        assert await stats.tick() is False  # nothing changed since
+    finally:
+        await client.close()
+    assert max(_control_costs(seeded)) < JIT_ABOVE_COST

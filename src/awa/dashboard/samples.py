@@ -2,25 +2,34 @@
 
 The dashboard process samples every ``interval_s`` seconds and keeps ``keep_s`` seconds
 of samples, so the charts cover the last minutes since the dashboard started. Nothing is
-written to the database.
+written to the database. A sample costs the database what ``queue_stats()`` costs, which
+grows with the finished jobs retained (about a second for 3 million): the next sample
+waits at least ``COST_SHARE`` times as long as the last one took, so an unwatched
+dashboard never takes more than a twentieth of a core from the workers.
+
+Throughput is each sample's count of completions in the last minute. Differences of the
+retained ``completed`` count are not a rate: the pruner takes a minute of yesterday's
+completions out of it every minute, and a steady queue read as 0 per minute.
 """
 
 from __future__ import annotations
 
 import collections
-import itertools
 import time
 from dataclasses import dataclass
 
 import awa
 from awa.service import Periodic
 
+# The sampler waits at least this many times as long as its last sample took.
+COST_SHARE = 20.0
+
 
 @dataclass(frozen=True, slots=True)
 class QueuePoint:
     """One queue's counters at one sample."""
 
-    completed: int
+    per_minute: int  # completions in the minute before the sample
     running: int
     available: int
 
@@ -40,16 +49,19 @@ class Sampler(Periodic):
     def __init__(self, client: awa.AsyncClient, interval_s: float = 5.0, keep_s: float = 900.0):
         super().__init__("dashboard-sampler", interval_s, self.sample_once)
         self.client = client
+        self.base_interval_s = interval_s
         self._samples: collections.deque[Sample] = collections.deque(
             maxlen=max(2, int(keep_s / interval_s) + 1)
         )
 
     async def sample_once(self) -> Sample:
         """Take one sample now and keep it."""
+        started = time.monotonic()
         stats = await self.client.queue_stats()
+        self.interval_s = max(self.base_interval_s, COST_SHARE * (time.monotonic() - started))
         sample = Sample(
             time.time(),
-            {s.queue: QueuePoint(s.completed, s.running, s.available) for s in stats},
+            {s.queue: QueuePoint(s.completed_last_minute, s.running, s.available) for s in stats},
         )
         self._samples.append(sample)
         return sample
@@ -58,32 +70,19 @@ class Sampler(Periodic):
         """Every kept sample, oldest first."""
         return list(self._samples)
 
-    def throughput_per_minute(self, queue: str, window_s: float = 60.0) -> float | None:
-        """Completions per minute over about the last ``window_s`` seconds (None: too early)."""
-        points = [(s.at, s.queues[queue]) for s in self._samples if queue in s.queues]
-        if len(points) < 2:
-            return None
-        newest_at, newest = points[-1]
-        oldest_at, oldest = points[0]
-        for at, point in points:
-            if newest_at - at <= window_s:
-                oldest_at, oldest = at, point
-                break
-        if newest_at <= oldest_at:
-            return None
-        return max(0, newest.completed - oldest.completed) * 60.0 / (newest_at - oldest_at)
+    def throughput_per_minute(self, queue: str) -> float | None:
+        """Completions in the minute before the last sample (None: not sampled yet)."""
+        for sample in reversed(self._samples):
+            point = sample.queues.get(queue)
+            if point is not None:
+                return float(point.per_minute)
+        return None
 
     def series(self, queue: str) -> tuple[list[float], list[float], list[float]]:
-        """(seconds ago, completions per minute, running) per sample interval, oldest first."""
+        """(seconds ago, completions per minute, running) per sample, oldest first."""
         points = [(s.at, s.queues.get(queue, QueuePoint(0, 0, 0))) for s in self._samples]
         if len(points) < 2:
             return [], [], []
         now = points[-1][0]
-        ago, rate, running = [], [], []
-        for (t0, p0), (t1, p1) in itertools.pairwise(points):
-            if t1 <= t0:
-                continue
-            ago.append(now - t1)
-            rate.append(max(0, p1.completed - p0.completed) * 60.0 / (t1 - t0))
-            running.append(float(p1.running))
-        return ago, rate, running
+        ago = [now - at for at, _ in points]
+        return ago, [float(p.per_minute) for _, p in points], [float(p.running) for _, p in points]

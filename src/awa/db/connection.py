@@ -60,8 +60,17 @@ async def configure(conn: AsyncConnection[Any]) -> None:
     forking.track(conn)
     set_json_loads(load_json, conn)
     conn.prepare_threshold = None
+    await iso_dates(conn)
     if await behind_pooler(conn):
         direct.send_unnamed(conn)
+
+
+async def iso_dates(conn: AsyncConnection[Any]) -> None:
+    """Times in the ISO style psycopg reads, unless the server already sends them so (no
+    round trip then: the server reports its DateStyle at connection)."""
+    style = conn.info.parameter_status("DateStyle") or ""
+    if not style.startswith("ISO"):
+        await conn.execute(sql.SESSION_ISO_DATES)
 
 
 def _one_line(exc: BaseException | str) -> str:
@@ -98,4 +107,12 @@ async def probe(url: str, what: str = "the database") -> None:
         conn = await AsyncConnection.connect(url, **options)
     except psycopg.Error as exc:
         raise DatabaseError(f"cannot connect to {what}: {_one_line(exc)}") from exc
+    encoding = conn.info.parameter_status("server_encoding") or "UTF8"
     await conn.close()
+    if encoding != "UTF8":
+        # Job args and every JSON value are stored as jsonb, which holds any character
+        # only in a UTF8 database; awa's own statements are UTF-8 text too.
+        raise DatabaseError(
+            f"{what} is encoded in {encoding}: awa needs a UTF8 database "
+            "(CREATE DATABASE … ENCODING 'UTF8' TEMPLATE template0)"
+        )

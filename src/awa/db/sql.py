@@ -103,6 +103,8 @@ JOB_RESCUE_PAST_DEADLINE = load("job_rescue_past_deadline")
 JOB_PRUNE_FINALIZED = load("job_prune_finalized")
 JOBS_VACUUM_DUE = load("jobs_vacuum_due")
 JOBS_VACUUM = load("jobs_vacuum")
+CONTROL_TABLES_STALE = load("control_tables_stale")
+CONTROL_TABLES_ANALYZE = load("control_tables_analyze")
 
 # Runtime registry
 RUNTIME_INSTANCE_UPSERT = load("runtime_instance_upsert")
@@ -164,6 +166,7 @@ JOB_AGE_PRIORITY = load("job_age_priority")
 
 # Connections: a direct one, or through a pooler (db/connection.py)
 SESSION_BACKEND_PID = load("session_backend_pid")
+SESSION_ISO_DATES = load("session_iso_dates")
 
 # A unique insert inside a caller's transaction (client/insert.py insert_one, the bridge):
 # a savepoint, so its UniqueConflict may be caught and the transaction goes on.

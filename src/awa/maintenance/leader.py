@@ -21,7 +21,7 @@ import psycopg
 from psycopg import AsyncConnection
 
 from awa.db import forking, sql
-from awa.db.connection import behind_pooler
+from awa.db.connection import behind_pooler, iso_dates
 from awa.log import fault, traceback_unless_expected
 from awa.service import LoopService, Periodic
 
@@ -78,6 +78,7 @@ class Leader(LoopService):
                     self._url, autocommit=True, prepare_threshold=None
                 )
                 async with forking.track(await connect) as conn:
+                    await iso_dates(conn)
                     self._watched = not await behind_pooler(conn)
                     try:
                         await self._campaign(conn)

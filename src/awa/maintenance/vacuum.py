@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any, LiteralString
 
-from psycopg import errors
+from psycopg import AsyncConnection, errors
 from psycopg_pool import AsyncConnectionPool
 
 from awa.db import sql
@@ -56,18 +57,8 @@ class JobsVacuum:
             row = await cur.fetchone()
             if row is None or not self._due(row[0], row[1]):
                 return False
-            warnings: list[errors.Diagnostic] = []
-
-            def keep(diagnostic: errors.Diagnostic) -> None:
-                if diagnostic.severity_nonlocalized == "WARNING":
-                    warnings.append(diagnostic)
-
-            conn.add_notice_handler(keep)
             started = time.monotonic()
-            try:
-                await conn.execute(sql.JOBS_VACUUM, prepare=False)
-            finally:
-                conn.remove_notice_handler(keep)
+            warnings = await warnings_of(conn, sql.JOBS_VACUUM)
             self.last_duration_s = time.monotonic() - started
         return self._outcome(warnings, dead=row[0])
 
@@ -95,3 +86,20 @@ class JobsVacuum:
         self.vacuums += 1
         logger.debug("vacuumed awa.jobs (%s dead rows)", dead, extra={"event": "jobs_vacuum"})
         return True
+
+
+async def warnings_of(conn: AsyncConnection[Any], query: LiteralString) -> list[errors.Diagnostic]:
+    """Run a maintenance statement; the warnings PostgreSQL sent with it (a table the
+    role may not vacuum or analyze is skipped with one, not refused with an error)."""
+    warnings: list[errors.Diagnostic] = []
+
+    def keep(diagnostic: errors.Diagnostic) -> None:
+        if diagnostic.severity_nonlocalized == "WARNING":
+            warnings.append(diagnostic)
+
+    conn.add_notice_handler(keep)
+    try:
+        await conn.execute(query, prepare=False)
+    finally:
+        conn.remove_notice_handler(keep)
+    return warnings

@@ -25,7 +25,7 @@ from awa.db import migrations, sql
 from awa.db.errors import mapped
 from awa.db.lane import ConnectionLane
 from awa.db.pool import Pool
-from awa.maintenance import promoter, pruner, rescuer
+from awa.maintenance import control_stats, promoter, pruner, rescuer
 from awa.maintenance.leader import Leader
 from awa.maintenance.vacuum import CHECK_INTERVAL_S, JobsVacuum
 from awa.periodic import PeriodicJob
@@ -133,6 +133,7 @@ class Worker:
             "runtime-snapshot", config.runtime_snapshot_interval_ms / 1000, self._publish
         )
         self.vacuum = JobsVacuum(pool, config.vacuum_dead_rows)
+        self.control_stats = control_stats.ControlStats(pool)
         self.leader = Leader(
             session_url,
             self._maintenance_services(),
@@ -213,6 +214,7 @@ class Worker:
             ),
             Periodic("prune", PRUNE_INTERVAL_S, self._prune),
             Periodic("vacuum", CHECK_INTERVAL_S, self.vacuum.tick),
+            Periodic("control-stats", control_stats.CHECK_INTERVAL_S, self.control_stats.tick),
             *self.upkeep.maintenance(lambda: self.leader.epoch),
         ]
 

@@ -1,7 +1,9 @@
 -- queue_stats: counts per state for every queue that has jobs or a queue_meta row.
 -- One branch per partial index (claim, due, running, waiting, finished): each count is an
 -- index (mostly index-only) scan of its own state set instead of a pass over the table;
--- finished jobs stay bounded by retention. Cheap enough to poll every 100 ms.
+-- finished jobs stay bounded by retention. Cheap enough to poll every 100 ms while the
+-- retained finished jobs are few; the finished counts read every one of them (about a
+-- second for 3 million, see README "Status").
 WITH waiting AS (
     SELECT queue,
         count(*) AS available,
@@ -34,6 +36,9 @@ WITH waiting AS (
         count(*) FILTER (
             WHERE state = 'completed' AND finalized_at > now() - interval '1 hour'
         ) AS completed_last_hour,
+        count(*) FILTER (
+            WHERE state = 'completed' AND finalized_at > now() - interval '1 minute'
+        ) AS completed_last_minute,
         count(*) FILTER (WHERE state = 'failed') AS failed,
         count(*) FILTER (WHERE state = 'cancelled') AS cancelled
     FROM awa.jobs WHERE state IN ('completed', 'failed', 'cancelled') GROUP BY queue
@@ -50,7 +55,8 @@ SELECT q.queue,
     coalesce(f.completed, 0) AS completed,
     coalesce(f.completed_last_hour, 0) AS completed_last_hour,
     CASE WHEN w.lag_seconds < 0 THEN 0 ELSE w.lag_seconds END AS lag_seconds,
-    coalesce(m.paused, false) AS paused
+    coalesce(m.paused, false) AS paused,
+    coalesce(f.completed_last_minute, 0) AS completed_last_minute
 FROM queues AS q
 LEFT JOIN waiting AS w USING (queue)
 LEFT JOIN due AS d USING (queue)
