@@ -46,3 +46,16 @@ def test_silent_rows_of_ended_or_other_processes_are_not_problems() -> None:
     assert worker_problems([], HOST, [dead, reused, elsewhere]) == [
         f"no awa worker on host {HOST} has published a snapshot in the last minute"
     ]
+
+
+def test_a_fresh_row_of_a_process_that_is_gone_is_no_worker() -> None:
+    """Killed within the last minute, a worker's last row is still fresh: counted, the
+    host read as ready with every worker dead, for up to a minute (a review)."""
+    killed = row(_a_dead_pid())
+    assert worker_problems([killed], HOST) == [
+        f"no awa worker on host {HOST} has published a snapshot in the last minute"
+    ]
+    alive = row(os.getpid())
+    assert worker_problems([killed, alive], HOST) == [
+        f"worker pid {os.getpid()}: no readable snapshot"
+    ]

@@ -23,6 +23,7 @@ from awa.metrics.http import MetricsServer
 from awa.metrics.supervised import SCRAPE_TIMEOUT_S, FleetMetrics, merge
 from awa.supervisor import describe_exit, restart_delay
 from awa.supervisor.process import Child
+from awa.worker.runtime import SNAPSHOT_WAIT_S
 from tests.helpers import wait_until
 
 # Not on a child's command line: the supervisor's own, and the listen URL (a password
@@ -152,14 +153,17 @@ class _SlowChild:
 
     def render(self) -> bytes:
         self.asked.set()
-        time.sleep(STATS_TIMEOUT_S + 0.1)  # stands for the child's wait, not a sync
+        # Stands for the child's waits, not a sync: for statistics, then for the snapshot
+        # of a worker whose event loop is blocked.
+        time.sleep(STATS_TIMEOUT_S + SNAPSHOT_WAIT_S + 0.1)
         return b"# TYPE awa_jobs_in_flight gauge\nawa_jobs_in_flight 3.0\n"
 
 
 def test_the_supervisor_waits_for_a_child_answering_with_its_last_statistics() -> None:
     """With both waits 2 s, the child's fallback came just too late and every child of a
-    fleet on a slow database read as down (a review)."""
-    assert SCRAPE_TIMEOUT_S > STATS_TIMEOUT_S
+    fleet on a slow database read as down; a child whose loop is blocked also waits for
+    its worker's snapshot, and flapped between up and down (reviews)."""
+    assert SCRAPE_TIMEOUT_S > STATS_TIMEOUT_S + SNAPSHOT_WAIT_S
     with MetricsServer(_SlowChild(), port=0) as child:
         children = [Child(0, metrics_url=child.url, ready=True)]
         text = FleetMetrics(lambda: children).render().decode()

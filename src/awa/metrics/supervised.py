@@ -83,10 +83,12 @@ def supervisor_families(children: Sequence[Child], answered: set[int]) -> list[M
     return [up, restarts]
 
 
-SCRAPE_TIMEOUT_S = STATS_TIMEOUT_S + 1.0
-"""How long the supervisor waits for each child: past the child's own wait for fresh
-statistics, so a child with a slow database answers with its last ones in time (with the
-two equal, such an answer came just too late and every child read as down)."""
+SCRAPE_TIMEOUT_S = STATS_TIMEOUT_S + 2.0
+"""How long the supervisor waits for each child: past the child's own waits — for fresh
+statistics, then for its worker's snapshot (a second) when its event loop is blocked —
+so such a child answers with its last values in time. With no margin such an answer
+came just too late: every child of a slow database read as down, and one with a
+blocked loop flapped between up and down (a review)."""
 
 
 class FleetMetrics:

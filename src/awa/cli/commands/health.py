@@ -73,7 +73,9 @@ def worker_problems(
     ``instances``: those that published in the last minute; ``silent``: older rows, of which
     a worker whose process still runs here has stopped publishing (a frozen event loop,
     a SIGSTOP) — a problem, where before it only dropped out of sight."""
-    mine = [i for i in instances if i.hostname == hostname]
+    # A fresh row of a process that is gone (killed within the last minute) is no worker:
+    # counted, it kept a host whose workers had all died "ready" for a minute (a review).
+    mine = [i for i in instances if i.hostname == hostname and still_running(i)]
     live_pids = {i.pid for i in mine}
     frozen = [
         i for i in silent
