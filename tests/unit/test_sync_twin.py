@@ -4,6 +4,10 @@ async core has a blocking twin of the same name on Client (none written by hand)
 from __future__ import annotations
 
 import inspect
+import pickle
+from typing import Any
+
+import pytest
 
 import awa
 from awa.client.sync_client import _blocking
@@ -24,3 +28,15 @@ def test_every_async_method_has_a_generated_blocking_twin() -> None:
         twin = inspect.getattr_static(awa.Client, name)
         assert isinstance(twin, _blocking), f"Client.{name} is not the generated twin"
         assert twin._method is getattr(awa.AsyncClient, name), name
+
+
+@pytest.mark.parametrize("make", [awa.AsyncClient, awa.Client], ids=["async", "sync"])
+def test_a_client_refuses_to_be_pickled_saying_what_to_do(make: Any) -> None:
+    """Passed to a process pool, a client failed deep in pickle on an asyncio Task."""
+    client = make("postgresql://user@localhost/db")
+    try:
+        with pytest.raises(TypeError, match="cannot be pickled: make one in each process"):
+            pickle.dumps(client)
+    finally:
+        if isinstance(client, awa.Client):
+            client.close()

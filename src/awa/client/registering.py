@@ -42,6 +42,14 @@ class Registering:
     # (each client defines it).
     _registrar: Callable[[], AsyncClient]
 
+    def __reduce__(self) -> Any:
+        # Passed to a process pool, a client failed deep in pickle ("cannot pickle
+        # '_asyncio.Task' object"): it holds connections, tasks and a thread.
+        raise TypeError(
+            f"an awa.{type(self).__name__} cannot be pickled: make one in each process "
+            "(a module-level client is made again when a spawned process imports it)"
+        )
+
     # Typed so a checker sees the handler take an awa.Job of args_type: a handler of
     # another args type, or of none, is an error before it ever runs.
     @overload
