@@ -11,6 +11,7 @@ import pytest
 
 import awa
 from awa.client import batch
+from awa.worker import upkeep
 from tests.helpers import FAST_WORKER, noop_task, wait_for
 
 
@@ -119,7 +120,9 @@ async def test_cancel_stops_between_chunks(
     rows = _queues(db)
     assert [rows[i][0] for i in ids] == ["other"] * 3 + ["q"] * 6
     assert await client.cancel_batch(final.id) == final  # ended: returned as it is
-    assert await client.run_batch(final.id) == final
+    # A cancel is final: "resuming" it returned it as it was, saying nothing (a review).
+    with pytest.raises(awa.ValidationError, match="was cancelled, which is final"):
+        await client.run_batch(final.id)
 
 
 async def test_an_interrupted_operation_resumes_where_it_stopped(
@@ -164,6 +167,31 @@ async def test_the_leader_carries_on_operations_nobody_runs(
     assert (done.state, done.processed) == ("completed", 5)
     assert {_queues(db)[i][0] for i in ids} == {"later"}
     assert [b.id for b in await client.list_batches(state="completed")] == [op.id]
+
+
+async def test_the_leader_keeps_on_with_an_operation_it_advanced(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leader runs at most 100 chunks of an operation a tick; its own chunks made the
+    operation look advanced by someone, so it waited the staleness (5 s) between bursts
+    (a review: a detached operation took 67 s for 15 s of work). It carries on with what
+    it advanced at its previous tick."""
+    monkeypatch.setattr(upkeep, "BATCH_STALE_MS", 3_600_000)  # never stale in this test
+    ids = await _jobs(client, 250, kind="k", queue="q")
+    op = await client.apply_batch(awa.MoveQueue("later"), queue="q", chunk_size=1, wait=False)
+    noop_task(client, queue="idle")
+    await client.start([("idle", 1)], **FAST_WORKER)
+    try:
+
+        async def completed() -> awa.BatchOperation | None:
+            current = await client.get_batch(op.id)
+            return current if current.done else None
+
+        done: awa.BatchOperation = await wait_for(completed, timeout=60)
+    finally:
+        await client.shutdown()
+    assert (done.state, done.processed) == ("completed", 250)
+    assert {_queues(db)[i][0] for i in ids} == {"later"}
 
 
 async def test_bad_requests_write_nothing(

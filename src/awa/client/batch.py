@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -318,11 +318,17 @@ async def run(
 
 
 async def run_stalled(
-    pool: AsyncConnectionPool, *, stale_ms: int, max_chunks: int = 100
+    pool: AsyncConnectionPool,
+    *,
+    stale_ms: int,
+    carrying: Collection[int] = (),
+    max_chunks: int = 100,
 ) -> list[BatchOperation]:
-    """The leader's share: carry on open operations nobody advances (a bounded amount per
-    call, so one huge operation cannot hold the service); returns what it advanced."""
+    """The leader's share: carry on open operations nobody advances, and those it
+    advanced at its previous call (``carrying``), a bounded amount per call so one huge
+    operation cannot hold the service; returns what it advanced."""
+    params = {"stale_ms": stale_ms, "carrying": list(carrying), "limit": 10}
     async with pool.connection() as conn:
-        cur = await conn.execute(sql.BATCH_LIST_STALLED, {"stale_ms": stale_ms, "limit": 10})
+        cur = await conn.execute(sql.BATCH_LIST_STALLED, params)
         ids = [row[0] for row in await cur.fetchall()]
     return [await run(pool, op_id, max_chunks=max_chunks) for op_id in ids]

@@ -14,6 +14,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa.client import batch
 from awa.client.batch import BatchOperation, BatchPreview, Progress
+from awa.errors import ValidationError
 from awa.types import JobState
 
 T = TypeVar("T")
@@ -86,11 +87,19 @@ class BatchMethods:
         self, operation_id: int, *, on_progress: Progress | None = None
     ) -> BatchOperation:
         """Carry an open operation on to its end from here (after its caller went away);
-        returns it as it ended. An operation already ended is returned as it is."""
+        returns it as it ended. A completed one is returned as it is; a cancelled one is
+        a ValidationError (a cancel is final: its job list is gone)."""
+        current = await self.get_batch(operation_id)
+        if current.state == "cancelled":
+            raise ValidationError(
+                "operation_id",
+                f"operation {operation_id} was cancelled, which is final: apply a new one",
+            )
         return await batch.run(await self._get_pool(), operation_id, on_progress=on_progress)
 
     async def cancel_batch(self, operation_id: int) -> BatchOperation:
-        """Stop an operation after the chunk in flight (changed jobs stay changed)."""
+        """End an operation after the chunk in flight, for good (changed jobs stay
+        changed; the jobs it had not reached are forgotten)."""
         async with self._connection() as conn:
             return await batch.cancel(conn, operation_id)
 

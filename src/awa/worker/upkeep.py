@@ -56,6 +56,7 @@ class Upkeep:
         self._executor: Executor | None = None
         self._on_rescued: Callable[[str, Any], None] | None = None
         self._epoch: Callable[[], int] = lambda: NOT_LEADING
+        self._carrying: set[int] = set()  # batch operations the leader's last tick advanced
 
     def attach(self, executor: Executor, on_rescued: Callable[[str, Any], None]) -> None:
         """Give handlers launched by ``executor`` access to progress and callbacks."""
@@ -120,7 +121,10 @@ class Upkeep:
         await callbacks.release_answered_parked(self.pool, self._epoch())
 
     async def _batches(self) -> None:
-        await batch.run_stalled(self.pool, stale_ms=BATCH_STALE_MS)
+        advanced = await batch.run_stalled(
+            self.pool, stale_ms=BATCH_STALE_MS, carrying=self._carrying
+        )
+        self._carrying = {op.id for op in advanced if not op.done}
 
     async def _flush_progress(self) -> None:
         if self._executor is None:

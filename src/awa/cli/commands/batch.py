@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 import awa
@@ -37,7 +38,8 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=run, check=_op)
     p = actions.add_parser(
         "apply",
-        help="apply an operation in chunks, with progress (Ctrl-C: resume it later)",
+        help="apply an operation in chunks, with progress (Ctrl-C stops following it: a "
+        "worker's leader carries it on, or `awa batch resume ID`)",
         **with_example("Apply move-queue or set-priority to the waiting jobs that match, in "
                        "chunks (one transaction each). Here: move them to another queue, 500 "
                        "per transaction.",
@@ -54,7 +56,7 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=run, check=check_apply)
     for name, help_text, example in (
         ("show", "one operation and its progress", "awa batch show 7"),
-        ("cancel", "stop an operation after the chunk in flight", "awa batch cancel 7"),
+        ("cancel", "end an operation after the chunk in flight, for good", "awa batch cancel 7"),
         ("resume", "carry an interrupted operation on to its end", "awa batch resume 7"),
     ):
         p = actions.add_parser(name, help=help_text, **with_example(help_text, example))
@@ -128,6 +130,11 @@ async def _apply(client: awa.AsyncClient, args: argparse.Namespace) -> awa.Batch
         bar.advance(visited - done[0])
         done[0] = visited
 
+    if args.json or not sys.stderr.isatty():  # the bar, which names it, is not shown
+        sys.stderr.write(
+            f"awa: batch {op.id}: {op.total} job(s); interrupted, it goes on in a worker's "
+            f"maintenance leader (awa batch cancel {op.id} ends it)\n"
+        )
     try:
         return await client.run_batch(op.id, on_progress=advance)
     finally:
