@@ -209,6 +209,8 @@ async def test_bad_requests_write_nothing(
         (lambda: client.preview_batch(awa.SetPriority(1), queue="q", sample=0), "sample"),
         (lambda: client.list_batches(state="done"), "state"),
         (lambda: client.get_batch(0), "operation_id"),
+        # A string is truthy: "no" waited (a review).
+        (lambda: client.apply_batch(awa.MoveQueue("x"), queue="q", wait="no"), "wait"),  # type: ignore[arg-type]
     ]
     for call, field in cases:
         with pytest.raises(awa.ValidationError) as caught:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from awa import validate
 from awa.client import batch
 from awa.client.batch import BatchOperation, BatchPreview, Progress
 from awa.errors import ValidationError
@@ -73,6 +74,7 @@ class BatchMethods:
         leader (or ``run_batch``) to carry out. Cancel it with ``cancel_batch``. With no
         filter at all it refuses unless ``allow_all=True``.
         """
+        wait = validate.flag("wait", wait)  # before anything is submitted
         pool = await self._get_pool()
         async with self._connection() as conn:
             operation = await batch.submit(
