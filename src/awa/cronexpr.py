@@ -286,7 +286,7 @@ def _first_of_next_month(t: datetime) -> datetime:
 
 # Files of the zone database that name no zone but the host's own setting: fire times
 # would follow whichever host leads, and a failover could fire a day's job twice.
-_HOST_ZONES = frozenset({"localtime", "posixrules", "Factory"})
+_HOST_ZONES = frozenset({"localtime", "posixrules"})
 
 
 def _zone(name: str) -> ZoneInfo:

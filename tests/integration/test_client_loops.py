@@ -5,9 +5,12 @@ stays closed (as the blocking Client does)."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
+import time
 from typing import Any
 
+import psycopg
 import pytest
 
 import awa
@@ -29,6 +32,32 @@ def test_a_module_level_client_follows_asyncio_run_to_the_next(database_url: str
     asyncio.run(client.close())  # idempotent
     with pytest.raises(awa.ClientClosed):
         asyncio.run(client.insert({}, kind="k"))  # not a new pool behind close()'s back
+
+
+def test_each_asyncio_run_leaves_no_connection_behind(database_url: str) -> None:
+    """A module-level client dropping the pool of a closed loop: its connections were
+    never collected (held by the direct statements' per-connection state), one server
+    connection left per asyncio.run until the server refused more (a review)."""
+    client = awa.AsyncClient(database_url)
+    try:
+        for i in range(30):
+            asyncio.run(client.insert({"i": i}, kind="k"))
+        gc.collect()
+        with psycopg.connect(database_url, autocommit=True) as db:
+
+            def backends() -> int:
+                row = db.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND pid <> pg_backend_pid()"
+                ).fetchone()
+                return row[0] if row else 0
+
+            deadline = time.monotonic() + 15
+            while backends() > 2 and time.monotonic() < deadline:
+                time.sleep(0.05)  # the server ends a backend once its client is gone
+            assert backends() <= 2  # the last pool's (min 1), not one per run
+    finally:
+        asyncio.run(client.close())
 
 
 def test_a_second_loop_while_the_first_runs_is_refused(database_url: str) -> None:
@@ -83,10 +112,12 @@ def test_threads_each_running_a_loop_get_wrong_event_loop_never_a_hang(
         thread.start()
     for thread in threads:
         thread.join(timeout=120)
-    assert not any(thread.is_alive() for thread in threads)
-    assert len(outcomes) == 240
-    assert set(outcomes) <= {"ok", "refused"}, sorted(set(outcomes) - {"ok", "refused"})
-    assert "ok" in outcomes
-    inserted = asyncio.run(client.list_jobs(kind="threaded", limit=1000))
-    assert len(inserted) == outcomes.count("ok")
-    asyncio.run(client.close())
+    try:
+        assert not any(thread.is_alive() for thread in threads)
+        assert len(outcomes) == 240
+        assert set(outcomes) <= {"ok", "refused"}, sorted(set(outcomes) - {"ok", "refused"})
+        assert "ok" in outcomes
+        inserted = asyncio.run(client.list_jobs(kind="threaded", limit=1000))
+        assert len(inserted) == outcomes.count("ok")
+    finally:
+        asyncio.run(client.close())

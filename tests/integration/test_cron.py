@@ -7,6 +7,7 @@ import dataclasses
 import enum
 import itertools
 import json
+import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -173,6 +174,25 @@ async def test_coalesce_enqueues_every_fire_that_came_due_between_two_ticks(
     last = clock[0].replace(microsecond=0)
     seconds = int((last - start).total_seconds())
     assert _fires(db, "sec") == [start + timedelta(seconds=s) for s in range(3, seconds + 1)]
+
+
+async def test_coalesce_folds_what_came_due_while_the_leader_stalled(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """A leader that did not tick for a while (a blocked loop, a lock held on the
+    schedules) under the same lease was there for none of those fires: coalesce folds
+    them into the latest, as after downtime (a review: 11 jobs in one second)."""
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    await _define(client, db, start, client.periodic("sec", "* * * * * *", {}, kind="k"))
+    clock = [start + timedelta(milliseconds=1_100)]
+    service = CronService(await client._get_pool(), clock=lambda: clock[0], interval_s=1.0)
+    epoch = await asyncio.to_thread(_lead, client.database_url)
+    await service.tick(epoch)  # fires 1 s
+    clock[0] += timedelta(seconds=1)
+    await service.tick(epoch)  # fires 2 s
+    clock[0] += timedelta(seconds=10)  # stalled: 3 s to 12 s came due with no tick there
+    await service.tick(epoch)
+    assert _fires(db, "sec") == [start + timedelta(seconds=s) for s in (1, 2, 12)]
 
 
 async def test_leader_failover_neither_skips_nor_repeats_a_fire(
@@ -369,12 +389,23 @@ async def test_a_definition_replacing_another_is_logged(
     billing = client.periodic("cleanup", "* * * * *", {}, kind="billing_cleanup")
     other_service = awa.AsyncClient(client.database_url)  # registers only: never connects
     mail = other_service.periodic("cleanup", "*/2 * * * *", {}, kind="mail_cleanup", queue="mail")
-    with caplog.at_level("WARNING", logger="awa"):
+    redeployed = awa.AsyncClient(client.database_url).periodic(  # the next deploy's
+        "cleanup", "* * * * *", {"limit": 200}, kind="billing_cleanup", tags=["t"]
+    )
+
+    def redefined() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if getattr(r, "event", None) == "cron_redefined"]
+
+    with caplog.at_level("INFO", logger="awa"):
         await register(pool, [billing])
         await register(pool, [billing])  # the same definition again: nothing to say
-        assert not [r for r in caplog.records if getattr(r, "event", None) == "cron_redefined"]
+        assert not redefined()
+        await register(pool, [redeployed])  # new args and tags: a redeploy, said quietly
+        [quiet] = redefined()
+        assert quiet.levelname == "INFO" and quiet.changed == ["args", "tags"]
         await register(pool, [mail])
-    [record] = [r for r in caplog.records if getattr(r, "event", None) == "cron_redefined"]
+    record = redefined()[-1]
+    assert record.levelname == "WARNING"
     message = record.getMessage()
     assert "'cleanup'" in message and "'billing_cleanup'" in message
     assert "'mail_cleanup' on queue 'mail'" in message

@@ -116,6 +116,30 @@ async def test_client_calls_go_on_after_a_migration_adds_a_column(
         db.execute("ALTER TABLE awa.jobs DROP COLUMN test_future")
 
 
+async def test_statements_naming_their_columns_stay_prepared(database_url: str) -> None:
+    """Only the statements reading whole rows go unprepared: with psycopg's preparing off
+    altogether, an insert inside client.transaction() was planned at every call (20 %
+    slower, a review). An application's composed query there still runs."""
+    one = awa.AsyncClient(database_url, max_connections=1)
+    try:
+        job = await one.insert({}, kind="k")
+        for _ in range(6):
+            async with one.transaction() as tx:
+                await tx.insert({}, kind="k")
+                await tx.connection.execute(psycopg.sql.SQL("SELECT {}").format(1))
+            await one.get_job(job.id)
+        async with one.transaction() as tx:
+            # psycopg's own (the direct statements are prepared as awa_<name>)
+            cur = await tx.connection.execute(
+                "SELECT statement FROM pg_prepared_statements WHERE name LIKE '\\_pg3\\_%%'"
+            )
+            prepared = [row[0] for row in await cur.fetchall()]
+    finally:
+        await one.close()
+    assert any(text.startswith("-- job_insert") for text in prepared), prepared
+    assert not any(text.startswith("-- job_get") for text in prepared), prepared
+
+
 async def test_without_prepared_statements_nothing_is_prepared(database_url: str) -> None:
     async with await _connect(database_url) as conn:
         direct.send_unnamed(conn)  # as configure() does behind a pooler

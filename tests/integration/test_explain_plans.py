@@ -70,7 +70,8 @@ def plan_of(
 
 @pytest.fixture(scope="module")
 def seeded(pg_server: PgServer, template_db: str) -> Iterator[psycopg.Connection[Any]]:
-    """One seeded database for the module's tests (they only read it)."""
+    """One seeded database for the module's tests (they only read it, but for the last,
+    which analyzes its control tables as the leader would)."""
     name = f"awa_plans_{os.getpid()}"
     with psycopg.connect(pg_server.admin_url, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}" STRATEGY FILE_COPY')

@@ -188,6 +188,9 @@ async def test_an_upgrade_that_deadlocks_with_the_fleet_is_tried_again(
         " ALTER TABLE awa.cron_schedules ADD COLUMN test_future int;",
     )
     async with await psycopg.AsyncConnection.connect(client.database_url) as fire:
+        # Only the migration may find the deadlock: it waits first, and checks once, a
+        # deadlock_timeout after; this side, slowed down, could find it first.
+        await fire.execute("SET deadlock_timeout = '1min'")
         await fire.execute(
             "INSERT INTO awa.cron_schedules (name, cron_expr, kind, queue)"
             " VALUES ('c', '* * * * *', 'k', 'q')"

@@ -238,6 +238,10 @@ async def test_what_is_written_is_the_value_at_the_call(
         job.update_metadata(patch)
         patch["pages"].append(float("nan"))
         flushed.append(await job.flush_progress())
+        # A call keeping the checkpoint keeps the one stored, not the object as it is now
+        # (it re-read the handler's object: a NaN put in it later failed this call).
+        job.set_progress(60, "more")
+        flushed.append(await job.flush_progress())
         raise RuntimeError("try again later")
 
     job = await client.insert({}, kind="resumable", queue="q", max_attempts=2)
@@ -251,6 +255,10 @@ async def test_what_is_written_is_the_value_at_the_call(
     finally:
         await client.shutdown()
     _, progress, metadata = _row(db, job.id)
-    assert flushed == [True]
-    assert progress == {"percent": 50.0, "checkpoint": {"page": {"number": 3}, "seen": [1]}}
+    assert flushed == [True, True]
+    assert progress == {
+        "percent": 60.0,
+        "message": "more",
+        "checkpoint": {"page": {"number": 3}, "seen": [1]},
+    }
     assert metadata == {"colour": "red", "pages": [1]}

@@ -58,7 +58,6 @@ def test_a_database_not_in_utf8_is_refused_at_once_saying_why(pg_server: PgServe
         )
     try:
         client = awa.AsyncClient(pg_server.url_for(name))
-        client.pool_timeout_s = 3  # the old failure: a timeout naming no reason
         with pytest.raises(awa.DatabaseError, match="encoded in LATIN1: awa needs a UTF8"):
             asyncio.run(client.migrate())
     finally:

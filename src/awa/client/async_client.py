@@ -126,12 +126,16 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
 
     def _forget_parent(self) -> None:
         """In a forked child: the pool, its held connections and any worker were the
-        parent's (see :mod:`awa.db.forking`); this process opens its own on first use.
-        Also when the event loop the pool ran on has closed: nothing of it can run again."""
+        parent's (see :mod:`awa.db.forking`); this process opens its own on first use."""
+        self._loop_claim = threading.Lock()  # a parent's thread may have held it at the fork
+        self._forget_pool()
+
+    def _forget_pool(self) -> None:
+        """Drop the pool and what runs on its loop (a fork's parent's, or a closed loop's:
+        nothing of it can run again)."""
         self._pool = None
         self._pool_loop = None
         self._pool_lock = asyncio.Lock()
-        self._loop_claim = threading.Lock()  # a parent's thread may have held it at the fork
         self._insert_lane = ConnectionLane()
         self._seat_outlook = SeatOutlook()
         self._worker = None
@@ -167,7 +171,7 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
         connections close as it is collected); the next use opens one on its own loop."""
         if self._pool_loop is not None and self._pool_loop.is_closed():
             logger.info("the event loop of this client's pool has closed: dropping the pool")
-            self._forget_parent()
+            self._forget_pool()
 
     async def _get_pool(self) -> Pool:
         self._check_loop()

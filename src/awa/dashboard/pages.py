@@ -34,7 +34,7 @@ async def overview(request: Request) -> Response:
     """Every queue: counts, throughput, lag, pause, mode and capacity, badges for a stored
     override, fleet limits and fleet-pool membership; the fleet pool's use."""
     d = dashboard(request)
-    queues, instances, pool = await queue_views(d.client, d.sampler)
+    queues, instances, pool = await queue_views(d.client)
     context = {
         "active": "overview",
         "queues": queues,
@@ -52,7 +52,7 @@ async def queue_detail(request: Request) -> Response:
     d = dashboard(request)
     name = request.path_params["name"]
     try:
-        queues, _, pool = await queue_views(d.client, d.sampler, only=name)
+        queues, _, pool = await queue_views(d.client, only=name)
         waiting = await d.client.explain_queue(name)  # why its oldest available job waits
     except awa.ValidationError as exc:  # not a name a queue can have: it cannot exist
         return d.render(request, "error.html", {"message": f"no such queue ({exc})"}, 404)

@@ -7,8 +7,9 @@ grows with the finished jobs retained (about a second for 3 million): the next s
 waits at least ``COST_SHARE`` times as long as the last one took, so an unwatched
 dashboard never takes more than a twentieth of a core from the workers.
 
-Throughput is each sample's count of completions in the last minute. Differences of the
-retained ``completed`` count are not a rate: the pruner takes a minute of yesterday's
+The chart's throughput is each sample's count of completions in the last minute (the
+pages' "per min" is the same count, read with the page). Differences of the retained
+``completed`` count are not a rate: the pruner takes a minute of yesterday's
 completions out of it every minute, and a steady queue read as 0 per minute.
 """
 
@@ -50,9 +51,8 @@ class Sampler(Periodic):
         super().__init__("dashboard-sampler", interval_s, self.sample_once)
         self.client = client
         self.base_interval_s = interval_s
-        self._samples: collections.deque[Sample] = collections.deque(
-            maxlen=max(2, int(keep_s / interval_s) + 1)
-        )
+        self.keep_s = keep_s
+        self._samples: collections.deque[Sample] = collections.deque()
 
     async def sample_once(self) -> Sample:
         """Take one sample now and keep it."""
@@ -64,19 +64,13 @@ class Sampler(Periodic):
             {s.queue: QueuePoint(s.completed_last_minute, s.running, s.available) for s in stats},
         )
         self._samples.append(sample)
+        while self._samples and self._samples[0].at < sample.at - self.keep_s:
+            self._samples.popleft()  # by age: the interval grows with the samples' cost
         return sample
 
     def samples(self) -> list[Sample]:
         """Every kept sample, oldest first."""
         return list(self._samples)
-
-    def throughput_per_minute(self, queue: str) -> float | None:
-        """Completions in the minute before the last sample (None: not sampled yet)."""
-        for sample in reversed(self._samples):
-            point = sample.queues.get(queue)
-            if point is not None:
-                return float(point.per_minute)
-        return None
 
     def series(self, queue: str) -> tuple[list[float], list[float], list[float]]:
         """(seconds ago, completions per minute, running) per sample, oldest first."""

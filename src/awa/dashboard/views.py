@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import awa
-from awa.dashboard.samples import Sampler
 from awa.override_keys import KEYS
 
 SETTINGS = KEYS
@@ -47,10 +46,14 @@ class QueueView:
 
     stat: awa.QueueStat
     overrides: awa.RuntimeOverrides | None
-    throughput: float | None
     workers: list[WorkerQueue] = field(default_factory=list)
     limits: awa.QueueLimitsStatus | None = None  # fleet limits, with what the fleet runs now
     pool_member: awa.PoolMember | None = None
+
+    @property
+    def throughput(self) -> int:
+        """Completions of the last minute (read with the counts, not sampled)."""
+        return self.stat.completed_last_minute
 
     @property
     def name(self) -> str:
@@ -109,7 +112,7 @@ def instance_health(instance: awa.RuntimeInstance) -> str:
 
 
 async def queue_views(
-    client: awa.AsyncClient, sampler: Sampler, only: str | None = None
+    client: awa.AsyncClient, only: str | None = None
 ) -> tuple[list[QueueView], list[awa.RuntimeInstance], awa.FleetPool | None]:
     """Every queue with jobs, a control row, fleet limits, a place in the fleet pool or a
     live worker (or just ``only``), the live workers, and the fleet pool."""
@@ -129,10 +132,7 @@ async def queue_views(
         by_name = {only: by_name.get(only, empty_stat(only))}
     names = sorted(by_name)
     overrides = await asyncio.gather(*(client.queue_runtime_overrides(n) for n in names))
-    views = {
-        n: QueueView(by_name[n], o, sampler.throughput_per_minute(n))
-        for n, o in zip(names, overrides, strict=True)
-    }
+    views = {n: QueueView(by_name[n], o) for n, o in zip(names, overrides, strict=True)}
     for instance in instances:
         for name, runtime in (instance.snapshot.queues if instance.snapshot else {}).items():
             if name in views:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Self
 
 import psycopg
-from psycopg import AsyncConnection, conninfo
+from psycopg import AsyncConnection, AsyncCursor, conninfo
+from psycopg.abc import Params
+from psycopg.rows import Row
 from psycopg.types.json import set_json_loads
 
 from awa.db import direct, forking, sql
@@ -51,18 +53,35 @@ async def configure(conn: AsyncConnection[Any]) -> None:
     may run on another server connection, where the prepared one does not exist
     (PgBouncer before 1.21 supports none at all).
 
-    psycopg's own prepared statements are off on every connection: most statements that
-    run through its cursor read whole rows (``SELECT *``, ``RETURNING *``), and once
-    prepared such a statement fails with "cached plan must not change result type" on
-    every call after a migration adds a column, until its connection is replaced. They
-    are not the hot path (the direct statements are: ADR 0046), so planning them each
-    time costs little."""
+    Its cursors never prepare the statements that read whole rows (:class:`Cursor`)."""
     forking.track(conn)
     set_json_loads(load_json, conn)
-    conn.prepare_threshold = None
+    conn.cursor_factory = Cursor
     await iso_dates(conn)
     if await behind_pooler(conn):
         direct.send_unnamed(conn)
+
+
+class Cursor(AsyncCursor[Row]):
+    """psycopg's cursor, except that awa's statements reading whole rows (``SELECT *``,
+    ``RETURNING *``: :data:`awa.db.sql.WHOLE_ROWS`) are never prepared. Once prepared
+    (psycopg prepares a statement run five times on a connection), such a statement
+    failed on every call with "cached plan must not change result type" after a
+    migration added a column, until its connection was replaced (a review of a rolling
+    upgrade). The others, which name their columns, are prepared as psycopg does."""
+
+    async def execute(
+        self,
+        query: Any,
+        params: Params | None = None,
+        *,
+        prepare: bool | None = None,
+        binary: bool | None = None,
+    ) -> Self:
+        # (A composed query, the application's in a transaction, is not hashable.)
+        if prepare is None and isinstance(query, str) and query in sql.WHOLE_ROWS:
+            prepare = False
+        return await super().execute(query, params, prepare=prepare, binary=binary)
 
 
 async def iso_dates(conn: AsyncConnection[Any]) -> None:

@@ -241,13 +241,18 @@ class _Session:
             self.watched = None
 
 
-_SESSIONS: weakref.WeakKeyDictionary[AsyncConnection[Any], _Session] = weakref.WeakKeyDictionary()
+# Kept on the connection itself. In a WeakKeyDictionary, the session's Transformer (which
+# holds its connection) kept every key alive: a pool dropped with its closed event loop
+# never closed its connections, one server connection left per asyncio.run of a
+# module-level client, until the server refused more (a review).
+_SESSION_ATTR = "_awa_direct_session"
 
 
 def _session(conn: AsyncConnection[Any]) -> _Session:
-    session = _SESSIONS.get(conn)
+    session: _Session | None = getattr(conn, _SESSION_ATTR, None)
     if session is None:
-        session = _SESSIONS[conn] = _Session(conn)
+        session = _Session(conn)
+        setattr(conn, _SESSION_ATTR, session)
     return session
 
 
@@ -266,7 +271,7 @@ def watch(conn: AsyncConnection[Any]) -> None:
 def unwatch(conn: AsyncConnection[Any]) -> None:
     """Stop watching ``conn`` between statements. Idempotent; call it before ``conn`` is
     returned to a pool, discarded or closed."""
-    session = _SESSIONS.get(conn)
+    session: _Session | None = getattr(conn, _SESSION_ATTR, None)
     if session is not None:
         session.kept = False
         session.drop_watch()
@@ -355,13 +360,13 @@ class DirectStatement:
         return await _reply(pgconn, session, armed)
 
     async def _forget(self, pgconn: pq.abc.PGconn, session: _Session, *, deallocate: bool) -> None:
-        session.prepared.discard(self._name)
         if deallocate:
             armed = session.arm(pgconn)
             pgconn.send_query(b"DEALLOCATE " + self._name)
             result = await _reply(pgconn, session, armed)
             if result.status != pq.ExecStatus.COMMAND_OK:
                 raise error_from_result(result, encoding=session.encoding)
+        session.prepared.discard(self._name)  # only once the server forgot it too
 
     async def _prepare(self, pgconn: pq.abc.PGconn, session: _Session) -> None:
         armed = session.arm(pgconn)

@@ -138,7 +138,8 @@ async def migrate(conn: AsyncConnection[Any]) -> list[int]:
                 raise DatabaseError(
                     f"awa migrate could not take the locks of awa's tables in {attempt} "
                     f"tries of {LOCK_TIMEOUT_MS} ms ({_first_line(exc)}): a transaction on "
-                    "them stays open (see pg_stat_activity); run it again once it ends"
+                    "them stays open, or the fleet's writes keep deadlocking with it (see "
+                    "pg_stat_activity); run it again"
                 ) from exc
             logger.warning(
                 "awa migrate: %s; rolled back, trying again (%d of %d)",

@@ -173,3 +173,20 @@ SESSION_ISO_DATES = load("session_iso_dates")
 INSERT_SAVEPOINT = load("insert_savepoint")
 INSERT_SAVEPOINT_RELEASE = load("insert_savepoint_release")
 INSERT_SAVEPOINT_ROLLBACK = load("insert_savepoint_rollback")
+
+
+def _reads_whole_rows(query: str) -> bool:
+    code = "\n".join(line.split("--", 1)[0] for line in query.splitlines())
+    return _WHOLE_ROWS.search(code) is not None
+
+
+_WHOLE_ROWS = re.compile(r"\bSELECT\s+\*|\bRETURNING\s+\*|\b\w+\.\*")
+
+# The statements above that return whole rows (``SELECT *``, ``RETURNING *``, ``j.*``):
+# never prepared (awa.db.connection.Cursor). Prepared, such a statement failed on every
+# call with "cached plan must not change result type" once a migration added a column,
+# until its connection was replaced. The rest name their columns, and stay preparable.
+WHOLE_ROWS: frozenset[str] = frozenset(
+    query for query in list(globals().values())
+    if isinstance(query, str) and query.lstrip().startswith("--") and _reads_whole_rows(query)
+)  # fmt: skip

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from psycopg.rows import dict_row
@@ -31,6 +31,9 @@ logger = logging.getLogger("awa")
 # catch_up enqueues at most this many missed fires per schedule per tick; the rest follow
 # on the next ticks, so a long outage never becomes one giant statement.
 CATCH_UP_BATCH = 100
+# Ticks (cron_interval_ms apart, plus their own time) after which a leader that has not
+# ticked counts as stalled: what came due meanwhile is missed.
+STALL_TICKS = 3
 
 Clock = Callable[[], datetime]
 
@@ -52,20 +55,37 @@ async def register(pool: AsyncConnectionPool, jobs: Sequence[PeriodicJob]) -> No
         replaced = await cur.fetchall()
     mine = {job.name: job for job in jobs}
     for old in replaced:
-        new = mine[old["name"]]
-        logger.warning(
-            "cron schedule %r was %s; this process's definition replaced it with %s (the "
-            "last process to start decides: if another service registers this name, give "
-            "one of them another)", old["name"], _described(old), _described(new.row()),
-            extra={"event": "cron_redefined", "cron": old["name"]},
-        )  # fmt: skip
+        _report_redefined(old, mine[old["name"]].row())
+
+
+# A schedule whose job or timing changed may be another service's under the same name;
+# new args or options are what a redeploy brings.
+_WHAT_AND_WHEN = ("cron_expr", "timezone", "kind", "queue")
+
+
+def _report_redefined(old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+    changed = [field for field in new if field != "name" and _stored(old[field]) != new[field]]
+    extra = {"event": "cron_redefined", "cron": old["name"], "changed": changed}
+    if not any(field in _WHAT_AND_WHEN for field in changed):
+        logger.info("cron schedule %r redefined by this process (%s changed)",
+                    old["name"], ", ".join(changed), extra=extra)  # fmt: skip
+        return
+    logger.warning(
+        "cron schedule %r was %s; this process replaced it with %s (the last process to "
+        "start decides: if another service registers this name, give one of them "
+        "another)", old["name"], _described(old), _described(new), extra=extra,
+    )  # fmt: skip
+
+
+def _stored(value: Any) -> Any:
+    """A stored value as the definition holds it (tags come back as a list)."""
+    return list(value) if isinstance(value, tuple) else value
 
 
 def _described(definition: Mapping[str, Any]) -> str:
     return (
         f"{definition['cron_expr']!r} ({definition['timezone']}) enqueuing "
-        f"{definition['kind']!r} on queue {definition['queue']!r}, "
-        f"{definition['missed_fire_policy']}"
+        f"{definition['kind']!r} on queue {definition['queue']!r}"
     )
 
 
@@ -78,12 +98,12 @@ def due_fires(
 ) -> list[datetime]:
     """Fire instants in (base, now] that a tick should enqueue under ``policy``.
 
-    ``looked_at``: when this leader's previous tick looked (None for its first). A fire
-    after it came due since, and is enqueued whatever the policy: ticks are a second or
-    more apart, so one tick often finds two fires of a per-second schedule, and coalescing
-    them lost one in every few dozen with nothing down (a review). Only fires the leader
-    never saw due — downtime, a new leader — are missed ones, for ``coalesce`` to fold
-    into the latest."""
+    ``looked_at``: when this leader's previous tick looked, if it was a tick ago (None
+    for its first, or after a stall). A fire after it came due since, and is enqueued
+    whatever the policy: ticks are a second or more apart, so one tick often finds two
+    fires of a per-second schedule, and coalescing them lost one in every few dozen with
+    nothing down (a review). Only fires no tick was there for — downtime, a new leader, a
+    stalled one — are missed ones, for ``coalesce`` to fold into the latest."""
     if policy == "catch_up":
         return _each_fire(expr, base, now)
     if looked_at is not None:
@@ -122,9 +142,14 @@ def _all_due(
 class CronService:
     """The leader's tick: fire every due, unpaused schedule exactly once."""
 
-    def __init__(self, pool: AsyncConnectionPool, clock: Clock = utc_now) -> None:
+    def __init__(
+        self, pool: AsyncConnectionPool, clock: Clock = utc_now, interval_s: float = 1.0
+    ) -> None:
         self._pool = pool
         self._clock = clock
+        # A previous tick longer ago than this was no tick ago: the leader stalled (a
+        # blocked loop, a lock on the schedules), and what came due meanwhile was missed.
+        self._stalled_after = timedelta(seconds=STALL_TICKS * interval_s)
         self._parsed: dict[tuple[str, str], CronExpression | None] = {}
         self._looked: tuple[int, datetime] | None = None  # (lease epoch, its last tick's now)
         self.fired = 0
@@ -151,8 +176,7 @@ class CronService:
                 if not row["paused"] and (expr := self._expression(row)) is not None]  # fmt: skip
         # Off the loop, in one hop per tick: a catch-up of a per-second schedule near a DST
         # change costs seconds of CPU, and the loop renews the leader's lease meanwhile.
-        # What a previous lease of this process saw says nothing of what came after it.
-        looked_at = self._looked[1] if self._looked and self._looked[0] == epoch else None
+        looked_at = self._looked_at(epoch, now)
         due = await asyncio.to_thread(_all_due, live, now, looked_at)
         enqueued = 0
         for (row, _), fires in zip(live, due, strict=True):
@@ -161,6 +185,14 @@ class CronService:
         self._looked = (epoch, now)  # only once every due fire was fired
         self.fired += enqueued
         return enqueued
+
+    def _looked_at(self, epoch: int, now: datetime) -> datetime | None:
+        """The previous tick's time, if it was a tick ago under this lease (what another
+        lease of this process saw says nothing of what came after it)."""
+        if self._looked is None or self._looked[0] != epoch:
+            return None
+        looked_at = self._looked[1]
+        return looked_at if now - looked_at <= self._stalled_after else None
 
     async def _fire(
         self, name: str, previous: datetime | None, fires: list[datetime], epoch: int

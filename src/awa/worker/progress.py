@@ -88,7 +88,9 @@ class Updates:
         if message is not None:
             value["message"] = validate.text("message", message, max_length=10_000)
         job = self._job
-        previous = job.progress or {}
+        with self._lock:  # the last value stored, not the handler's object as it is now
+            stored = self._progress_json
+        previous = json.loads(stored) if stored is not None else (job.progress or {})
         if checkpoint is KEEP_CHECKPOINT:
             if "checkpoint" in previous:
                 value["checkpoint"] = previous["checkpoint"]

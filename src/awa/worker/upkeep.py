@@ -47,7 +47,7 @@ class Upkeep:
         self.pool = pool
         self.config = config
         self.schedules = list(schedules)
-        self.cron = CronService(pool, clock)
+        self.cron = CronService(pool, clock, config.cron_interval_ms / 1000)
         self.attempt_services = AttemptServices(pool)
         self.aging_intervals = aging.aging_queues(config.queues)
         self.progress_flusher = Periodic(

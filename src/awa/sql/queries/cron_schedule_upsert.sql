@@ -13,7 +13,8 @@ WITH d AS (
         missed_fire_policy text
     )
 ), before AS (
-    SELECT s.name, s.cron_expr, s.timezone, s.kind, s.queue, s.missed_fire_policy
+    SELECT s.name, s.cron_expr, s.timezone, s.kind, s.queue, s.args, s.priority,
+        s.max_attempts, s.tags, s.metadata, s.missed_fire_policy
     FROM awa.cron_schedules AS s JOIN d USING (name)
 ), written AS (
     INSERT INTO awa.cron_schedules AS s (
@@ -38,6 +39,7 @@ WITH d AS (
            EXCLUDED.metadata, EXCLUDED.missed_fire_policy)
     RETURNING s.name
 )
-SELECT b.name, b.cron_expr, b.timezone, b.kind, b.queue, b.missed_fire_policy
+SELECT b.name, b.cron_expr, b.timezone, b.kind, b.queue, b.args, b.priority,
+    b.max_attempts, b.tags, b.metadata, b.missed_fire_policy
 FROM before AS b JOIN written AS w USING (name)
 ORDER BY b.name
