@@ -24,9 +24,9 @@ MISSED_FIRE_POLICIES = ("coalesce", "catch_up")
 class PeriodicJob:
     """One registered schedule: the job it enqueues and when.
 
-    ``missed_fire_policy``: for fires no leader saw due (downtime, before a new leader's
-    first tick), ``"coalesce"`` enqueues one job for the latest; ``"catch_up"`` one per
-    missed fire, oldest first.
+    ``missed_fire_policy``: for fires no tick was there for (downtime, before a new
+    leader's first tick, a stalled leader), ``"coalesce"`` enqueues one job for the
+    latest; ``"catch_up"`` one per missed fire, oldest first.
     """
 
     name: str
