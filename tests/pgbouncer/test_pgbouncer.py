@@ -73,6 +73,30 @@ async def test_concurrent_single_inserts_never_reuse_a_prepared_statement(
             await c.close()
 
 
+async def test_statements_through_psycopgs_cursor_are_never_prepared_there(
+    bouncer_url: str,
+) -> None:
+    """Reads and writes through psycopg's cursor (queue_stats, a transaction's insert and
+    SQL), each run many times at once on a few connections: prepared after five runs,
+    the next landed on a server session without it, or with another statement of the
+    same name (a review: DuplicatePreparedStatement, "bind message supplies 2
+    parameters, but prepared statement _pg3_0 requires 5")."""
+    client = awa.AsyncClient(bouncer_url, max_connections=8)
+
+    async def in_a_transaction(i: int) -> None:
+        async with client.transaction() as tx:
+            await tx.insert({"i": i}, kind="k", queue="q")
+            await tx.connection.execute("SELECT count(*) FROM awa.jobs WHERE queue = %s", ["q"])
+
+    try:
+        for round_ in range(8):
+            await asyncio.gather(*(client.queue_stats() for _ in range(8)))
+            await asyncio.gather(*(in_a_transaction(round_ * 8 + i) for i in range(8)))
+        assert len(await client.list_jobs(queue="q", limit=1_000)) == 64
+    finally:
+        await client.close()
+
+
 async def test_insert_claim_complete_heartbeat_retry_through_pgbouncer(
     bounced: awa.AsyncClient, db: psycopg.Connection[Any], mode: str, caplog: Any
 ) -> None:

@@ -59,7 +59,8 @@ async def configure(conn: AsyncConnection[Any]) -> None:
     conn.cursor_factory = Cursor
     await iso_dates(conn)
     if await behind_pooler(conn):
-        direct.send_unnamed(conn)
+        conn.prepare_threshold = None  # psycopg's own prepared statements
+        direct.send_unnamed(conn)  # and the hot path's
 
 
 class Cursor(AsyncCursor[Row]):
