@@ -195,6 +195,26 @@ async def test_coalesce_folds_what_came_due_while_the_leader_stalled(
     assert _fires(db, "sec") == [start + timedelta(seconds=s) for s in (1, 2, 12)]
 
 
+async def test_a_slow_tick_is_no_stall(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """A tick that took long (many schedules, a wait for a connection) is no stall: the
+    next one, a tick after it ended, enqueues every fire that came due."""
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    await _define(client, db, start, client.periodic("sec", "* * * * * *", {}, kind="k"))
+    # Each tick reads the clock as it starts and as it ends: the first takes 2.7 s.
+    times = iter([1.1, 3.8, 4.9, 4.9])
+    service = CronService(
+        await client._get_pool(),
+        clock=lambda: start + timedelta(seconds=next(times)),
+        interval_s=1.0,
+    )
+    epoch = await asyncio.to_thread(_lead, client.database_url)
+    await service.tick(epoch)  # fires 1 s (coalesced: its first tick)
+    await service.tick(epoch)  # 3.8 s after the last start, 1.1 s after the last end
+    assert _fires(db, "sec") == [start + timedelta(seconds=s) for s in (1, 2, 3, 4)]
+
+
 async def test_leader_failover_neither_skips_nor_repeats_a_fire(
     database_url: str, db: psycopg.Connection[Any]
 ) -> None:

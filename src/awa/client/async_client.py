@@ -171,6 +171,9 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
         connections close as it is collected); the next use opens one on its own loop."""
         if self._pool_loop is not None and self._pool_loop.is_closed():
             logger.info("the event loop of this client's pool has closed: dropping the pool")
+            if self._pool is not None:
+                self._insert_lane.close_stranded()
+                self._pool.close_stranded()
             self._forget_pool()
 
     async def _get_pool(self) -> Pool:

@@ -58,6 +58,13 @@ class ConnectionLane:
         finally:
             self._busy.release()
 
+    def close_stranded(self) -> None:
+        """Close the held connection of a lane whose event loop has closed (see
+        :meth:`awa.db.pool.Pool.close_stranded`)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.pgconn.finish()
+
     async def give_back_idle(self, pool: Pool) -> None:
         """Return the held connection to ``pool`` unless a statement is using it (the
         pool asks when a caller finds every connection out)."""

@@ -106,6 +106,14 @@ class Pool(AsyncConnectionPool[AsyncConnection[Any]]):
         self.waiting = 0  # callers inside getconn: a busy holder gives back to them
         self._holders: weakref.WeakSet[Holder] = weakref.WeakSet()
 
+    def close_stranded(self) -> None:
+        """Close the idle connections of a pool whose event loop has closed: nothing can
+        give them back or close them the usual way (awaiting on that loop), and left to
+        the garbage collector they stayed open until a full collection (a direct
+        statement's per-connection state refers back to its connection: a cycle)."""
+        for conn in list(self._pool):
+            conn.pgconn.finish()
+
     def held_by(self, holder: Holder) -> None:
         """``holder`` keeps a connection of this pool between uses (see the module doc)."""
         self._holders.add(holder)

@@ -151,7 +151,8 @@ class CronService:
         # blocked loop, a lock on the schedules), and what came due meanwhile was missed.
         self._stalled_after = timedelta(seconds=STALL_TICKS * interval_s)
         self._parsed: dict[tuple[str, str], CronExpression | None] = {}
-        self._looked: tuple[int, datetime] | None = None  # (lease epoch, its last tick's now)
+        # (lease epoch, the last tick's now, when that tick ended)
+        self._looked: tuple[int, datetime, datetime] | None = None
         self.fired = 0
 
     def _expression(self, row: dict[str, Any]) -> CronExpression | None:
@@ -182,7 +183,7 @@ class CronService:
         for (row, _), fires in zip(live, due, strict=True):
             if fires:
                 enqueued += await self._fire(row["name"], row["last_fire_at"], fires, epoch)
-        self._looked = (epoch, now)  # only once every due fire was fired
+        self._looked = (epoch, now, self._clock())  # only once every due fire was fired
         self.fired += enqueued
         return enqueued
 
@@ -191,8 +192,8 @@ class CronService:
         lease of this process saw says nothing of what came after it)."""
         if self._looked is None or self._looked[0] != epoch:
             return None
-        looked_at = self._looked[1]
-        return looked_at if now - looked_at <= self._stalled_after else None
+        _, looked_at, ended = self._looked  # a slow tick is no stall: measured from its end
+        return looked_at if now - ended <= self._stalled_after else None
 
     async def _fire(
         self, name: str, previous: datetime | None, fires: list[datetime], epoch: int
