@@ -148,22 +148,30 @@ async def test_two_runners_of_one_operation_never_double_count(
         assert (result.state, result.processed, result.skipped) == ("completed", 40, 0)
 
 
-async def test_the_leader_carries_on_operations_nobody_runs(
-    client: awa.AsyncClient, db: psycopg.Connection[Any]
-) -> None:
-    ids = await _jobs(client, 5, kind="k", queue="q")
-    op = await client.apply_batch(awa.MoveQueue("later"), queue="q", chunk_size=2, wait=False)
+async def _carried_by_a_leader(
+    client: awa.AsyncClient, op_id: int, timeout: float = 15.0
+) -> awa.BatchOperation:
+    """Start a worker (its leader carries operations nobody runs); the operation ended."""
     noop_task(client, queue="idle")
     await client.start([("idle", 1)], **FAST_WORKER)
     try:
 
         async def completed() -> awa.BatchOperation | None:
-            current = await client.get_batch(op.id)
+            current = await client.get_batch(op_id)
             return current if current.done else None
 
-        done: awa.BatchOperation = await wait_for(completed)
+        done: awa.BatchOperation = await wait_for(completed, timeout=timeout)
+        return done
     finally:
         await client.shutdown()
+
+
+async def test_the_leader_carries_on_operations_nobody_runs(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    ids = await _jobs(client, 5, kind="k", queue="q")
+    op = await client.apply_batch(awa.MoveQueue("later"), queue="q", chunk_size=2, wait=False)
+    done = await _carried_by_a_leader(client, op.id)
     assert (done.state, done.processed) == ("completed", 5)
     assert {_queues(db)[i][0] for i in ids} == {"later"}
     assert [b.id for b in await client.list_batches(state="completed")] == [op.id]
@@ -179,17 +187,7 @@ async def test_the_leader_keeps_on_with_an_operation_it_advanced(
     monkeypatch.setattr(upkeep, "BATCH_STALE_MS", 3_600_000)  # never stale in this test
     ids = await _jobs(client, 250, kind="k", queue="q")
     op = await client.apply_batch(awa.MoveQueue("later"), queue="q", chunk_size=1, wait=False)
-    noop_task(client, queue="idle")
-    await client.start([("idle", 1)], **FAST_WORKER)
-    try:
-
-        async def completed() -> awa.BatchOperation | None:
-            current = await client.get_batch(op.id)
-            return current if current.done else None
-
-        done: awa.BatchOperation = await wait_for(completed, timeout=60)
-    finally:
-        await client.shutdown()
+    done = await _carried_by_a_leader(client, op.id, timeout=60)
     assert (done.state, done.processed) == ("completed", 250)
     assert {_queues(db)[i][0] for i in ids} == {"later"}
 
