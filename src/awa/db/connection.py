@@ -48,12 +48,11 @@ async def behind_pooler(conn: AsyncConnection[Any]) -> bool:
 
 
 async def configure(conn: AsyncConnection[Any]) -> None:
-    """Pool ``configure`` hook: install the JSON loader on a new connection; turn the
-    direct statements' preparing off behind a pooler — in transaction mode each statement
-    may run on another server connection, where the prepared one does not exist
-    (PgBouncer before 1.21 supports none at all).
-
-    Its cursors never prepare the statements that read whole rows (:class:`Cursor`)."""
+    """Pool ``configure`` hook: install the JSON loader on a new connection, times in the
+    ISO style, and prepared statements off behind a pooler (psycopg's and the hot path's)
+    — in transaction mode each statement may run on another server connection, where the
+    prepared one does not exist (PgBouncer before 1.21 supports none at all). Elsewhere
+    its cursors prepare all but the statements that read whole rows (:class:`Cursor`)."""
     forking.track(conn)
     set_json_loads(load_json, conn)
     conn.cursor_factory = Cursor
