@@ -31,8 +31,8 @@ logger = logging.getLogger("awa")
 # catch_up enqueues at most this many missed fires per schedule per tick; the rest follow
 # on the next ticks, so a long outage never becomes one giant statement.
 CATCH_UP_BATCH = 100
-# Ticks (cron_interval_ms apart, plus their own time) after which a leader that has not
-# ticked counts as stalled: what came due meanwhile is missed.
+# Tick intervals (cron_interval_ms) after its previous tick ended past which a leader
+# that has not ticked counts as stalled: what came due meanwhile is missed.
 STALL_TICKS = 3
 
 Clock = Callable[[], datetime]
@@ -147,8 +147,8 @@ class CronService:
     ) -> None:
         self._pool = pool
         self._clock = clock
-        # A previous tick longer ago than this was no tick ago: the leader stalled (a
-        # blocked loop, a lock on the schedules), and what came due meanwhile was missed.
+        # A previous tick that ended longer ago than this was no tick ago: the leader
+        # stalled (a blocked loop, a lock on the schedules); what came due was missed.
         self._stalled_after = timedelta(seconds=STALL_TICKS * interval_s)
         self._parsed: dict[tuple[str, str], CronExpression | None] = {}
         # (lease epoch, the last tick's now, when that tick ended)
