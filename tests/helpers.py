@@ -80,3 +80,19 @@ def running_jobs(db: psycopg.Connection[Any], queue: str) -> int:
     ).fetchone()
     assert row is not None
     return int(row[0])
+
+
+async def statements_running(
+    db: psycopg.Connection[Any], opening: str, *, on_a_lock: bool = False
+) -> int:
+    """Statements of this database that start with ``opening`` and run now (``on_a_lock``:
+    those waiting for a lock). pg_stat_activity keeps a statement's first 1 KiB: awa's
+    open with a comment naming them (``-- job_insert``)."""
+    row = db.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND starts_with(query, %s) "
+        "AND CASE WHEN %s THEN wait_event_type = 'Lock' ELSE state = 'active' END",
+        (opening, on_a_lock),
+    ).fetchone()
+    assert row is not None
+    return int(row[0])

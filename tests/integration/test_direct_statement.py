@@ -17,7 +17,7 @@ import awa
 from awa.db import direct
 from awa.db.connection import configure
 from awa.db.direct import DirectStatement
-from tests.helpers import wait_for
+from tests.helpers import statements_running, wait_for
 
 SLEEP = DirectStatement("test_sleep", "SELECT pg_sleep(%(s)s::float8)")
 ECHO = DirectStatement(
@@ -174,32 +174,19 @@ async def test_a_cancelled_insert_is_cancelled_on_the_server_too(
     with db.transaction():  # the insert waits on this lock: cancelled mid-flight for sure
         db.execute("LOCK TABLE awa.jobs IN EXCLUSIVE MODE")
         task = asyncio.ensure_future(client.insert({"cancelled": True}, kind="k"))
-        await wait_for(lambda: _waiting_on_a_lock(db))
+        await wait_for(lambda: statements_running(db, "-- job_insert", on_a_lock=True))
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-    await wait_for(lambda: _no_insert_runs(db))
+
+    async def no_insert_runs() -> bool:
+        return not await statements_running(db, "-- job_insert")
+
+    await wait_for(no_insert_runs)
     row = db.execute("SELECT count(*) FROM awa.jobs WHERE args ? 'cancelled'").fetchone()
     assert row == (0,)
     job = await client.insert({"after": True}, kind="k")
     assert job.args == {"after": True}
-
-
-async def _no_insert_runs(db: psycopg.Connection[Any]) -> bool:
-    row = db.execute(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-        "AND state = 'active' AND query LIKE '-- job_insert%%'"
-    ).fetchone()
-    return row == (0,)
-
-
-async def _waiting_on_a_lock(db: psycopg.Connection[Any]) -> bool:
-    row = db.execute(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-        # The statement's opening line: pg_stat_activity keeps only its first 1 KiB.
-        "AND wait_event_type = 'Lock' AND query LIKE '-- job_insert%%'"
-    ).fetchone()
-    return row is not None and row[0] > 0
 
 
 @asynccontextmanager

@@ -11,7 +11,7 @@ import pytest
 import awa
 from awa.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY
 from awa.db import migrations
-from tests.helpers import wait_for
+from tests.helpers import statements_running, wait_for
 
 
 async def test_migrate_is_idempotent_and_concurrent_safe(empty_database_url: str) -> None:
@@ -161,19 +161,14 @@ def test_the_job_defaults_of_the_client_are_the_tables(db: psycopg.Connection[An
     ]
 
 
+MIGRATION_DDL = "ALTER TABLE awa.jobs ADD COLUMN test_future"
+
+
 def _with_a_future_migration(monkeypatch: pytest.MonkeyPatch, ddl: str) -> int:
     every = migrations.migrations()
     future = migrations.Migration(every[-1].version + 1, "test_future", ddl)
     monkeypatch.setattr(migrations, "migrations", lambda: (*every, future))
     return future.version
-
-
-async def _migrate_waits_on_a_lock(db: psycopg.Connection[Any]) -> bool:
-    row = db.execute(
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-        "AND query LIKE 'ALTER TABLE awa.jobs ADD COLUMN test_future%%'"
-    ).fetchone()
-    return row is not None and row[0] > 0
 
 
 async def test_an_upgrade_that_deadlocks_with_the_fleet_is_tried_again(
@@ -196,7 +191,7 @@ async def test_an_upgrade_that_deadlocks_with_the_fleet_is_tried_again(
             " VALUES ('c', '* * * * *', 'k', 'q')"
         )
         migrating = asyncio.ensure_future(client.migrate())
-        await wait_for(lambda: _migrate_waits_on_a_lock(db))
+        await wait_for(lambda: statements_running(db, MIGRATION_DDL, on_a_lock=True))
         # The migration holds jobs and waits for cron_schedules: this closes the cycle.
         await fire.execute("INSERT INTO awa.jobs (kind, queue) VALUES ('k', 'q')")
         await fire.commit()

@@ -150,7 +150,8 @@ async def migrate(conn: AsyncConnection[Any]) -> list[int]:
 
 
 def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 async def _migrate_once(conn: AsyncConnection[Any], *, upgrade: bool) -> list[int]:

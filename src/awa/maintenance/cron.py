@@ -175,9 +175,9 @@ class CronService:
             rows = await cur.fetchall()
         live = [(row, expr) for row in rows
                 if not row["paused"] and (expr := self._expression(row)) is not None]  # fmt: skip
+        looked_at = self._looked_at(epoch, now)
         # Off the loop, in one hop per tick: a catch-up of a per-second schedule near a DST
         # change costs seconds of CPU, and the loop renews the leader's lease meanwhile.
-        looked_at = self._looked_at(epoch, now)
         due = await asyncio.to_thread(_all_due, live, now, looked_at)
         enqueued = 0
         for (row, _), fires in zip(live, due, strict=True):
