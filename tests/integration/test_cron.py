@@ -366,7 +366,9 @@ async def test_cli_tables_show_times_in_utc(
     the next fire read as earlier than the last (a review)."""
     await register(await client._get_pool(), [client.periodic("hourly", "0 * * * *", {},
                                                               kind="k")])  # fmt: skip
-    db.execute("UPDATE awa.cron_schedules SET last_fire_at = '2026-12-06 18:00:00+00'")
+    # Long past: shown in Tokyo's time it could not be mistaken for the next fire (with
+    # the last fire a day ago, the check failed during one hour of a day).
+    db.execute("UPDATE awa.cron_schedules SET last_fire_at = '2020-01-01 18:00:00+00'")
     (name,) = db.execute("SELECT current_database()").fetchall()[0]
     db.execute(f"ALTER DATABASE \"{name}\" SET timezone = 'Asia/Tokyo'")  # test-only name
     try:
@@ -375,7 +377,7 @@ async def test_cli_tables_show_times_in_utc(
     finally:
         db.execute(f'ALTER DATABASE "{name}" RESET timezone')
     out = capsys.readouterr().out
-    assert "2026-12-06 18:00:00" in out and "2026-12-07 03:00:00" not in out
+    assert "2020-01-01 18:00:00" in out and "2020-01-02 03:00:00" not in out
 
 
 @dataclasses.dataclass
