@@ -11,8 +11,9 @@ import pytest
 
 import awa
 from awa.client import batch
+from awa.maintenance import pruner
 from awa.worker import upkeep
-from tests.helpers import FAST_WORKER, noop_task, wait_for
+from tests.helpers import FAST_WORKER, lead_maintenance, noop_task, wait_for
 
 
 def _queues(db: psycopg.Connection[Any]) -> dict[int, tuple[str, int, int, str]]:
@@ -253,3 +254,26 @@ async def test_a_moved_job_leaves_its_partition_behind(
         "SELECT id, partition_key FROM awa.jobs WHERE id = ANY(%s) ORDER BY id", (ids,)
     ).fetchall()
     assert rows == [(ids[0], "customer-7"), (ids[1], None), (ids[2], None)]
+
+
+async def test_the_leader_prunes_operations_ended_past_the_retention(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    await _jobs(client, 3, kind="k", queue="q")
+    old = await client.apply_batch(awa.SetPriority(1), queue="q")
+    cancelled = await client.apply_batch(awa.SetPriority(2), queue="q", wait=False)
+    await client.cancel_batch(cancelled.id)
+    recent = await client.apply_batch(awa.SetPriority(3), queue="q")
+    open_op = await client.apply_batch(awa.SetPriority(4), queue="q", wait=False)
+    db.execute(
+        "UPDATE awa.batch_operations SET finalized_at = now() - interval '8 days'"
+        " WHERE id = ANY(%s)",
+        ([old.id, cancelled.id],),
+    )
+    db.execute(  # an open operation is never pruned, however old
+        "UPDATE awa.batch_operations SET created_at = now() - interval '9 days' WHERE id = %s",
+        (open_op.id,),
+    )
+    pool = await client._get_pool()
+    assert await pruner.prune_ended_batches(pool, 7 * 24 * 3_600_000, lead_maintenance(db)) == 2
+    assert sorted(b.id for b in await client.list_batches()) == [recent.id, open_op.id]

@@ -155,6 +155,7 @@ BATCH_CANCEL = load("batch_cancel")
 BATCH_GET = load("batch_get")
 BATCH_LIST = load("batch_list")
 BATCH_LIST_STALLED = load("batch_list_stalled")
+BATCH_PRUNE = load("batch_prune")
 
 # awa.testing
 JOB_NEXT_AVAILABLE_OF_KIND = load("job_next_available_of_kind")

@@ -1,6 +1,6 @@
 """Retention, deleted in batches: finished jobs, dead-lettered jobs past their
-retention, silent runtime instances, rate buckets refilled to their burst and lapsed
-handoff seats."""
+retention, ended batch operations, silent runtime instances, rate buckets refilled to
+their burst and lapsed handoff seats."""
 
 from __future__ import annotations
 
@@ -54,6 +54,13 @@ async def prune_dlq(pool: AsyncConnectionPool, retention_ms: int, epoch: int) ->
     """Delete dead-lettered jobs older than ``retention_ms``; returns how many."""
     params = {"retention_ms": retention_ms, "limit": BATCH, "epoch": epoch}
     return await _in_batches(pool, sql.DLQ_PRUNE, params)
+
+
+async def prune_ended_batches(pool: AsyncConnectionPool, retention_ms: int, epoch: int) -> int:
+    """Delete batch operations that ended (completed or cancelled) more than
+    ``retention_ms`` ago; returns how many."""
+    params = {"retention_ms": retention_ms, "limit": BATCH, "epoch": epoch}
+    return await _in_batches(pool, sql.BATCH_PRUNE, params)
 
 
 async def prune_full_rate_buckets(pool: AsyncConnectionPool, epoch: int) -> int:

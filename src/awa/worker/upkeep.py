@@ -103,8 +103,9 @@ class Upkeep:
         await self.progress_flusher.stop()
 
     async def prune(self) -> None:
-        """Retention of the dead letter queue."""
+        """Retention of the dead letter queue and of ended batch operations."""
         await pruner.prune_dlq(self.pool, self.config.dlq_retention_ms, self._epoch())
+        await pruner.prune_ended_batches(self.pool, self.config.failed_retention_ms, self._epoch())
 
     # -- ticks -----------------------------------------------------------------------
 
