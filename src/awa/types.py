@@ -37,6 +37,18 @@ class JobState(enum.StrEnum):
 
 _FINAL_STATES = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED})
 
+# The states ``cancel(id)`` and ``retry(id)`` change (job_cancel.sql, job_retry.sql); a job
+# in another state is returned as it is. The dashboard offers, and the CLI attempts, only
+# what applies.
+CANCEL_APPLIES_TO = frozenset(
+    {JobState.SCHEDULED, JobState.AVAILABLE, JobState.RUNNING, JobState.RETRYABLE,
+     JobState.WAITING_EXTERNAL}
+)  # fmt: skip
+RETRY_APPLIES_TO = frozenset(
+    {JobState.SCHEDULED, JobState.RETRYABLE, JobState.FAILED, JobState.CANCELLED,
+     JobState.COMPLETED, JobState.WAITING_EXTERNAL}
+)  # fmt: skip
+
 
 class RunningAttempt(Protocol):
     """The worker's attempt running a job (``awa.worker.attempt.Attempt``), as the job's

@@ -135,6 +135,10 @@ def test_job_commands(awa_cli: Awa, sync_client: awa.Client) -> None:
     assert cancelled.returncode == 0 and cancelled.json()["state"] == "cancelled"
     retried = awa_cli("job", "retry", str(job.id), "--json")
     assert retried.returncode == 0 and retried.json()["state"] == "available"
+    assert retried.stderr_lines == []
+    again = awa_cli("job", "retry", str(job.id))  # available already: says it changed nothing
+    assert again.returncode == 0
+    assert again.stderr_lines == [f"nothing to retry: job {job.id} is available"]
 
     missing = awa_cli("job", "get", "999999")
     assert missing.returncode == 1 and len(missing.stderr_lines) == 1

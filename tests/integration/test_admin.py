@@ -10,6 +10,7 @@ import pytest
 from psycopg import conninfo
 
 import awa
+from awa.types import CANCEL_APPLIES_TO, RETRY_APPLIES_TO
 
 
 async def _fail(db: psycopg.Connection[Any], job_id: int) -> None:
@@ -131,6 +132,30 @@ async def test_cancel_and_retry_round_trip(
     assert retried.max_attempts == 2  # exhausted budget widened so the retry can run
     with pytest.raises(awa.JobNotFound):
         await client.cancel(123_456)
+
+
+@pytest.mark.parametrize("action", ["cancel", "retry"])
+async def test_the_states_each_action_applies_to_are_the_ones_it_changes(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], action: str
+) -> None:
+    """The CLI and the dashboard offer cancel and retry only for the states in
+    awa.types.CANCEL_APPLIES_TO / RETRY_APPLIES_TO: those must be exactly the states the
+    statements change."""
+    applies = {"cancel": CANCEL_APPLIES_TO, "retry": RETRY_APPLIES_TO}[action]
+    changed = set()
+    for state in awa.JobState:
+        job = await client.insert({"state": state.value}, kind="k")
+        db.execute(
+            "UPDATE awa.jobs SET state = %s, attempt = 1, attempted_at = now(),"
+            " heartbeat_at = now(), finalized_at = CASE WHEN %s THEN now() END WHERE id = %s",
+            (state.value, state.value in ("completed", "failed", "cancelled"), job.id),
+        )
+        before = db.execute("SELECT xmin::text FROM awa.jobs WHERE id = %s", (job.id,)).fetchone()
+        await getattr(client, action)(job.id)
+        after = db.execute("SELECT xmin::text FROM awa.jobs WHERE id = %s", (job.id,)).fetchone()
+        if after != before:
+            changed.add(state)
+    assert changed == set(applies)
 
 
 async def test_retry_failed_and_discard_failed(

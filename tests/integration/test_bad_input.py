@@ -285,6 +285,8 @@ CASES = [
       "older_than"),
     C("purge_dlq no filter", lambda c: c.purge_dlq(), V, "filter"),
     C("purge_dlq ids", lambda c: c.purge_dlq([-1]), V, "ids"),
+    C("purge_dlq id 0", lambda c: c.purge_dlq(0), V, "ids"),  # one id, as for move
+    C("purge_dlq older -1", lambda c: c.purge_dlq(older_than=-1), V, "older_than"),
     # -- external callbacks --------------------------------------------------------------
     C("complete_external id", lambda c: c.complete_external("nope"), V, "callback_id"),
     C("complete_external int", lambda c: c.complete_external(5), V, "callback_id"),

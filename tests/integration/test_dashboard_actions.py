@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import re
 from typing import Any
+from urllib.parse import urlencode
 
+import psycopg
 import pytest
 
 pytest.importorskip("fastapi")
@@ -76,6 +78,39 @@ def test_a_queue_name_with_spaces_at_its_ends_is_the_queue_acted_on(database_url
     assert stats == {" padded ": True}  # not a new queue "padded"
 
 
+def test_names_with_spaces_at_their_ends_are_kept_by_every_form(database_url: str) -> None:
+    """A review found the pool, fleet-limits and batch forms trimming names the API keeps
+    as given: saving an unchanged pool swapped member " padded " for a queue "padded",
+    and a batch for kind " sp " changed the jobs of kind "sp"."""
+
+    async def seed(client: awa.AsyncClient) -> None:
+        await client.insert_many([{}] * 3, kind=" sp ", queue=" padded ")
+        await client.insert({}, kind="sp", queue=" padded ")
+
+    _run(database_url, seed)
+    with _http(database_url) as http:
+        token = _csrf(http, "/pool")
+        pool = [("csrf_token", token), ("total", "4"), ("member_queue", " padded "),
+                ("member_min", " 2 "), ("member_weight", "3")]  # fmt: skip
+        form_type = {"content-type": "application/x-www-form-urlencoded"}
+        saved = http.post(PREFIX + "/actions/pool", content=urlencode(pool), headers=form_type,
+                          follow_redirects=False)  # fmt: skip
+        assert saved.is_redirect
+        limits = {"csrf_token": token, "queue": " padded ", "concurrency": "2",
+                  "partition_by": " tenant "}  # fmt: skip
+        saved = http.post(PREFIX + "/actions/queue/limits", data=limits, follow_redirects=False)
+        assert saved.is_redirect
+        preview = http.get(PREFIX + "/batches", params={"op": "set_priority", "priority": "1",
+                                                         "kind": " sp "})  # fmt: skip
+        assert preview.status_code == 200 and "3 job" in preview.text
+
+    stored = _run(database_url, lambda c: c.fleet_pool())
+    assert stored is not None and list(stored.queues) == [" padded "]
+    assert stored.queues[" padded "] == awa.PoolMember(min_workers=2, weight=3)
+    limits_stored = _run(database_url, lambda c: c.queue_limits(" padded "))
+    assert limits_stored is not None and limits_stored.partition_by == " tenant "
+
+
 def test_numbers_that_are_not_ascii_digits_are_a_400(database_url: str) -> None:
     with _http(database_url) as http:
         token = _csrf(http, "/")
@@ -86,3 +121,38 @@ def test_numbers_that_are_not_ascii_digits_are_a_400(database_url: str) -> None:
                       "op=move_queue&to=beta&ids=99999999999999999999"):  # fmt: skip
             preview = http.get(f"{PREFIX}/batches?{query}")  # the form says what is wrong
             assert preview.status_code == 200 and "must be" in preview.text, query
+
+
+def test_a_job_page_offers_only_the_actions_that_would_change_the_job(database_url: str) -> None:
+    """A review: both buttons showed whatever the state — cancel on a finished job "did"
+    nothing (and the audit log read like a real cancel), and a dead-lettered job's
+    buttons answered 404 on the page showing it."""
+
+    async def seed(client: awa.AsyncClient) -> list[int]:
+        return [j.id for j in await client.insert_many([{}] * 4, kind="k", queue="q")]
+
+    available, completed, running, dead = _run(database_url, seed)
+    with psycopg.connect(database_url, autocommit=True) as db:
+        db.execute("UPDATE awa.jobs SET state = 'completed', finalized_at = now() WHERE id = %s",
+                   (completed,))  # fmt: skip
+        db.execute("UPDATE awa.jobs SET state = 'running', attempt = 1, attempted_at = now(),"
+                   " heartbeat_at = now() WHERE id = %s", (running,))  # fmt: skip
+        db.execute("UPDATE awa.jobs SET state = 'failed', finalized_at = now() WHERE id = %s",
+                   (dead,))  # fmt: skip
+    _run(database_url, lambda c: c.move_failed_to_dlq([dead]))
+    with _http(database_url) as http:
+        shown = {}
+        for job_id in (available, completed, running, dead):
+            page = http.get(f"{PREFIX}/jobs/{job_id}")
+            assert page.status_code == 200
+            shown[job_id] = (
+                'id="retry-job"' in page.text,
+                'id="cancel-job"' in page.text,
+                f"awa dlq retry {job_id}" in page.text,
+            )
+    assert shown == {
+        available: (False, True, False),
+        completed: (True, False, False),
+        running: (False, True, False),
+        dead: (False, False, True),
+    }

@@ -123,7 +123,7 @@ async def test_limits_form_sets_shows_and_clears(site: Site, client: awa.AsyncCl
     assert page.status == 200 and "No fleet limits" in page.body and 'id="limits-form"' in page.body
 
     form = [("queue", "email"), ("concurrency", "10"), ("rate_limit", "2.5"), ("burst", ""),
-            ("partition_by", " tenant ")]  # fmt: skip
+            ("partition_by", "tenant")]  # fmt: skip
     reply = await site.post("/actions/queue/limits", form)
     assert (reply.status, reply.headers.get("hx-redirect")) == (200, "/queues/email")
     stored = await client.queue_limits("email")

@@ -57,7 +57,7 @@ async def test_round_trip_failed_job_moves_to_dlq_and_retries_with_fresh_budget(
             await client.get_job(exhausted.id)
 
         fail[0] = False
-        (retried,) = await client.retry_from_dlq([exhausted.id])
+        (retried,) = await client.retry_from_dlq(exhausted.id)  # one id, or a list
         assert retried.id == exhausted.id and retried.attempt == 0
         assert retried.state is awa.JobState.AVAILABLE and len(retried.errors) == 1
 

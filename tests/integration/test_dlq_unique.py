@@ -111,6 +111,9 @@ def test_cli_points_at_the_dlq_and_checks_its_filters(
     base = ["--database-url", database_url]
     assert cli([*base, "job", "get", str(job.id)]) == 1
     assert f"awa dlq get {job.id}" in capsys.readouterr().err
+    for action in ("retry", "cancel"):  # a review: these said only "not found"
+        assert cli([*base, "job", action, str(job.id)]) == 1
+        assert f"awa dlq retry {job.id} runs it again" in capsys.readouterr().err
     assert cli([*base, "job", "get", str(job.id + 1000)]) == 1
     assert "dead letter" not in capsys.readouterr().err
     assert cli([*base, "dlq", "move"]) == 2

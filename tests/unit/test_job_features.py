@@ -62,7 +62,8 @@ def test_dlq_filters_refuse_an_empty_bulk_action() -> None:
 @pytest.mark.parametrize(
     ("ids", "older_than", "field"),
     [
-        (42, None, "ids"),  # one id where a list of them belongs
+        (0, None, "ids[]"),  # one id (as 42 is taken), but none has id 0
+        (True, None, "ids"),  # a bool is no id
         ("42", None, "ids"),
         ([2**70], None, "ids[]"),  # past PostgreSQL's bigint
         (None, 10**400, "older_than"),  # past any float
@@ -74,6 +75,11 @@ def test_dlq_filters_refuse_what_the_database_could_not_take(
     with pytest.raises(awa.ValidationError) as info:
         filters(ids, None, None, older_than, allow_all=False)
     assert info.value.field == field
+
+
+def test_dlq_filters_take_one_id_or_a_list() -> None:
+    assert filters(42, None, None, None, allow_all=False)["ids"] == [42]
+    assert filters([42, 43], None, None, None, allow_all=False)["ids"] == [42, 43]
 
 
 def test_a_dlq_cursor_past_bigint_is_refused_as_the_cursor() -> None:

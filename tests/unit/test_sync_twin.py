@@ -30,6 +30,22 @@ def test_every_async_method_has_a_generated_blocking_twin() -> None:
         assert twin._method is getattr(awa.AsyncClient, name), name
 
 
+def test_a_blocking_twin_shows_its_async_methods_signature() -> None:
+    """help(), inspect.signature and IDEs saw an extra leading ``self`` on every bound
+    twin (``signature(...).bind`` then misplaced the arguments), and looking a twin up on
+    the class gave an object ``inspect`` refused (found by a review)."""
+    sync, core = awa.Client("postgresql://user@localhost/db"), awa.AsyncClient("postgresql://u@h/d")
+    try:
+        for name in _public_coroutines(awa.AsyncClient) - {"close"}:
+            bound = inspect.signature(getattr(sync, name))
+            assert bound == inspect.signature(getattr(core, name)), name
+            on_class = inspect.signature(getattr(awa.Client, name))
+            assert on_class == inspect.signature(getattr(awa.AsyncClient, name)), name
+        assert inspect.signature(sync.insert).bind({"n": 1}, kind="k").arguments["args"] == {"n": 1}
+    finally:
+        sync.close()
+
+
 @pytest.mark.parametrize("make", [awa.AsyncClient, awa.Client], ids=["async", "sync"])
 def test_a_client_refuses_to_be_pickled_saying_what_to_do(make: Any) -> None:
     """Passed to a process pool, a client failed deep in pickle on an asyncio Task."""

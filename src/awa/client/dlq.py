@@ -80,7 +80,7 @@ def _older_than_ms(value: timedelta | float | None) -> int | None:
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
     else:
-        seconds = validate.number("older_than", value, above=-1)
+        seconds = validate.number("older_than", value)
     if seconds < 0:
         raise ValidationError("older_than", f"must not be negative, got {value!r}")
     if seconds > MAX_OLDER_THAN_S:  # the statement takes milliseconds as a bigint
@@ -89,12 +89,14 @@ def _older_than_ms(value: timedelta | float | None) -> int | None:
 
 
 def _filter_params(
-    ids: Sequence[int] | None,
+    ids: int | Sequence[int] | None,
     kind: str | None,
     queue: str | None,
     older_than: timedelta | float | None,
 ) -> dict[str, Any]:
-    """Validated filter parameters."""
+    """Validated filter parameters (``ids`` one id or several)."""
+    if isinstance(ids, int) and not isinstance(ids, bool):
+        ids = [ids]
     return {
         "ids": None if ids is None else validate.row_ids("ids", ids),
         "kind": None if kind is None else validate.text("kind", kind),
@@ -104,7 +106,7 @@ def _filter_params(
 
 
 def filters(
-    ids: Sequence[int] | None,
+    ids: int | Sequence[int] | None,
     kind: str | None,
     queue: str | None,
     older_than: timedelta | float | None,
@@ -144,7 +146,7 @@ async def list_dead(
 
 async def retry(
     conn: AsyncConnection[Any],
-    ids: Sequence[int] | None = None,
+    ids: int | Sequence[int] | None = None,
     *,
     kind: str | None = None,
     queue: str | None = None,
@@ -170,7 +172,7 @@ async def retry(
 
 async def purge(
     conn: AsyncConnection[Any],
-    ids: Sequence[int] | None = None,
+    ids: int | Sequence[int] | None = None,
     *,
     kind: str | None = None,
     queue: str | None = None,
@@ -216,8 +218,7 @@ async def move_failed(
     allow_all: bool = False,
 ) -> int:
     """Move matching ``failed`` jobs from ``awa.jobs`` into the DLQ; returns how many."""
-    id_list: Sequence[int] | None = [ids] if isinstance(ids, int) else ids
-    params = _filter_params(id_list, kind, queue, None)
+    params = _filter_params(ids, kind, queue, None)
     del params["older_than_ms"]
     validate.filtered_or_allowed(
         all(v is None for v in params.values()), allow_all,

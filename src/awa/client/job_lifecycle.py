@@ -157,15 +157,16 @@ class JobLifecycle:
 
     async def retry_from_dlq(
         self,
-        ids: Sequence[int] | None = None,
+        ids: int | Sequence[int] | None = None,
         *,
         kind: str | None = None,
         queue: str | None = None,
         older_than: timedelta | float | None = None,
         allow_all: bool = False,
     ) -> list[Job[Any]]:
-        """Move matching dead-lettered jobs back to ``available`` with a fresh attempt
-        budget. With no filter at all, refuses unless ``allow_all=True``."""
+        """Move matching dead-lettered jobs — one id, several, or by ``kind``/``queue``/
+        ``older_than`` — back to ``available`` with a fresh attempt budget. With no filter
+        at all, refuses unless ``allow_all=True``."""
         return await self._bulk_dlq(
             lambda conn: dlq.retry(
                 conn, ids, kind=kind, queue=queue, older_than=older_than, allow_all=allow_all
@@ -174,15 +175,16 @@ class JobLifecycle:
 
     async def purge_dlq(
         self,
-        ids: Sequence[int] | None = None,
+        ids: int | Sequence[int] | None = None,
         *,
         kind: str | None = None,
         queue: str | None = None,
         older_than: timedelta | float | None = None,
         allow_all: bool = False,
     ) -> int:
-        """Delete matching dead-lettered jobs; returns how many. With no filter at all,
-        refuses unless ``allow_all=True``."""
+        """Delete matching dead-lettered jobs (one id, several, or by ``kind``/``queue``/
+        ``older_than``); returns how many. With no filter at all, refuses unless
+        ``allow_all=True``."""
         return await self._bulk_dlq(
             lambda conn: dlq.purge(
                 conn, ids, kind=kind, queue=queue, older_than=older_than, allow_all=allow_all

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, Self, TypeVar, overload
@@ -37,22 +38,35 @@ class _blocking(Generic[P, R]):
     def __init__(self, method: Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]) -> None:
         self._method = method
         self.__doc__ = method.__doc__
+        # What introspection (help, inspect.signature, IDEs) shows for a bound call: the
+        # async method's parameters without its ``self`` (functools.wraps alone led
+        # ``inspect`` back to the unbound function, self included).
+        signature = inspect.signature(method)
+        self._bound_signature = signature.replace(
+            parameters=list(signature.parameters.values())[1:]
+        )
+
+        def unbound(owner: _Bridged, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            return owner._portal.call(method(owner._core, *args, **kwargs))
+
+        self._unbound: Callable[Concatenate[Any, P], R] = functools.wraps(method)(unbound)
 
     @overload
-    def __get__(self, owner: None, cls: type | None = None) -> _blocking[P, R]: ...
+    def __get__(self, owner: None, cls: type | None = None) -> Callable[Concatenate[Any, P], R]: ...
     @overload
     def __get__(self, owner: _Bridged, cls: type | None = None) -> Callable[P, R]: ...
     def __get__(
         self, owner: _Bridged | None, cls: type | None = None
-    ) -> _blocking[P, R] | Callable[P, R]:
-        if owner is None:
-            return self
+    ) -> Callable[Concatenate[Any, P], R] | Callable[P, R]:
+        if owner is None:  # looked up on the class: a plain function, as a method is
+            return self._unbound
         method, core, portal = self._method, owner._core, owner._portal
 
         @functools.wraps(method)
         def call(*args: P.args, **kwargs: P.kwargs) -> R:
             return portal.call(method(core, *args, **kwargs))
 
+        call.__signature__ = self._bound_signature  # type: ignore[attr-defined]
         return call
 
 

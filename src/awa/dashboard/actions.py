@@ -115,6 +115,13 @@ def _optional(form: FormData, name: str) -> str | None:
     return raw.strip() if isinstance(raw, str) and raw.strip() else None
 
 
+def _optional_name(form: FormData, name: str) -> str | None:
+    """A name as sent (spaces at its ends are part of it, as in the API), or None when
+    blank."""
+    raw = form.get(name)
+    return raw if isinstance(raw, str) and raw.strip() else None
+
+
 def _optional_int(form: FormData, name: str) -> int | None:
     text = _optional(form, name)
     return None if text is None else _int_text(name, text)
@@ -174,7 +181,7 @@ async def set_limits(request: Request, form: FormData) -> Response:
         concurrency=_optional_int(form, "concurrency"),
         rate_limit=_optional_float(form, "rate_limit"),
         burst=_optional_int(form, "burst"),
-        partition_by=_optional(form, "partition_by"),
+        partition_by=_optional_name(form, "partition_by"),
     )
     detail = "none: cleared" if stored is None else ", ".join(
         f"{k}={'-' if getattr(stored, k) is None else getattr(stored, k)}" for k in LIMIT_FIELDS
@@ -199,8 +206,10 @@ def _pool_members(form: FormData) -> dict[str, awa.PoolMember]:
         raise awa.ValidationError("queues", "every member row needs a queue, min and weight")
     members: dict[str, awa.PoolMember] = {}
     for row, (name, low, weight) in enumerate(zip(names, mins, weights, strict=True), 1):
-        name, low, weight = (str(v).strip() for v in (name, low, weight))
-        if not name:
+        # the numbers are trimmed; the queue's name is kept as sent (spaces at its ends
+        # are part of it: trimming it would swap the member for another queue)
+        name, low, weight = str(name), str(low).strip(), str(weight).strip()
+        if not name.strip():
             if low or weight:
                 raise awa.ValidationError("queues", f"row {row} has no queue name")
             continue

@@ -52,8 +52,8 @@ def _decimal(text: str) -> bool:
 
 
 def _name(source: Mapping[str, Any], name: str) -> str | None:
-    """A queue name as sent, or None when blank: the API allows spaces at its ends, and
-    trimming it would act on another queue."""
+    """A queue or kind name as sent, or None when blank: the API allows spaces at its
+    ends, and trimming it would act on other jobs."""
     raw = source.get(name)
     return raw if isinstance(raw, str) and raw.strip() else None
 
@@ -71,7 +71,7 @@ def parse(source: Mapping[str, Any]) -> tuple[awa.MoveQueue | awa.SetPriority, d
     else:
         raise awa.ValidationError("op", f"must be one of {', '.join(OPS)}, got {op!r}")
     filters: dict[str, Any] = {name: _text(source, name) for name in FILTERS}
-    filters["queue"] = _name(source, "queue")
+    filters["queue"], filters["kind"] = _name(source, "queue"), _name(source, "kind")
     filters["ids"] = _ids(source)
     return operation, filters
 

@@ -26,6 +26,7 @@ from awa.dashboard.views import (
     pool_view,
     queue_views,
 )
+from awa.types import CANCEL_APPLIES_TO, RETRY_APPLIES_TO
 
 JOB_LIMITS = (20, 50, 100, 500)
 
@@ -118,10 +119,16 @@ async def job_detail(request: Request) -> Response:
         explanation = await d.client.explain(job_id)
     except (awa.JobNotFound, awa.ValidationError):  # none, or none can have that id (0)
         return d.render(request, "error.html", {"message": f"job {job_id} not found"}, 404)
+    state = explanation.job.state
     context = {
         "active": "jobs",
         "job": explanation.job,
         "explanation": explanation,
+        # only the actions that would change the job (the API returns it unchanged
+        # otherwise); a dead-lettered job is retried from the dead letter queue
+        "dead_lettered": any(r.details.get("dead_letter") for r in explanation.reasons),
+        "can_retry": state in RETRY_APPLIES_TO,
+        "can_cancel": state in CANCEL_APPLIES_TO,
         "audit": [e for e in d.audit.recent() if e.target == f"job {job_id}"][:10],
     }
     return d.page(request, "job.html", "_job_live.html", context)

@@ -132,8 +132,9 @@ async def _apply(client: awa.AsyncClient, args: argparse.Namespace) -> awa.Batch
 
     if args.json or not sys.stderr.isatty():  # the bar, which names it, is not shown
         sys.stderr.write(
-            f"awa: batch {op.id}: {op.total} job(s); interrupted, it goes on in a worker's "
-            f"maintenance leader (awa batch cancel {op.id} ends it)\n"
+            f"awa: batch {op.id}: {op.total} job(s); if this is interrupted, awa batch "
+            f"resume {op.id} or a worker's maintenance leader carries it on (awa batch "
+            f"cancel {op.id} ends it)\n"
         )
     try:
         return await client.run_batch(op.id, on_progress=advance)

@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Awaitable
 from typing import Any
 
 import awa
 from awa.cli.args import positive_int, row_id, with_example
 from awa.cli.commands import job_enqueue, job_explain
 from awa.cli.output import print_json, print_table
+from awa.types import CANCEL_APPLIES_TO, RETRY_APPLIES_TO
 
 
 def register(sub: Any) -> None:
@@ -82,17 +85,38 @@ def check_retry_failed(args: argparse.Namespace) -> None:
         raise awa.ValidationError("kind", "give --kind or --queue (or both)")
 
 
-async def _get_or_point_at_dlq(client: awa.AsyncClient, job_id: int) -> awa.Job[Any]:
-    """The job, or JobNotFound that says where a dead-lettered one went."""
+async def _pointing_at_dlq(
+    client: awa.AsyncClient, job_id: int, work: Awaitable[awa.Job[Any]]
+) -> awa.Job[Any]:
+    """What ``work`` (a get, cancel or retry of ``job_id``) returns, or JobNotFound that
+    says where a dead-lettered job went."""
     try:
-        return await client.get_job(job_id)
+        return await work
     except awa.JobNotFound as missing:
         try:
             await client.get_dlq_job(job_id)
         except awa.JobNotFound:
             raise missing from None
-        missing.args = (f"job {job_id} is in the dead letter queue (awa dlq get {job_id})",)
+        missing.args = (
+            f"job {job_id} is in the dead letter queue (awa dlq get {job_id}; "
+            f"awa dlq retry {job_id} runs it again)",
+        )
         raise missing from None
+
+
+# The states each action changes (from the API's statements); in another it changes
+# nothing, and the CLI says so rather than print the job as if it had acted.
+_APPLIES_TO = {"cancel": CANCEL_APPLIES_TO, "retry": RETRY_APPLIES_TO}
+
+
+async def _act(client: awa.AsyncClient, action: str, job_id: int) -> awa.Job[Any]:
+    """Cancel or retry ``job_id`` when its state is one the action changes; otherwise say
+    on stderr that there is nothing to do (the job is still printed; exit status 0)."""
+    job = await _pointing_at_dlq(client, job_id, client.get_job(job_id))
+    if job.state not in _APPLIES_TO[action]:
+        print(f"nothing to {action}: job {job_id} is {job.state.value}", file=sys.stderr)
+        return job
+    return await (client.cancel(job_id) if action == "cancel" else client.retry(job_id))
 
 
 async def run(args: argparse.Namespace, url: str | None) -> int:
@@ -123,11 +147,9 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
             else:
                 print(f"discarded {count} failed job(s)")
             return 0
-        if args.action == "cancel":
-            job = await client.cancel(args.id)
-        elif args.action == "retry":
-            job = await client.retry(args.id)
+        if args.action in _APPLIES_TO:
+            job = await _act(client, args.action, args.id)
         else:
-            job = await _get_or_point_at_dlq(client, args.id)
+            job = await _pointing_at_dlq(client, args.id, client.get_job(args.id))
         _show(job, args.json or args.action == "dump")
     return 0
