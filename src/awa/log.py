@@ -43,8 +43,10 @@ _EXPECTED_FAULTS = (psycopg.Error, OSError, DatabaseError, SchemaNotMigrated)
 
 
 def fault(exc: BaseException) -> str:
-    """``exc`` as a log line names it: its type, then its message (some have none)."""
-    text = str(exc)
+    """``exc`` as a log line names it: its type, then its message (some have none) on
+    one line — libpq's messages hold newlines, and a log collector (journald,
+    Kubernetes) stores each line of a text log as an event of its own."""
+    text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import signal
+import socket
 import subprocess
 import sys
 from typing import Any
@@ -81,6 +82,19 @@ def test_health_reports_an_unreachable_database(awa_cli: Awa) -> None:
     report = down.json()
     assert report["ready"] is False and report["postgres_connected"] is False
     assert "cannot connect" in report["reason"]
+
+
+def test_health_is_bounded_when_the_database_does_not_answer(awa_cli: Awa) -> None:
+    """A server that accepts connections but never answers (frozen, partitioned) made
+    `awa health` wait libpq's connect timeout twice, about 20 s, past any probe's own
+    timeout (a review); the probe as a whole is now bounded."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        port = silent.getsockname()[1]
+        down = awa_cli("health", "--json", url=f"postgresql://nobody@127.0.0.1:{port}/nothing")
+    assert down.returncode == 1
+    report = down.json()
+    assert report["postgres_connected"] is False
+    assert report["reason"] == "the database did not answer in 5 s"
 
 
 # -- queues and jobs ------------------------------------------------------------------

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+import signal
 import subprocess
 import sys
+from typing import Any
 
+import psycopg
 import pytest
 
 from tests.acceptance.conftest import Awa
 from tests.acceptance.support import ROOT, Result, cli_env
+from tests.helpers import wait_until
 from tests.integration.test_bad_input import awa_snapshot, seed
 
 LONG = "x" * 201
@@ -179,9 +183,11 @@ def test_a_reader_that_leaves_early_gets_no_traceback(database_url: str) -> None
 
 def test_a_bad_url_from_the_environment_is_named_by_its_variable() -> None:
     """It was blamed on `--database-url`, a flag nobody gave."""
-    for variable, command in (("AWA_DATABASE_URL", ["queue", "list"]),
-                              ("DATABASE_URL", ["queue", "list"]),
-                              ("AWA_DATABASE_URL", ["migrate", "--sql"])):  # fmt: skip
+    cases = [("AWA_DATABASE_URL", ["queue", "list"]), ("DATABASE_URL", ["queue", "list"]),
+             ("AWA_DATABASE_URL", ["migrate", "--sql"]),
+             # named before the module is imported (it was blamed on the module)
+             ("AWA_DATABASE_URL", ["worker", "no_such_module:client"])]  # fmt: skip
+    for variable, command in cases:
         ran = subprocess.run(
             [sys.executable, "-m", "awa", *command], cwd=ROOT,
             env={**cli_env(AWA_DATABASE_URL=""), variable: "garbage url"},
@@ -189,3 +195,51 @@ def test_a_bad_url_from_the_environment_is_named_by_its_variable() -> None:
         )  # fmt: skip
         result = Result(ran.returncode, ran.stdout, ran.stderr)
         _check(result, 2, f"{variable}: not a PostgreSQL URL", variable)
+
+
+@pytest.mark.parametrize("closed", [(0,), (1,), (2,), (0, 1, 2)], ids=["in", "out", "err", "all"])
+def test_a_command_started_with_a_standard_stream_closed_runs(
+    database_url: str, closed: tuple[int, ...]
+) -> None:
+    """Started with stdin, stdout or stderr closed (``>&-``, some service managers), a
+    command failed with a traceback, or uvloop aborted (SIGABRT) when it closed the socket
+    that had taken the free descriptor (a review of deployments)."""
+    ran = subprocess.run(
+        [sys.executable, "-m", "awa", "--database-url", database_url, "queue", "list"],
+        cwd=ROOT, env=cli_env(), preexec_fn=lambda: [os.close(fd) for fd in closed],
+        timeout=60, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 0
+
+
+@pytest.mark.parametrize("supervised", [False, True], ids=["worker", "supervisor"])
+def test_a_sigterm_during_the_applications_import_stops_the_worker_before_it_starts(
+    database_url: str, tmp_path: Any, supervised: bool
+) -> None:
+    """PID 1 of a container drops a signal it has no handler for: a SIGTERM sent while
+    the application's module was importing was lost, and the worker then started and
+    claimed jobs until it was killed (a review of deployments). SIGTERM is now held from
+    the start and honoured once the import is done: nothing starts, exit 0."""
+    with psycopg.connect(database_url, autocommit=True) as db:
+        db.execute("INSERT INTO awa.jobs (kind, queue) VALUES ('cli_echo', 'cli')")
+    marker, go = tmp_path / "importing", tmp_path / "go"
+    more = ["--processes", "2"] if supervised else []
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "awa", "--database-url", database_url, "worker",
+         "tests.apps.stopped_during_import_app:client", *more],
+        cwd=ROOT, stderr=subprocess.PIPE, text=True,
+        env=cli_env(AWA_TEST_IMPORT_MARKER=str(marker), AWA_TEST_IMPORT_GO=str(go)),
+    )  # fmt: skip
+    try:
+        wait_until(marker.exists, timeout=30)
+        proc.send_signal(signal.SIGTERM)
+        go.touch()
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    assert "SIGTERM before the worker started: exiting" in stderr
+    with psycopg.connect(database_url) as db:
+        assert db.execute("SELECT state::text, attempt FROM awa.jobs").fetchall() == [
+            ("available", 0)
+        ]

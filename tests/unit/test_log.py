@@ -200,3 +200,17 @@ def test_an_exception_whose_str_fails_is_still_the_attempts_failure() -> None:
     assert "str() failed with TypeError" in retried.error["error"]
     cancel = results.from_return(make_job(), awa.Cancel(reason=NotText()))  # type: ignore[arg-type]
     assert cancel.error is not None and "str() failed" in cancel.error["error"]
+
+
+def test_a_fault_with_a_multi_line_message_is_one_line() -> None:
+    """libpq's "connection refused" carries a second line ("Is the server running…"); a
+    text log split one event over two lines, stored by collectors as two (a review)."""
+    refused = psycopg.OperationalError(
+        'connection failed: connection to server at "127.0.0.1", port 5 failed: '
+        "Connection refused\n\tIs the server running on that host?"
+    )
+    assert awa.log.fault(refused) == (
+        'OperationalError: connection failed: connection to server at "127.0.0.1", port 5 '
+        "failed: Connection refused Is the server running on that host?"
+    )
+    assert awa.log.fault(TimeoutError()) == "TimeoutError"

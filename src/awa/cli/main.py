@@ -91,8 +91,27 @@ def _nothing_to_check(args: argparse.Namespace) -> None:
     return None
 
 
+def _reopen_closed_standard_streams() -> None:
+    """Put /dev/null on stdin, stdout or stderr if started with it closed (``>&-``, some
+    service managers): Python then has ``None`` for it, which a write fails on, and the
+    next socket takes the free descriptor — output meant for the terminal went into the
+    event loop's socket, and uvloop aborts on closing a descriptor below 3."""
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        opened = os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: this one
+        if opened != fd:  # cannot happen with the lower ones open; never guess
+            os.close(opened)
+            continue
+        setattr(sys, name, open(fd, mode, encoding="utf-8", closefd=False))  # noqa: SIM115
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
+    _reopen_closed_standard_streams()
     parser = build_parser()
     args = parser.parse_args(argv)
     needs_db = getattr(args, "needs_db", lambda a: True)(args)

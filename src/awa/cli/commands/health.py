@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import socket
 from collections.abc import Sequence
@@ -97,30 +98,50 @@ def worker_problems(
     return problems
 
 
+# The whole probe's bound: a database that accepts connections but does not answer
+# (frozen, a network partition) is reported within a probe's usual timeout, not after
+# libpq's connect timeout twice over.
+PROBE_BOUND_S = 5.0
+
+
+async def _diagnose(
+    client: awa.AsyncClient, args: argparse.Namespace
+) -> tuple[bool, str, list[str]]:
+    """(database reachable, why not ready or "ok", the workers' problems)."""
+    try:
+        await client.check_schema()  # connects first: libpq's reason when it cannot
+    except (awa.SchemaNotMigrated, awa.SchemaTooNew) as exc:
+        return True, str(exc), []
+    except awa.DatabaseError as exc:
+        return False, str(exc), []
+    if not args.worker:
+        return True, "ok", []
+    fresh = await client.list_runtime_instances()  # the last minute's
+    seen = {i.instance_id for i in fresh}
+    kept = await client.list_runtime_instances(fresh_ms=INSTANCE_EXPIRY_MS)
+    silent = [i for i in kept if i.instance_id not in seen]
+    return True, "ok", worker_problems(fresh, socket.gethostname(), silent)
+
+
 async def run(args: argparse.Namespace, url: str | None) -> int:
-    problems: list[str] = []
     client = awa.AsyncClient(url)  # not ``async with``: it would raise where we report
     try:
-        health = await client.health_check()
-        schema_ok = True
-        reason = "ok"
-        try:
-            await client.check_schema()
-        except awa.AwaError as exc:
-            schema_ok, reason = False, str(exc)
-        if args.worker and health.postgres_connected and schema_ok:
-            fresh = await client.list_runtime_instances()  # the last minute's
-            seen = {i.instance_id for i in fresh}
-            kept = await client.list_runtime_instances(fresh_ms=INSTANCE_EXPIRY_MS)
-            silent = [i for i in kept if i.instance_id not in seen]
-            problems = worker_problems(fresh, socket.gethostname(), silent)
+        async with asyncio.timeout(PROBE_BOUND_S):
+            connected, reason, problems = await _diagnose(client, args)
+    except TimeoutError:
+        connected, reason, problems = (
+            False,
+            f"the database did not answer in {PROBE_BOUND_S:g} s",
+            [],
+        )
     finally:
         await client.close()
-    ready = health.postgres_connected and schema_ok and not problems
+    schema_ok = connected and reason == "ok"
+    ready = schema_ok and not problems
     if problems:
         reason = "; ".join(problems)
     if args.json:
-        print_json({"ready": ready, "postgres_connected": health.postgres_connected,
+        print_json({"ready": ready, "postgres_connected": connected,
                     "schema_current": schema_ok, "reason": reason})  # fmt: skip
     else:
         print("ready" if ready else f"not ready: {reason}")

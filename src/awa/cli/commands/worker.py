@@ -16,6 +16,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 import awa
+from awa.cli import early_signals
 from awa.cli.args import (
     WEIGHTED_FORM,
     QueueFlag,
@@ -135,12 +136,20 @@ def _load_client_or_embedded(target: str, url: str | None) -> awa.AsyncClient:
 
 
 def run(args: argparse.Namespace, url: str | None) -> int | Coroutine[Any, Any, int]:
+    early_signals.hold()  # before the application's module: its import may take a while
+    if os.getpid() == 1:
+        sys.stderr.write(
+            "awa: running as PID 1: processes that handlers leave orphaned are not reaped; "
+            "run under an init (docker run --init, tini)\n"
+        )
     if args.metrics_port is not None:
         require("metrics", "--metrics-port")
     if url is not None:
         # As if run with AWA_DATABASE_URL set (children inherit it): the client is built by
         # the application's module, so only a client built without a URL can follow it.
         os.environ["AWA_DATABASE_URL"] = url
+    else:  # a malformed variable is named as such, not blamed on the module that read it
+        configured_url(None)
     try:
         client = _load_client_or_embedded(args.target, url)
     except (ImportError, ValueError) as exc:

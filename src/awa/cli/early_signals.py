@@ -1,0 +1,25 @@
+"""SIGTERM before the worker's own handlers exist.
+
+A process with no handler for SIGTERM dies of it — except PID 1 of a container, for
+which the kernel drops a signal it has no handler for. A stop sent while the application's
+module was still importing (Django's set-up, say) was lost there, and the worker then
+started and claimed jobs until it was killed. ``hold`` handles SIGTERM from the start of
+``awa worker`` until the event loop's handlers replace it: nothing has started yet, so
+it says so and exits 0, interrupting the import wherever it is.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from types import FrameType
+
+
+def _exit(signum: int, frame: FrameType | None) -> None:
+    sys.stderr.write(f"awa: {signal.Signals(signum).name} before the worker started: exiting\n")
+    raise SystemExit(0)
+
+
+def hold() -> None:
+    """Exit 0 on SIGTERM until an event loop's handler replaces this one."""
+    signal.signal(signal.SIGTERM, _exit)
