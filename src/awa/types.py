@@ -371,6 +371,9 @@ class RuntimeInstance:
     last_seen_at: datetime
     is_leader: bool
     snapshot: RuntimeSnapshot | None
+    # seconds since last_seen_at by the database's clock (not the reader's, which may be
+    # minutes off on another host)
+    seen_ago_s: float = 0.0
 
 
 class ReasonCode(enum.StrEnum):

@@ -255,7 +255,9 @@ def test_runtime_list(awa_cli: Awa, live_worker: awa.Client) -> None:
     assert instance["mode"] == "weighted" and instance["global_max_workers"] == 6
     assert instance["is_leader"] is True
     assert set(instance) == {"instance_id", "hostname", "pid", "is_leader", "started_at",
-                             "last_seen_at", "mode", "global_max_workers", "queues"}  # fmt: skip
+                             "last_seen_at", "seen_ago_s", "mode", "global_max_workers",
+                             "queues"}  # fmt: skip
+    assert 0 <= instance["seen_ago_s"] < 60  # by the database's clock
     email = instance["queues"]["email"]
     assert email["capacity"] == {"mode": "weighted", "min_workers": 2, "weight": 2,
                                  "overflow_held": 0}  # fmt: skip

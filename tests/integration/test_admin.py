@@ -244,3 +244,21 @@ async def test_a_blank_queue_an_older_version_let_in_can_be_found_and_cleared(
     assert await client.drain_queue("   ") == 1
     with pytest.raises(awa.ValidationError, match="blank"):
         await client.insert({}, kind="k", queue="   ")
+
+
+async def test_a_workers_age_is_by_the_databases_clock(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """`awa runtime list` and the dashboard's ok/late badge took a worker's age from the
+    reader's clock: on a host 10 minutes behind, a dead worker read as seen 0 s ago, "ok"
+    (a review of skewed hosts)."""
+    from awa.dashboard.views import instance_health
+
+    db.execute(
+        "INSERT INTO awa.runtime_instances (instance_id, hostname, pid, started_at,"
+        " last_seen_at) VALUES (gen_random_uuid(), 'h', 1, now() - interval '1 hour',"
+        " now() - interval '40 seconds')"
+    )
+    (instance,) = await client.list_runtime_instances()
+    assert 40 <= instance.seen_ago_s < 60
+    assert instance_health(instance) == "late"

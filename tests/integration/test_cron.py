@@ -258,6 +258,36 @@ async def test_coalesce_enqueues_one_job_after_downtime_catch_up_one_per_miss(
     assert _fires(db, "cu") == [start + timedelta(minutes=5 * i) for i in range(1, 13)]
 
 
+class _HostAhead(datetime):
+    """``datetime`` on a host whose clock runs 90 s ahead of the database's."""
+
+    @classmethod
+    def now(cls, tz: Any = None) -> datetime:  # type: ignore[override]
+        return datetime.now(tz) + timedelta(seconds=90)
+
+
+async def test_fires_are_reckoned_by_the_databases_clock_not_the_leaders(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leader whose clock ran ahead enqueued fires before their time, and one behind
+    skipped fires (a review of skewed hosts); ``awa cron list`` showed the next fire by
+    the reading host's clock."""
+    import awa.maintenance.cron
+    import awa.periodic
+
+    for module in (awa.maintenance.cron, awa.periodic):
+        monkeypatch.setattr(module, "datetime", _HostAhead, raising=False)
+    start = datetime.now(UTC) - timedelta(minutes=2)
+    await _define(client, db, start, client.periodic("every20", "*/20 * * * * *", {}, kind="k"))
+    assert await CronService(await client._get_pool()).tick(lead_maintenance(db)) == 1
+    (fired,) = _fires(db, "every20")
+    db_now = db.execute("SELECT now()").fetchone()[0]
+    assert fired <= db_now  # coalesced to the last fire due by the database's clock
+    (schedule,) = await client.list_cron_schedules()
+    assert schedule.next_fire_at is not None
+    assert schedule.next_fire_at - fired == timedelta(seconds=20)
+
+
 async def test_pause_resume_trigger_remove(
     client: awa.AsyncClient, db: psycopg.Connection[Any]
 ) -> None:

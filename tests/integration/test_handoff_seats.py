@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import psycopg
@@ -72,6 +73,41 @@ async def test_an_idle_queue_parks_seats_and_an_insert_is_handed_over(
     finally:
         await client.shutdown()
     assert _seats(db) == 0  # a stopping worker releases its seats
+
+
+class _HostBehind:
+    """The ``time`` module of a host whose clock runs 90 s behind the database's."""
+
+    monotonic = staticmethod(time.monotonic)
+
+    @staticmethod
+    def time() -> float:
+        return time.time() - 90
+
+
+async def test_the_seater_learns_how_far_its_hosts_clock_is_from_the_databases(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A handed-over job's claim is stamped by the database; its age read with a host
+    clock 90 s behind skipped the re-check of an old claim after a freeze, and the job ran
+    a second time (a review of skewed hosts). The seater measures the offset as it parks
+    seats, and the dispatcher reads the claim's age with it."""
+    import awa.worker.seats
+
+    monkeypatch.setattr(awa.worker.seats, "time", _HostBehind)
+    ran: list[int] = []
+    await _start(client, ran)
+    try:
+        await _parked(db, 4)
+        seater = _worker(client).seater
+
+        async def measured() -> bool:  # the rows commit before the seater reads its answer
+            return seater.clock_offset_s != 0.0
+
+        await wait_for(measured)
+        assert 85 < seater.clock_offset_s < 95
+    finally:
+        await client.shutdown()
 
 
 async def test_a_producer_finding_no_seats_rests_from_looking_then_looks_again(

@@ -223,5 +223,12 @@ def test_a_handed_over_job_counts_as_claimed_at_its_commit_not_at_its_notice() -
     old = _claimed(7)
     old.attempted_at = datetime.now(UTC) - timedelta(seconds=60)
     grant = dispatcher.permits.try_acquire(1)
-    dispatcher.take_handoff(old, grant, 0, 16)
+    dispatcher.take_handoff(old, grant, 0, 16, 0.0)
     assert time.monotonic() - claims[0] >= 59
+    # On a host 90 s behind the database (offset +90 s), a claim stamped 60 s ago by the
+    # database's clock is still 60 s old: read with the host's clock alone it was "in the
+    # future", counted as claimed now, and its re-check skipped (a review of skewed hosts).
+    behind = _claimed(8)
+    behind.attempted_at = datetime.now(UTC) + timedelta(seconds=90) - timedelta(seconds=60)
+    dispatcher.take_handoff(behind, dispatcher.permits.try_acquire(1), 0, 16, 90.0)
+    assert 59 <= time.monotonic() - claims[1] < 75

@@ -254,6 +254,7 @@ async def list_runtime_instances(
             last_seen_at=row["last_seen_at"],
             is_leader=row["is_leader"],
             snapshot=_snapshot(row["snapshot"]),
+            seen_ago_s=row["seen_ago_s"],
         )
         for row in rows
     ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 import awa
 from awa.override_keys import KEYS
@@ -102,8 +102,8 @@ def _mode(capacity: awa.HardReserved | awa.Weighted) -> str:
 
 
 def instance_age_s(instance: awa.RuntimeInstance) -> float:
-    """Seconds since the worker last published its snapshot."""
-    return max(0.0, (datetime.now(UTC) - instance.last_seen_at).total_seconds())
+    """Seconds since the worker last published its snapshot, by the database's clock."""
+    return instance.seen_ago_s
 
 
 def instance_health(instance: awa.RuntimeInstance) -> str:

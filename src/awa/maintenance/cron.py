@@ -7,15 +7,19 @@ inserts in one statement. Fire times depend only on the expression and the store
 two processes that race on a schedule compute the same fires and exactly one of them
 wins; a leader that dies mid-tick leaves either nothing or everything of a fire behind.
 
-The clock is injectable (``clock=``) so tests can walk a schedule across a DST change.
+Time is the database's clock, read with the schedules: which host leads must not change
+when a schedule fires (a leader whose clock ran 90 s ahead enqueued fires 90 s early, and
+a change of leader to one behind skipped fires). A clock is injectable (``clock=``) so
+tests can walk a schedule across a DST change.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg.rows import dict_row
@@ -36,11 +40,6 @@ CATCH_UP_BATCH = 100
 STALL_TICKS = 3
 
 Clock = Callable[[], datetime]
-
-
-def utc_now() -> datetime:
-    """The default clock."""
-    return datetime.now(UTC)
 
 
 async def register(pool: AsyncConnectionPool, jobs: Sequence[PeriodicJob]) -> None:
@@ -143,8 +142,9 @@ class CronService:
     """The leader's tick: fire every due, unpaused schedule exactly once."""
 
     def __init__(
-        self, pool: AsyncConnectionPool, clock: Clock = utc_now, interval_s: float = 1.0
+        self, pool: AsyncConnectionPool, clock: Clock | None = None, interval_s: float = 1.0
     ) -> None:
+        """``clock`` None: the database's (read with the schedules at each tick)."""
         self._pool = pool
         self._clock = clock
         # A previous tick that ended longer ago than this was no tick ago: the leader
@@ -168,11 +168,14 @@ class CronService:
     async def tick(self, epoch: int) -> int:
         """Fire what is due now, as the leader of lease ``epoch``; returns how many jobs
         were enqueued."""
-        now = self._clock()
+        started = time.monotonic()
         async with self._pool.connection() as conn:
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(sql.CRON_SCHEDULE_LIST, {"name": None})
             rows = await cur.fetchall()
+        if not rows:
+            return 0
+        now: datetime = self._clock() if self._clock is not None else rows[0]["db_now"]
         live = [(row, expr) for row in rows
                 if not row["paused"] and (expr := self._expression(row)) is not None]  # fmt: skip
         looked_at = self._looked_at(epoch, now)
@@ -183,7 +186,13 @@ class CronService:
         for (row, _), fires in zip(live, due, strict=True):
             if fires:
                 enqueued += await self._fire(row["name"], row["last_fire_at"], fires, epoch)
-        self._looked = (epoch, now, self._clock())  # only once every due fire was fired
+        # only once every due fire was fired; when it ended, on the same clock as ``now``
+        ended = (
+            self._clock()
+            if self._clock is not None
+            else now + timedelta(seconds=time.monotonic() - started)
+        )
+        self._looked = (epoch, now, ended)
         self.fired += enqueued
         return enqueued
 

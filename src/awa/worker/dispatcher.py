@@ -64,15 +64,16 @@ _WAITING_FOR_FREED = frozenset({"concurrency", "pool"})
 _AT_POOL_PART = "pool_part"
 
 
-def _claimed_at(job: Job[Any]) -> float:
+def _claimed_at(job: Job[Any], clock_offset_s: float = 0.0) -> float:
     """When ``job`` was claimed, on this process's monotonic clock. A handed-over job was
     claimed at its insert's commit (``attempted_at``, the database's clock), which may be
     long before its notice is read here — after this process was frozen, say — and an old
-    claim is checked again before its handler starts (Executor._may_start). Clock skew
-    between the hosts shifts the estimate by as much; never later than now."""
+    claim is checked again before its handler starts (Executor._may_start). The age is
+    read on the database's clock: this host's plus ``clock_offset_s`` (the database's
+    minus this host's, as the seater measured it); never later than now."""
     if job.attempted_at is None:
         return time.monotonic()
-    age = max(0.0, time.time() - job.attempted_at.timestamp())
+    age = max(0.0, time.time() + clock_offset_s - job.attempted_at.timestamp())
     return time.monotonic() - age
 
 
@@ -152,16 +153,19 @@ class Dispatcher(LoopService):
         goes to a seat, so an idle queue makes no claim for it."""
         self._on_busy, self._on_rest = on_busy, on_rest
 
-    def take_handoff(self, job: Job[Any], grant: Grant, deadline_ms: int, size: int) -> None:
+    def take_handoff(
+        self, job: Job[Any], grant: Grant, deadline_ms: int, size: int, clock_offset_s: float
+    ) -> None:
         """Launch ``job``, claimed for this worker at its insert's commit, with the one
-        permit of ``grant`` (its handoff seat's, ADR 0045)."""
+        permit of ``grant`` (its handoff seat's, ADR 0045); ``clock_offset_s``: the
+        database's clock minus this host's."""
         (permit,) = self.permits.split(grant, 1)
         self.claimed += 1
         self.handoffs += 1
         self._observer.polled(self.queue, 1, False)  # claimed, as a claim's jobs count
         self._args_budget.observe([size])
         permit.also_release(self._args_budget.hold(size))
-        self._executor.launch(job, permit, deadline_ms, _claimed_at(job))
+        self._executor.launch(job, permit, deadline_ms, _claimed_at(job, clock_offset_s))
 
     def wake(self) -> None:
         """Poll as soon as possible (permits came back, the queue's control changed, or the

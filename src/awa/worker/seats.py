@@ -96,6 +96,10 @@ class Seater(LoopService):
         self._changed = asyncio.Event()
         self._resync_due = False
         self._renewed_at = time.monotonic()
+        # The database's clock minus this host's (seconds), learned at each park: a
+        # handed-over job's claim is stamped by the database, and its age read with a
+        # host clock minutes off skipped (or always made) the re-check of an old claim.
+        self.clock_offset_s = 0.0
         for dispatcher in dispatchers.values():
             dispatcher.watch_seats(self.mark, self.rest)
 
@@ -187,7 +191,9 @@ class Seater(LoopService):
             self._spawn(self._give_back(job))
             return
         deadline_ms = seat.deadline_ms if seat is not None else dispatcher.control.deadline_ms
-        dispatcher.take_handoff(job, grant, deadline_ms, len(json.dumps(row["args"])))
+        dispatcher.take_handoff(
+            job, grant, deadline_ms, len(json.dumps(row["args"])), self.clock_offset_s
+        )
         self.mark(job.queue)
 
     # -- the loop ----------------------------------------------------------------------
@@ -295,16 +301,20 @@ class Seater(LoopService):
         self._parking += 1
         try:
             async with self._pool.connection() as conn:
+                sent = time.time()
                 cur = await conn.execute(sql.SEATS_PARK, params)
                 rows = await cur.fetchall()
+                answered = time.time()
         except BaseException:
             for queue, _, grant in wanted:
                 self._dispatchers[queue].permits.release(grant, wake_self=False)
             raise
         else:
             deadline_of = {queue: ms for queue, ms, _ in wanted}
-            for seat_id, queue in rows:
+            for seat_id, queue, _ in rows:
                 self.seats[seat_id] = Seat(queue, Grant(local=1), deadline_of[queue])
+            if rows:  # the statement ran between the two readings: its midpoint
+                self.clock_offset_s = rows[0][2] - (sent + answered) / 2
         finally:
             self._parking -= 1
             if not self._parking:

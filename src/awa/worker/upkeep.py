@@ -20,7 +20,7 @@ from awa.client import batch
 from awa.config import WorkerConfig
 from awa.db import sql
 from awa.maintenance import aging, callbacks, pruner
-from awa.maintenance.cron import Clock, CronService, register, utc_now
+from awa.maintenance.cron import Clock, CronService, register
 from awa.maintenance.leader import NOT_LEADING
 from awa.periodic import PeriodicJob
 from awa.service import Periodic
@@ -42,7 +42,7 @@ class Upkeep:
         pool: AsyncConnectionPool,
         config: WorkerConfig,
         schedules: Sequence[PeriodicJob] = (),
-        clock: Clock = utc_now,
+        clock: Clock | None = None,
     ) -> None:
         self.pool = pool
         self.config = config

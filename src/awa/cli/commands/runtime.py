@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from datetime import UTC, datetime
 from typing import Any
 
 import awa
@@ -52,6 +51,7 @@ def instance_json(instance: awa.RuntimeInstance) -> dict[str, Any]:
         "is_leader": instance.is_leader,
         "started_at": instance.started_at.isoformat(),
         "last_seen_at": instance.last_seen_at.isoformat(),
+        "seen_ago_s": round(instance.seen_ago_s, 3),
         "mode": snap.mode if snap else None,
         "global_max_workers": snap.global_max_workers if snap else None,
         "queues": {
@@ -98,13 +98,12 @@ def fleet_text(fleet: awa.QueueFleet | None) -> str:
 
 
 def _print_instances(instances: list[awa.RuntimeInstance]) -> None:
-    now = datetime.now(UTC)
     for i in instances:
         snap = i.snapshot
         mode = "-" if snap is None else snap.mode
         if snap is not None and snap.global_max_workers is not None:
             mode += f", global max {snap.global_max_workers}"
-        seen = (now - i.last_seen_at).total_seconds()
+        seen = i.seen_ago_s
         print(
             f"worker {i.hostname}:{i.pid} ({i.instance_id[:8]})"
             f"{' · leader' if i.is_leader else ''} · {mode} · seen {seen:.0f} s ago"
