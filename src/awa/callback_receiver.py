@@ -114,7 +114,9 @@ def _parse_header(header: str) -> tuple[int, list[str]]:
         # the window check, and str.isdigit() also takes digits int() refuses ("²").
         if name == "t" and value.isascii() and value.isdigit() and len(value) <= 12:
             timestamp = int(value)
-        elif name == "v1" and value:
+        elif name == "v1" and value.isascii() and value:
+            # compare_digest refuses a str holding non-ASCII (TypeError, a 500): such a
+            # value is no hex digest, so it is skipped as malformed
             digests.append(value)
     if timestamp is None or not digests:
         raise InvalidSignature("malformed signature header (expected t=<unix seconds>,v1=<hex>)")

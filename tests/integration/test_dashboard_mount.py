@@ -121,3 +121,33 @@ def test_the_app_serves_a_second_lifespan_on_another_loop(database_url: str) -> 
             wait_until(lambda s=sampler, n=before: s.ticks > n and s.alive)
             assert http.get(PREFIX + "/jobs").status_code == 200
             assert "awa_queue_depth" in http.get(PREFIX + "/metrics").text
+
+
+def test_a_queue_named_with_a_dot_dot_segment_keeps_its_own_page(database_url: str) -> None:
+    """A queue named ``reports/../billing`` (sent as ``reports%2F..%2Fbilling``): the live
+    refresh, the forms' ``next`` and the login redirect used the decoded path, which the
+    browser resolved to ``/queues/billing`` — another queue's page and buttons (a
+    security review)."""
+    with awa.Client(database_url) as client:
+        client.insert({}, kind="k", queue="reports/../billing")
+    page = PREFIX + "/queues/reports%2F..%2Fbilling"
+    with TestClient(_app(database_url, token="s3cret")) as http:
+        login = http.get(page + "?token=s3cret", follow_redirects=False)
+        assert login.headers["location"] == page
+        body = http.get(page).text
+    assert f'hx-get="{page}?fragment=live"' in body
+    assert f'name="next" value="{page}"' in body
+    assert "/queues/reports/../billing" not in body
+
+
+def test_the_login_form_posts_the_token_in_its_body(database_url: str) -> None:
+    """The form sent the token as a GET query: it landed in the access log of the
+    application's server or a reverse proxy (a security review)."""
+    with TestClient(_app(database_url, token="s3cret")) as http:
+        page = http.get(PREFIX + "/jobs")
+        assert page.status_code == 401 and '<form method="post"' in page.text
+        wrong = http.post(PREFIX + "/jobs", data={"token": "nope"}, follow_redirects=False)
+        assert wrong.status_code == 401 and "not right" in wrong.text
+        login = http.post(PREFIX + "/jobs", data={"token": "s3cret"}, follow_redirects=False)
+        assert (login.status_code, login.headers["location"]) == (303, PREFIX + "/jobs")
+        assert http.get(PREFIX + "/jobs").status_code == 200  # the session cookie

@@ -34,6 +34,7 @@ from awa.dashboard.security import (
     cookie_name,
     is_loopback,
     local_path,
+    request_path,
 )
 
 HERE = Path(__file__).parent
@@ -108,7 +109,7 @@ class Dashboard:
             "operator": request.cookies.get(cookie_name(request, OPERATOR_COOKIE), ""),
             "refresh_ms": self.settings.refresh_ms,
             "version": awa.__version__,
-            "path": local_path(request.url.path),
+            "path": local_path(request_path(request)),
             "root": mount_root(request),
             "live_url": live_url(request),
             **(context or {}),
@@ -152,7 +153,7 @@ def mount_root(request: Request) -> str:
 def live_url(request: Request) -> str:
     """This page's URL asking for its live fragment only."""
     params = [(k, v) for k, v in request.query_params.multi_items() if k != "fragment"]
-    return f"{local_path(request.url.path)}?{urlencode([*params, ('fragment', 'live')])}"
+    return f"{local_path(request_path(request))}?{urlencode([*params, ('fragment', 'live')])}"
 
 
 def path_segment(value: object) -> str:

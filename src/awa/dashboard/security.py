@@ -25,7 +25,7 @@ import hmac
 import ipaddress
 import secrets
 from collections.abc import Awaitable, Callable
-from urllib.parse import urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
@@ -61,6 +61,22 @@ def local_path(path: str) -> str:
     ``/\t/evil.example`` would leave the site when used as a link, a form action or a
     redirect."""
     return "/" + _without_controls(path).lstrip("/\\")
+
+
+def request_path(request: Request) -> str:
+    """The request's path as the browser sent it, percent-encoded: decoded, a queue named
+    ``reports/../billing`` (sent as ``reports%2F..%2Fbilling``) read as a path the
+    browser then resolved to ``/queues/billing`` — the live refresh, the ``next`` of a
+    form and the login redirect showed and acted on another queue (a review)."""
+    decoded = request.url.path
+    raw = request.scope.get("raw_path")
+    if isinstance(raw, bytes):
+        sent = raw.decode("latin-1")
+        if unquote(sent) == decoded:
+            return sent
+        if decoded.endswith(unquote(sent)):  # behind a prefix the server added
+            return quote(decoded[: len(decoded) - len(unquote(sent))]) + sent
+    return quote(decoded)
 
 
 def local_redirect(target: object) -> str | None:
@@ -229,6 +245,10 @@ class GuardMiddleware(BaseHTTPMiddleware):
             if supplied is not None:
                 return self._login(request, supplied)
             if not guard.authenticated(request):
+                if request.method == "POST":  # the login form: the token in its body
+                    posted = (await request.form()).get("token")
+                    if isinstance(posted, str):
+                        return self._login(request, posted)
                 return self.login_page(request, "This dashboard needs its access token.")
         if guard.read_only and request.method not in ("GET", "HEAD"):
             return PlainTextResponse("the dashboard is read-only", status_code=403)
@@ -245,10 +265,10 @@ class GuardMiddleware(BaseHTTPMiddleware):
         return response
 
     def _login(self, request: Request, supplied: str) -> Response:
-        if request.method != "GET" or not self.guard.token_matches(supplied):
+        if request.method not in ("GET", "POST") or not self.guard.token_matches(supplied):
             return self.login_page(request, "That token is not right.")
         query = request.url.remove_query_params("token").query
-        target = local_path(request.url.path) + (f"?{query}" if query else "")
+        target = local_path(request_path(request)) + (f"?{query}" if query else "")
         response = RedirectResponse(target, status_code=303)
         response.set_cookie(
             cookie_name(request, SESSION_COOKIE), self.guard.session_value(), httponly=True,
