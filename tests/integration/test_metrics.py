@@ -325,6 +325,32 @@ async def test_otel_instruments_mirror_prometheus(client: awa.AsyncClient) -> No
     assert capacity.value == 2
 
 
+async def test_otel_gauges_keep_nothing_per_queue_that_went(client: awa.AsyncClient) -> None:
+    """The OTel mirror cached the attributes of every queue it ever observed, for the
+    life of the process: ~1 KiB per queue a tenant-per-queue app ever had (a review of
+    long runs). Gauges' attributes are made afresh at each collection."""
+    pytest.importorskip("opentelemetry.sdk.metrics")
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from awa.metrics.otel import OtelRecorder
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    metrics = awa.metrics.instrument(client, meter_provider=provider)
+    try:
+        for i in range(30):
+            job = await client.insert({}, kind="k", queue=f"tenant-{i}")
+            await metrics.refresh(force=True)
+            depth = _otel_points_now(reader)["awa.queue.depth"]
+            assert {p.attributes["queue"] for p in depth} >= {f"tenant-{i}"}
+            await client.cancel(job.id)
+    finally:
+        provider.shutdown()
+    (recorder,) = [r for r in metrics.observer._recorders if isinstance(r, OtelRecorder)]
+    assert len(recorder._attributes) == 0  # no counter or histogram was recorded here
+
+
 def _otel_points_now(reader: Any) -> dict[str, list[Any]]:
     data = reader.get_metrics_data()
     out: dict[str, list[Any]] = {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from awa.client.seat_outlook import MISSES, REST_S, SeatOutlook
+from awa.client.seat_outlook import MAX_QUEUES, MISSES, REST_S, SeatOutlook
 
 
 @pytest.fixture
@@ -47,3 +47,14 @@ def test_after_a_rest_one_look_decides(clock: list[float]) -> None:
     clock[0] += REST_S
     outlook.looked("q", found=True)  # a worker went idle
     assert outlook.worth_looking("q")
+
+
+def test_a_producer_inserting_into_ever_new_queues_remembers_a_bounded_number(
+    clock: list[float],
+) -> None:
+    """One entry per queue ever inserted into, for good (a review of long runs)."""
+    outlook = SeatOutlook(lambda: clock[0])
+    for i in range(3 * MAX_QUEUES):
+        _miss(outlook, f"tenant-{i}", MISSES)
+    assert len(outlook._misses) <= MAX_QUEUES and len(outlook._rest_until) <= MAX_QUEUES
+    assert not outlook.worth_looking(f"tenant-{3 * MAX_QUEUES - 1}")  # the latest still rest

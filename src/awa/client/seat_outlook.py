@@ -16,6 +16,10 @@ from collections.abc import Callable
 
 MISSES = 8
 REST_S = 0.05
+# Queues remembered at most: a producer inserting into ever-new queues (one per tenant)
+# kept an entry for each for good. Past this many, all are forgotten at once — the cost
+# is at most one more look per queue.
+MAX_QUEUES = 1024
 
 
 class SeatOutlook:
@@ -39,6 +43,9 @@ class SeatOutlook:
             self._misses.pop(queue, None)
             self._rest_until.pop(queue, None)
             return
+        if queue not in self._misses and len(self._misses) >= MAX_QUEUES:
+            self._misses.clear()
+            self._rest_until.clear()
         misses = self._misses.get(queue, 0) + 1
         self._misses[queue] = misses
         if misses >= MISSES:

@@ -69,6 +69,8 @@ class OtelRecorder:
             )
 
     def _attrs(self, instrument: spec.Instrument, labels: tuple[str, ...]) -> dict[str, str]:
+        """A counter's or histogram's attributes, made once: their labels are this
+        worker's own queues and kinds (bounded), and they are recorded per job."""
         key = (instrument.name, labels)
         attrs = self._attributes.get(key)
         if attrs is None:
@@ -96,9 +98,14 @@ class OtelRecorder:
         assert otel_metrics is not None
         observation = otel_metrics.Observation
 
+        names = instrument.labels
+
         def observe(_options: Any) -> Iterable[Any]:
+            # Fresh attributes for each sample, not cached: a gauge's labels follow the
+            # queues in the database, which come and go; a cache kept one entry per queue
+            # ever seen for the life of the process (a review of long runs).
             return [
-                observation(value, self._attrs(instrument, labels))
+                observation(value, dict(zip(names, labels, strict=True)))
                 for labels, value in self._sample().get(instrument.name, ())
             ]
 
