@@ -141,3 +141,33 @@ async def test_a_worker_gives_back_every_connection_it_held(database_url: str) -
             await client.shutdown()
         stats = client._pool.get_stats()  # type: ignore[union-attr]
         assert stats["pool_available"] == stats["pool_size"]
+
+
+async def test_idle_lanes_give_their_connections_back_when_the_server_refuses_more(
+    database_url: str, db: psycopg.Connection[Any]
+) -> None:
+    """The pool asked idle lanes for their connections only once it had opened all it
+    may; a server refusing more (a role's CONNECTION LIMIT, max_connections used up by
+    others) kept it short of that, and every other caller timed out while the lanes'
+    connections sat idle — a worker's due jobs waited minutes (a review)."""
+    from psycopg import conninfo, sql
+
+    from awa.db.lane import ConnectionLane
+
+    role = f"limited_{db.info.backend_pid}"
+    db.execute(sql.SQL("CREATE ROLE {} LOGIN CONNECTION LIMIT 2 IN ROLE {}").format(
+        sql.Identifier(role), sql.Identifier(db.info.user)))  # fmt: skip
+    try:
+        url = conninfo.make_conninfo(database_url, user=role)
+        async with awa.AsyncClient(url, max_connections=4) as client:
+            pool = await client._get_pool()
+            lanes = [ConnectionLane(), ConnectionLane()]
+            for lane in lanes:  # each keeps one: the role's two
+                async with lane.connection(pool) as conn:
+                    await conn.execute("SELECT 1")
+            async with pool.connection(timeout=5) as conn:  # was a PoolTimeout
+                await conn.execute("SELECT 1")
+            for lane in lanes:
+                await lane.close(pool)
+    finally:
+        db.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))

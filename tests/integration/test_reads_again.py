@@ -57,3 +57,48 @@ async def test_a_read_whose_connection_dies_is_read_again(
         db.execute("SELECT pg_terminate_backend(%s)", (pid,))
     with contextlib.suppress(*NOT_FOUND):  # it read, and found nothing
         await asyncio.wait_for(read, timeout=15)
+
+
+@pytest.mark.parametrize("path", ["insert", "transaction", "pooled"])
+async def test_a_session_opened_read_only_is_replaced_once_writes_are_allowed_again(
+    database_url: str, db: psycopg.Connection[Any], path: str
+) -> None:
+    """A session takes default_transaction_read_only when it opens: connections opened
+    during a failover (or an ALTER DATABASE … read_only) stayed read-only in the pool
+    after it was turned off, and every write failed for up to an hour (a review of
+    connection pressure). A connection whose write is refused as read-only is replaced."""
+    dbname = db.info.dbname
+    alter = sql.SQL("ALTER DATABASE {} SET default_transaction_read_only = {}")
+    async with awa.AsyncClient(database_url, max_connections=2) as client:
+
+        async def write() -> None:
+            if path == "insert":
+                await client.insert({}, kind="k")
+            elif path == "transaction":
+                async with client.transaction() as tx:
+                    await tx.insert({}, kind="k")
+            else:
+                await client.pause_queue("q")
+
+        await write()
+        db.execute(alter.format(sql.Identifier(dbname), sql.SQL("on")))
+        try:
+            db.execute(  # the pool's sessions end; those it opens next are read-only
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = %s AND pid <> pg_backend_pid()",
+                (dbname,),
+            )
+            for _ in range(3):  # until a write finds a read-only session
+                with contextlib.suppress(awa.DatabaseError, psycopg.Error):
+                    await write()
+        finally:
+            db.execute(alter.format(sql.Identifier(dbname), sql.SQL("DEFAULT")))
+        refused = 0
+        for _ in range(3):  # each refusal replaces its connection (two at most)
+            try:
+                await write()
+                break
+            except (awa.DatabaseError, psycopg.errors.ReadOnlySqlTransaction):
+                refused += 1
+        else:
+            pytest.fail("every write still went to a read-only session")

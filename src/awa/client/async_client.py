@@ -42,7 +42,7 @@ from awa.config import (
 from awa.db import connection, forking, migrations
 from awa.db.errors import mapped, translate
 from awa.db.lane import ConnectionLane
-from awa.db.pool import Pool
+from awa.db.pool import Pool, writes_refused
 from awa.errors import (
     ClientClosed,
     DatabaseError,
@@ -406,6 +406,10 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
             # call's. The application's own SQL errors reach it unchanged.
             if conn.broken or conn.closed:
                 raise translate(exc) from exc
+            raise
+        except Exception as exc:
+            if writes_refused(exc):  # its session stays read-only: closed, replaced
+                await conn.close()
             raise
         finally:
             await pool.putconn(conn)  # a broken one is closed and replaced

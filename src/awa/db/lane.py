@@ -20,7 +20,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from awa.db import direct
-from awa.db.pool import Pool, alive, discard
+from awa.db.pool import Pool, alive, discard, writes_refused
 
 
 class ConnectionLane:
@@ -49,11 +49,13 @@ class ConnectionLane:
             raise
         return self._conn
 
-    async def _release(self, pool: Pool, failed: bool) -> None:
+    async def _release(self, pool: Pool, error: BaseException | None) -> None:
         try:
             conn = self._conn
-            broken = failed and conn is not None and (conn.closed or conn.broken)
-            if broken or pool.waiting:  # somebody waiting for a connection gets this one
+            broken = error is not None and conn is not None and (conn.closed or conn.broken)
+            if writes_refused(error):  # a read-only session stays so: never keep it
+                await self._give_back(pool, dead=True)
+            elif broken or pool.waiting:  # somebody waiting for a connection gets this one
                 await self._give_back(pool)
         finally:
             self._busy.release()
@@ -110,4 +112,4 @@ class _Borrowed:
         if self._pooled is not None:
             await self._pooled.__aexit__(kind, exc, tb)
         else:
-            await self._lane._release(self._pool, exc is not None)
+            await self._lane._release(self._pool, exc)

@@ -26,16 +26,23 @@ from __future__ import annotations
 
 import select
 import weakref
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
 import psycopg
+import psycopg.errors
 from psycopg import AsyncConnection, pq
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 # A live idle connection rarely has anything to read (a NOTIFY on a LISTEN connection);
 # a dead one has the server's last message and then end-of-file. Reading this many
 # times is enough to reach the end-of-file behind the message.
 _MAX_READS = 3
+
+# How long a caller waits for a connection before asking the idle holders (lanes) for
+# theirs, when the pool could still grow but may not be able to (see Pool._next).
+HOLDERS_AFTER_S = 0.5
 
 # The severities of the message a server sends a session it is closing.
 _GOODBYE = frozenset({b"FATAL", b"PANIC"})
@@ -63,6 +70,21 @@ def alive(conn: AsyncConnection[Any]) -> bool:
         if pgconn.status != pq.ConnStatus.OK or _said_goodbye(pgconn):
             return False
     return True
+
+
+def writes_refused(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or what it was raised from) is the server refusing a write in a
+    read-only session. A session takes ``default_transaction_read_only`` when it opens: one
+    opened while it was on (a failover in progress, an operator's ALTER DATABASE) stays
+    read-only after it is turned off, and kept in the pool it failed every write for up to
+    an hour (the pool's connection lifetime; a review). Such a connection is closed rather
+    than kept."""
+    seen = 0
+    while exc is not None and seen < 8:  # awa's errors are raised from psycopg's
+        if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 def _said_goodbye(pgconn: pq.abc.PGconn) -> bool:
@@ -114,6 +136,18 @@ class Pool(AsyncConnectionPool[AsyncConnection[Any]]):
         for conn in list(self._pool):
             conn.pgconn.finish()
 
+    @asynccontextmanager
+    async def connection(self, timeout: float | None = None) -> AsyncIterator[AsyncConnection[Any]]:
+        """psycopg_pool's, except that a connection whose session refused a write as
+        read-only is closed (and replaced), not kept: see :func:`writes_refused`."""
+        async with super().connection(timeout) as conn:
+            try:
+                yield conn
+            except BaseException as exc:
+                if writes_refused(exc):
+                    await conn.close()
+                raise
+
     def held_by(self, holder: Holder) -> None:
         """``holder`` keeps a connection of this pool between uses (see the module doc)."""
         self._holders.add(holder)
@@ -124,17 +158,36 @@ class Pool(AsyncConnectionPool[AsyncConnection[Any]]):
         self.waiting += 1
         try:
             if self._holders and self._all_out():
-                for holder in list(self._holders):
-                    await holder.give_back_idle(self)
+                await self._ask_holders()
             for _ in range(self.max_size):
-                conn = await super().getconn(timeout)
+                conn = await self._next(timeout)
                 if alive(conn):
                     return conn
                 self.dead_discarded += 1
                 await discard(self, conn)
-            return await super().getconn(timeout)  # all were dead: this one is new
+            return await self._next(timeout)  # all were dead: this one is new
         finally:
             self.waiting -= 1
+
+    async def _ask_holders(self) -> None:
+        for holder in list(self._holders):
+            await holder.give_back_idle(self)
+
+    async def _next(self, timeout: float | None) -> AsyncConnection[Any]:
+        """psycopg_pool's next connection; when none comes within ``HOLDERS_AFTER_S``,
+        the idle holders are asked for theirs before waiting the rest. The pool may be
+        short of ``max_size`` because the server refuses more connections (a role's
+        CONNECTION LIMIT, ``max_connections`` used up by others): then it is never "all
+        out", and an idle worker's lanes kept the only connections while every other
+        service of it timed out (due jobs waited minutes; a review)."""
+        wait = self.timeout if timeout is None else timeout
+        if not self._holders or wait <= HOLDERS_AFTER_S:
+            return await super().getconn(timeout)
+        try:
+            return await super().getconn(HOLDERS_AFTER_S)
+        except PoolTimeout:
+            await self._ask_holders()
+            return await super().getconn(wait - HOLDERS_AFTER_S)
 
     def _all_out(self) -> bool:
         """Every connection the pool may open is open and lent."""
