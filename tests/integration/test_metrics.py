@@ -351,6 +351,48 @@ async def test_otel_gauges_keep_nothing_per_queue_that_went(client: awa.AsyncCli
     assert len(recorder._attributes) == 0  # no counter or histogram was recorded here
 
 
+async def test_two_instrumented_clients_keep_their_own_otel_instruments(
+    client: awa.AsyncClient, database_url: str
+) -> None:
+    """Two clients' recorders in one process shared the meter ``awa``: the SDK kept the
+    first recorder's gauge callbacks and dropped the second's, and summed their counters
+    (a review of several databases in one process). Each recorder has a meter of its own,
+    named by its database."""
+    pytest.importorskip("opentelemetry.sdk.metrics")
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    other = awa.AsyncClient(database_url)
+    for each, queue in ((client, "email"), (other, "reports")):
+        each.task(None, kind=f"k_{queue}", queue=queue)(_noop)
+        awa.metrics.instrument(each, meter_provider=provider)
+    await client.start([("email", 10)], **FAST_WORKER)
+    await other.start([("reports", 20)], **FAST_WORKER)
+    try:
+        data = reader.get_metrics_data()
+    finally:
+        await client.shutdown()
+        await other.shutdown()
+        await other.close()
+        provider.shutdown()
+    capacity: dict[str, float] = {}
+    scopes = set()
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name == "awa.queue.capacity":
+                    scopes.add(scope.scope.attributes["awa.meter"])
+                    for point in metric.data.data_points:
+                        capacity[point.attributes["queue"]] = point.value
+    assert capacity == {"email": 10, "reports": 20} and len(scopes) == 2
+
+
+async def _noop(job: awa.Job[Any]) -> None:
+    return None
+
+
 def _otel_points_now(reader: Any) -> dict[str, list[Any]]:
     data = reader.get_metrics_data()
     out: dict[str, list[Any]] = {}

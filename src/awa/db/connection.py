@@ -92,6 +92,16 @@ async def iso_dates(conn: AsyncConnection[Any]) -> None:
         await conn.execute(sql.SESSION_ISO_DATES)
 
 
+def where(url: str) -> str:
+    """``host:port/dbname`` of a URL (never its password): which database, for labels.
+    Parts the URL leaves to libpq's defaults are left empty."""
+    try:
+        parts = conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return ""
+    return f"{parts.get('host', '')}:{parts.get('port', '')}/{parts.get('dbname', '')}"
+
+
 def _one_line(exc: BaseException | str) -> str:
     return " ".join(str(exc).split())
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from awa.db.connection import where
 from awa.errors import ValidationError
 from awa.metrics import fleet, otel
 from awa.metrics.gauges import Samples, StatsCache, stats_samples, worker_samples
@@ -55,7 +56,7 @@ class Metrics:
             otel_enabled = otel.available() and (meter_provider is not None or otel.configured())
         self.otel_enabled = otel_enabled
         if otel_enabled:
-            recorders.append(otel.OtelRecorder(meter_provider, self.samples))
+            recorders.append(otel.OtelRecorder(meter_provider, self.samples, _where(client)))
         self.observer = MetricsObserver(recorders, on_start=self.stats.bind)
         self.registry.register(GaugeCollector(self.samples))
 
@@ -98,3 +99,9 @@ class Metrics:
     def asgi_app(self) -> MetricsApp:
         """An ASGI app serving these metrics (mount it at ``/metrics``)."""
         return MetricsApp(self)
+
+
+def _where(client: Any) -> str:
+    """The client's database as ``host:port/dbname`` (empty without one)."""
+    url = getattr(client, "database_url", None)
+    return where(url) if isinstance(url, str) else ""

@@ -7,6 +7,7 @@ once an SDK provider has been set (the API's proxy provider means "not configure
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -35,16 +36,30 @@ def configured() -> bool:
     return type(otel_metrics.get_meter_provider()).__name__ not in _UNCONFIGURED
 
 
+_recorders = itertools.count(1)
+
+
+def _scope(database: str) -> dict[str, str]:
+    """The meter's attributes: a meter of its own for each recorder in the process. Two
+    clients' recorders (two databases, or a client replaced by another) on one meter
+    shared its instruments: the SDK kept the first recorder's gauge callbacks and dropped
+    the others', and counters of the two were summed (a review). ``awa.meter`` is 1 for
+    the first recorder of the process (the usual one), so it stays put across restarts."""
+    return {"awa.database": database, "awa.meter": str(next(_recorders))}
+
+
 class OtelRecorder:
     """Counters, histograms and observable gauges on one meter named ``awa``."""
 
-    def __init__(self, meter_provider: Any | None, sample: Callable[[], Samples]) -> None:
+    def __init__(
+        self, meter_provider: Any | None, sample: Callable[[], Samples], database: str = ""
+    ) -> None:
         if otel_metrics is None:
             raise MissingExtra("otel", "OpenTelemetry metrics", "opentelemetry-api")
         from awa import __version__
 
         provider = meter_provider or otel_metrics.get_meter_provider()
-        meter = provider.get_meter("awa", __version__)
+        meter = provider.get_meter("awa", __version__, attributes=_scope(database))
         self._sample = sample
         self._counters: dict[str, Any] = {}
         self._histograms: dict[str, Any] = {}

@@ -47,6 +47,8 @@ logger = logging.getLogger("awa")
 SEAT_TTL_MS = 15_000
 RENEW_EVERY_S = SEAT_TTL_MS / 3000
 _ERROR_BACKOFF_S = 1.0
+# At shutdown, how long the release of the free seats may take (they lapse anyway).
+RELEASE_AT_STOP_S = 2.0
 
 
 def channel_for(instance_id: str) -> str:
@@ -220,12 +222,17 @@ class Seater(LoopService):
 
     async def _after_stop(self) -> None:
         """Release every free seat; a seat taken by a transaction still open notifies us at
-        its commit, and that job is given back."""
+        its commit, and that job is given back. Bounded: with the database unreachable a
+        release waited the pool's 30 s for a connection, outside the shutdown's bound and
+        ahead of another client's shutdown in the same process (a review); unreleased
+        seats lapse by themselves."""
         if self.seats:
             try:
-                await self._release(list(self.seats))
-            except Exception as exc:
-                logger.warning("handoff seats: could not release them (%s); they lapse", exc)
+                async with asyncio.timeout(RELEASE_AT_STOP_S):
+                    await self._release(list(self.seats))
+            except Exception as exc:  # TimeoutError too
+                reason = fault(exc)
+                logger.warning("handoff seats: could not release them (%s); they lapse", reason)
 
     async def _tend(self) -> None:
         if self._resync_due:
