@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -246,13 +247,24 @@ async def test_a_blank_queue_an_older_version_let_in_can_be_found_and_cleared(
         await client.insert({}, kind="k", queue="   ")
 
 
+class _HostBehind(datetime):
+    """``datetime`` on a host whose clock runs 10 minutes behind the database's."""
+
+    @classmethod
+    def now(cls, tz: Any = None) -> datetime:  # type: ignore[override]
+        return datetime.now(tz) - timedelta(minutes=10)
+
+
 async def test_a_workers_age_is_by_the_databases_clock(
-    client: awa.AsyncClient, db: psycopg.Connection[Any]
+    client: awa.AsyncClient, db: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`awa runtime list` and the dashboard's ok/late badge took a worker's age from the
     reader's clock: on a host 10 minutes behind, a dead worker read as seen 0 s ago, "ok"
     (a review of skewed hosts)."""
+    import awa.dashboard.views
     from awa.dashboard.views import instance_health
+
+    monkeypatch.setattr(awa.dashboard.views, "datetime", _HostBehind)
 
     db.execute(
         "INSERT INTO awa.runtime_instances (instance_id, hostname, pid, started_at,"

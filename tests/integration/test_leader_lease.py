@@ -39,6 +39,10 @@ async def _seed(client: awa.AsyncClient, db: psycopg.Connection[Any]) -> None:
     ], strict=False):  # fmt: skip
         db.execute(f"UPDATE awa.jobs SET {change} WHERE id = %s", (job_id,))
     db.execute(f"UPDATE awa.dlq SET dlq_at = {OLD}")  # ...long ago
+    db.execute(  # a batch operation that ended long ago
+        "INSERT INTO awa.batch_operations (op, spec, filter, state, chunk_size, finalized_at)"
+        f" VALUES ('set_priority', '{{\"priority\": 1}}', '{{}}', 'completed', 10, {OLD})"
+    )
     db.execute(
         "INSERT INTO awa.runtime_instances (instance_id, hostname, pid, started_at, "
         f"last_seen_at) VALUES (gen_random_uuid(), 'h', 1, {OLD}, {OLD})"
@@ -62,6 +66,7 @@ def _services(client: awa.AsyncClient, pool: Any) -> dict[str, Maintenance]:
         "prune jobs": lambda p, e: pruner.prune_finalized(p, day, 30 * day, e),
         "prune instances": lambda p, e: pruner.prune_runtime_instances(p, e),
         "prune dlq": lambda p, e: pruner.prune_dlq(p, day, e),
+        "prune batches": lambda p, e: pruner.prune_ended_batches(p, day, e),
         "cron": lambda _, e: cron.tick(e),
     }
 

@@ -102,3 +102,4 @@ async def test_a_session_opened_read_only_is_replaced_once_writes_are_allowed_ag
                 refused += 1
         else:
             pytest.fail("every write still went to a read-only session")
+        assert refused <= 2  # one per read-only connection of the pool at most
