@@ -111,7 +111,8 @@ class CronSchedule:
     def from_row(cls, row: dict[str, Any], now: datetime | None = None) -> CronSchedule:
         """A ``cron_schedules`` row; the next fire is computed from the expression, after
         ``now``: the row's ``db_now`` (the database's clock) when it has one."""
-        now = now or row.get("db_now")
+        if now is None and row.get("db_now") is not None:
+            now = row["db_now"].astimezone(UTC)  # UTC: see CronService.tick
         next_fire: datetime | None = None
         if not row["paused"]:
             base = row["last_fire_at"] or row["created_at"]

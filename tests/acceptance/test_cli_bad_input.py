@@ -185,8 +185,8 @@ def test_a_bad_url_from_the_environment_is_named_by_its_variable() -> None:
     """It was blamed on `--database-url`, a flag nobody gave."""
     cases = [("AWA_DATABASE_URL", ["queue", "list"]), ("DATABASE_URL", ["queue", "list"]),
              ("AWA_DATABASE_URL", ["migrate", "--sql"]),
-             # named before the module is imported (it was blamed on the module)
-             ("AWA_DATABASE_URL", ["worker", "no_such_module:client"])]  # fmt: skip
+             # the client read it: named as the variable (it was blamed on the module)
+             ("AWA_DATABASE_URL", ["worker", "tests.acceptance.cli_app:client"])]  # fmt: skip
     for variable, command in cases:
         ran = subprocess.run(
             [sys.executable, "-m", "awa", *command], cwd=ROOT,
@@ -195,6 +195,19 @@ def test_a_bad_url_from_the_environment_is_named_by_its_variable() -> None:
         )  # fmt: skip
         result = Result(ran.returncode, ran.stdout, ran.stderr)
         _check(result, 2, f"{variable}: not a PostgreSQL URL", variable)
+
+
+def test_a_worker_whose_client_has_its_own_url_ignores_another_apps_database_url() -> None:
+    """An application whose own database is MySQL keeps DATABASE_URL for it; awa's client
+    has a URL of its own and never reads it, so the worker must not refuse to start over
+    it (a review found a first fix validating it up front)."""
+    ran = subprocess.run(
+        [sys.executable, "-m", "awa", "worker", "tests.apps.own_url_app:client"], cwd=ROOT,
+        env={**cli_env(AWA_DATABASE_URL=""), "DATABASE_URL": "mysql://app:pw@mysql.internal/app"},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 1, ran.stderr  # its own URL's server is not there: exit 1
+    assert "DATABASE_URL" not in ran.stderr and "cannot connect" in ran.stderr
 
 
 @pytest.mark.parametrize("closed", [(0,), (1,), (2,), (0, 1, 2)], ids=["in", "out", "err", "all"])

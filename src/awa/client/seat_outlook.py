@@ -17,9 +17,10 @@ from collections.abc import Callable
 MISSES = 8
 REST_S = 0.05
 # Queues remembered at most: a producer inserting into ever-new queues (one per tenant)
-# kept an entry for each for good. Past this many, all are forgotten at once — the cost
-# is at most one more look per queue.
-MAX_QUEUES = 1024
+# kept an entry for each for good. Past this many, the least recently missed is
+# forgotten (it pays up to MISSES looks again); a producer inserting into more queues
+# than this in turn would look every time, as before the outlook existed.
+MAX_QUEUES = 10_000
 
 
 class SeatOutlook:
@@ -43,10 +44,11 @@ class SeatOutlook:
             self._misses.pop(queue, None)
             self._rest_until.pop(queue, None)
             return
-        if queue not in self._misses and len(self._misses) >= MAX_QUEUES:
-            self._misses.clear()
-            self._rest_until.clear()
-        misses = self._misses.get(queue, 0) + 1
+        misses = self._misses.pop(queue, 0) + 1  # re-inserted last: recently missed
+        if len(self._misses) >= MAX_QUEUES:
+            oldest = next(iter(self._misses))
+            del self._misses[oldest]
+            self._rest_until.pop(oldest, None)
         self._misses[queue] = misses
         if misses >= MISSES:
             self._rest_until[queue] = self._clock() + REST_S

@@ -187,7 +187,10 @@ class Pool(AsyncConnectionPool[AsyncConnection[Any]]):
             return await super().getconn(HOLDERS_AFTER_S)
         except PoolTimeout:
             await self._ask_holders()
+        try:
             return await super().getconn(wait - HOLDERS_AFTER_S)
+        except PoolTimeout:  # its message names the second wait only: the whole one
+            raise PoolTimeout(f"couldn't get a connection after {wait:.2f} sec") from None
 
     def _all_out(self) -> bool:
         """Every connection the pool may open is open and lent."""

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from psycopg.rows import dict_row
@@ -175,7 +175,11 @@ class CronService:
             rows = await cur.fetchall()
         if not rows:
             return 0
-        now: datetime = self._clock() if self._clock is not None else rows[0]["db_now"]
+        # In UTC: the row carries the session's time zone, and Python compares and
+        # subtracts two datetimes of one zone by their wall clocks (wrong across DST)
+        now: datetime = (
+            self._clock() if self._clock is not None else rows[0]["db_now"].astimezone(UTC)
+        )
         live = [(row, expr) for row in rows
                 if not row["paused"] and (expr := self._expression(row)) is not None]  # fmt: skip
         looked_at = self._looked_at(epoch, now)

@@ -14,8 +14,9 @@ there when its worker runs, and it shuts itself down when the supervisor's end c
   supervisor exits with the child's status, as a single worker would.
 - SIGTERM or SIGINT: every child gets SIGTERM and drains within its own shutdown
   timeout; the supervisor exits 0 when every child did. A child still starting (its
-  worker not yet running, so holding no job) dies of that SIGTERM, which is a clean stop
-  too. A second signal kills them.
+  worker not yet running, so holding no job) exits 0 on that SIGTERM (or dies of it, if
+  it comes before ``awa worker`` handles it: awa.cli.early_signals), a clean stop too. A
+  second signal kills them.
 """
 
 from __future__ import annotations

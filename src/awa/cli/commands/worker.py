@@ -148,10 +148,15 @@ def run(args: argparse.Namespace, url: str | None) -> int | Coroutine[Any, Any, 
         # As if run with AWA_DATABASE_URL set (children inherit it): the client is built by
         # the application's module, so only a client built without a URL can follow it.
         os.environ["AWA_DATABASE_URL"] = url
-    else:  # a malformed variable is named as such, not blamed on the module that read it
-        configured_url(None)
     try:
         client = _load_client_or_embedded(args.target, url)
+    except awa.ValidationError as exc:
+        if exc.field == "database_url" and url is None:
+            # the client read the environment's URL: a malformed variable is named as
+            # such, not blamed on the module (validated only now: an application whose
+            # own client has a URL may keep DATABASE_URL for another database)
+            configured_url(None)
+        return fail(f"argument MODULE:CLIENT: {exc}", 2)
     except (ImportError, ValueError) as exc:
         return fail(f"argument MODULE:CLIENT: {exc}", 2)
     if url is not None and client.database_url != awa.AsyncClient(url).database_url:
