@@ -5,11 +5,12 @@ which the kernel drops a signal it has no handler for. A stop sent while the app
 module was still importing (Django's set-up, say) was lost there, and the worker then
 started and claimed jobs until it was killed. ``hold`` handles SIGTERM from the start of
 ``awa worker`` until the event loop's handlers replace it: nothing has started yet, so
-it says so and exits 0, interrupting the import wherever it is.
+it says so and exits 0 at once, wherever the import is.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from types import FrameType
@@ -17,7 +18,11 @@ from types import FrameType
 
 def _exit(signum: int, frame: FrameType | None) -> None:
     sys.stderr.write(f"awa: {signal.Signals(signum).name} before the worker started: exiting\n")
-    raise SystemExit(0)
+    sys.stderr.flush()
+    # At once, not by raising SystemExit: raised inside the application's import it may
+    # be wrapped (a class body's __set_name__ turns it into a RuntimeError: exit 1 with a
+    # traceback). Nothing has started that needs stopping.
+    os._exit(0)
 
 
 def hold() -> None:

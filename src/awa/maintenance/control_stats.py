@@ -46,7 +46,7 @@ class ControlStats:
                 return False
             warnings = await warnings_of(conn, sql.CONTROL_TABLES_ANALYZE)
         if warnings:
-            self.refused = warnings[0].message_primary or "refused"
+            self.refused = warnings[0].message or "refused"
             logger.warning(
                 "awa's control tables are not analyzed by this worker (%s); run the "
                 "worker as their owner, or have them analyzed after each change of "

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any, LiteralString
 
 from psycopg import AsyncConnection, errors
@@ -69,10 +70,10 @@ class JobsVacuum:
         rest = max(CHECK_INTERVAL_S, self.last_duration_s / DUTY)
         return since_s is None or since_s >= rest
 
-    def _outcome(self, warnings: list[errors.Diagnostic], *, dead: int) -> bool:
+    def _outcome(self, warnings: list[ServerWarning], *, dead: int) -> bool:
         refusals = [w for w in warnings if w.sqlstate != _LOCK_NOT_AVAILABLE]
         if refusals:
-            self.refused = refusals[0].message_primary or "refused"
+            self.refused = refusals[0].message or "refused"
             logger.warning(
                 "awa.jobs is not vacuumed by this worker (%s); its claims slow down as "
                 "dead rows pile up until autovacuum runs. Run the worker as the table's "
@@ -88,14 +89,25 @@ class JobsVacuum:
         return True
 
 
-async def warnings_of(conn: AsyncConnection[Any], query: LiteralString) -> list[errors.Diagnostic]:
+@dataclass(frozen=True, slots=True)
+class ServerWarning:
+    """A WARNING PostgreSQL sent with a statement: its SQLSTATE and message."""
+
+    sqlstate: str | None
+    message: str | None
+
+
+async def warnings_of(conn: AsyncConnection[Any], query: LiteralString) -> list[ServerWarning]:
     """Run a maintenance statement; the warnings PostgreSQL sent with it (a table the
     role may not vacuum or analyze is skipped with one, not refused with an error)."""
-    warnings: list[errors.Diagnostic] = []
+    warnings: list[ServerWarning] = []
 
     def keep(diagnostic: errors.Diagnostic) -> None:
+        # Read now: psycopg's Diagnostic is valid only during this call (kept, it read as
+        # all None, and a vacuum skipped because another was running — 55P03 — was taken
+        # for a refusal: the worker never vacuumed again; a review)
         if diagnostic.severity_nonlocalized == "WARNING":
-            warnings.append(diagnostic)
+            warnings.append(ServerWarning(diagnostic.sqlstate, diagnostic.message_primary))
 
     conn.add_notice_handler(keep)
     try:
