@@ -208,6 +208,13 @@ def test_a_worker_whose_client_has_its_own_url_ignores_another_apps_database_url
     )  # fmt: skip
     assert ran.returncode == 1, ran.stderr  # its own URL's server is not there: exit 1
     assert "DATABASE_URL" not in ran.stderr and "cannot connect" in ran.stderr
+    typo = subprocess.run(  # its own URL malformed: the module is blamed, not the variable
+        [sys.executable, "-m", "awa", "worker", "tests.apps.bad_url_app:client"], cwd=ROOT,
+        env={**cli_env(AWA_DATABASE_URL=""), "DATABASE_URL": "mysql://app:pw@mysql.internal/app"},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert typo.returncode == 2
+    assert "argument MODULE:CLIENT: database_url:" in typo.stderr, typo.stderr
 
 
 @pytest.mark.parametrize("closed", [(0,), (1,), (2,), (0, 1, 2)], ids=["in", "out", "err", "all"])

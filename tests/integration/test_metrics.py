@@ -389,6 +389,48 @@ async def test_two_instrumented_clients_keep_their_own_otel_instruments(
     assert capacity == {"email": 10, "reports": 20} and len(scopes) == 2
 
 
+async def test_a_closed_clients_otel_gauges_are_no_longer_exported(database_url: str) -> None:
+    """An OTel meter keeps a recorder's gauge callbacks: a client closed (replaced by
+    another, as each dashboard lifespan does) exported its last values for ever beside
+    its successor's (a review)."""
+    pytest.importorskip("opentelemetry.sdk.metrics")
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    old = awa.AsyncClient(database_url)
+    await old.insert({}, kind="k", queue="email")
+    metrics = awa.metrics.instrument(old, meter_provider=provider)
+    await metrics.refresh(force=True)
+    assert _otel_points_now(reader)["awa.queue.depth"]  # while open
+    await old.close()
+    try:
+        assert not _otel_points_now(reader).get("awa.queue.depth")
+    finally:
+        provider.shutdown()
+
+
+def test_each_otel_recorder_has_a_meter_of_its_own_by_name() -> None:
+    """Before an SDK provider is set, the API's proxy provider drops a meter's attributes:
+    recorders told apart by attributes alone shared one meter once it was set (a review).
+    The first recorder keeps the name ``awa``; the next ones are named apart."""
+    from awa.metrics import otel
+
+    asked: list[str] = []
+
+    class Provider:
+        def get_meter(self, name: str, version: str, attributes: Any = None) -> Any:
+            asked.append(name)
+            from opentelemetry.metrics import NoOpMeter
+
+            return NoOpMeter(name)
+
+    for _ in range(2):
+        otel.OtelRecorder(Provider(), dict, "h:5432/db")
+    assert len(set(asked)) == 2 and all(n.startswith("awa") for n in asked)
+
+
 async def _noop(job: awa.Job[Any]) -> None:
     return None
 

@@ -61,7 +61,11 @@ class Metrics:
         self.registry.register(GaugeCollector(self.samples))
 
     def samples(self) -> Samples:
-        """Every gauge's current samples (refreshing stale queue statistics if possible)."""
+        """Every gauge's current samples (refreshing stale queue statistics if possible);
+        none once the client is closed — an OTel meter keeps a replaced client's gauge
+        callbacks, which exported its last values for ever beside its successor's."""
+        if _closed(self.client):
+            return {}
         self.stats.ensure_fresh()
         worker = self.observer.worker
         snap = worker.snapshot() if worker is not None else None
@@ -105,3 +109,9 @@ def _where(client: Any) -> str:
     """The client's database as ``host:port/dbname`` (empty without one)."""
     url = getattr(client, "database_url", None)
     return where(url) if isinstance(url, str) else ""
+
+
+def _closed(client: Any) -> bool:
+    """Whether ``client`` (an AsyncClient, or a blocking Client around one) was closed."""
+    core = getattr(client, "_core", client)
+    return bool(getattr(core, "_closed", False))

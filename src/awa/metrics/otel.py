@@ -39,13 +39,17 @@ def configured() -> bool:
 _recorders = itertools.count(1)
 
 
-def _scope(database: str) -> dict[str, str]:
-    """The meter's attributes: a meter of its own for each recorder in the process. Two
-    clients' recorders (two databases, or a client replaced by another) on one meter
-    shared its instruments: the SDK kept the first recorder's gauge callbacks and dropped
-    the others', and counters of the two were summed (a review). ``awa.meter`` is 1 for
-    the first recorder of the process (the usual one), so it stays put across restarts."""
-    return {"awa.database": database, "awa.meter": str(next(_recorders))}
+def _scope(database: str) -> tuple[str, dict[str, str]]:
+    """The meter's name and attributes: a meter of its own for each recorder in the
+    process. Two clients' recorders (two databases, or a client replaced by another) on
+    one meter shared its instruments: the SDK kept the first recorder's gauge callbacks
+    and dropped the others', and counters of the two were summed (a review). The first
+    recorder of the process (the usual one) has the meter ``awa``, so it stays put across
+    restarts; the next ones ``awa.2``, ``awa.3`` … — by name, not only by attributes,
+    which the API's proxy provider (before an SDK's is set) drops."""
+    number = next(_recorders)
+    name = "awa" if number == 1 else f"awa.{number}"
+    return name, {"awa.database": database, "awa.meter": str(number)}
 
 
 class OtelRecorder:
@@ -59,7 +63,8 @@ class OtelRecorder:
         from awa import __version__
 
         provider = meter_provider or otel_metrics.get_meter_provider()
-        meter = provider.get_meter("awa", __version__, attributes=_scope(database))
+        name, attributes = _scope(database)
+        meter = provider.get_meter(name, __version__, attributes=attributes)
         self._sample = sample
         self._counters: dict[str, Any] = {}
         self._histograms: dict[str, Any] = {}

@@ -151,11 +151,11 @@ def run(args: argparse.Namespace, url: str | None) -> int | Coroutine[Any, Any, 
     try:
         client = _load_client_or_embedded(args.target, url)
     except awa.ValidationError as exc:
-        if exc.field == "database_url" and url is None:
-            # the client read the environment's URL: a malformed variable is named as
-            # such, not blamed on the module (validated only now: an application whose
-            # own client has a URL may keep DATABASE_URL for another database)
-            configured_url(None)
+        if exc.field in ("AWA_DATABASE_URL", "DATABASE_URL"):
+            # the client read a malformed variable: named as such, not blamed on the
+            # module (and never checked up front: an application whose own client has a
+            # URL may keep DATABASE_URL for another database)
+            return fail(str(exc), 2)
         return fail(f"argument MODULE:CLIENT: {exc}", 2)
     except (ImportError, ValueError) as exc:
         return fail(f"argument MODULE:CLIENT: {exc}", 2)
