@@ -41,6 +41,14 @@ INSTANCE_EXPIRY_MS = 5 * 60_000
 logger = logging.getLogger("awa")
 
 
+def database_url_source(explicit: str | None) -> str:
+    """Where :func:`resolve_database_url` takes the URL from: ``database_url`` (the
+    argument) or the environment variable's name — what a malformed URL is blamed on."""
+    if explicit:
+        return "database_url"
+    return "AWA_DATABASE_URL" if os.environ.get("AWA_DATABASE_URL") else "DATABASE_URL"
+
+
 def resolve_database_url(explicit: str | None = None) -> str | None:
     """Explicit argument > ``AWA_DATABASE_URL`` > ``DATABASE_URL`` (None when none is set)."""
     for candidate in (explicit, os.environ.get("AWA_DATABASE_URL"), os.environ.get("DATABASE_URL")):

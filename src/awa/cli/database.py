@@ -4,12 +4,11 @@ an embedded server with its data in ./.awa/pgdata (started if needed, said on st
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from awa import embedded
 from awa.cli.args import postgres_url
-from awa.config import resolve_database_url
+from awa.config import database_url_source, resolve_database_url
 from awa.errors import ValidationError
 from awa.extras import require
 
@@ -21,11 +20,10 @@ def configured_url(explicit: str | None) -> str | None:
     by its variable when malformed), else None."""
     url = resolve_database_url(explicit)
     if url is not None and explicit is None:
-        variable = "AWA_DATABASE_URL" if os.environ.get("AWA_DATABASE_URL") else "DATABASE_URL"
         try:
             postgres_url(url)
         except argparse.ArgumentTypeError as exc:
-            raise ValidationError(variable, str(exc)) from None
+            raise ValidationError(database_url_source(None), str(exc)) from None
     return url
 
 

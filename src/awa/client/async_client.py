@@ -37,6 +37,7 @@ from awa.config import (
     QueueSpec,
     WorkerConfig,
     build_worker_config,
+    database_url_source,
     resolve_database_url,
 )
 from awa.db import connection, forking, migrations
@@ -76,13 +77,6 @@ _UNSET: Any = object()
 DEFAULT_POOL_TIMEOUT_S = 30.0
 
 
-def _url_source(explicit: str | None) -> str:
-    """Where :func:`resolve_database_url` took the URL from, as a field name."""
-    if explicit:
-        return "database_url"
-    return "AWA_DATABASE_URL" if os.environ.get("AWA_DATABASE_URL") else "DATABASE_URL"
-
-
 class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
     """Connects to PostgreSQL; inserts, inspects and runs jobs.
 
@@ -108,7 +102,7 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
         if url is None:
             raise NoDatabaseUrl()
         # A malformed URL is named by where it came from: the argument, or the variable
-        self.database_url = connection.check_url(url, _url_source(database_url))
+        self.database_url = connection.check_url(url, database_url_source(database_url))
         if listen_url is None:
             listen_url = os.environ.get("AWA_LISTEN_URL") or None
         self.listen_url = (

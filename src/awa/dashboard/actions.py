@@ -10,7 +10,7 @@ with the message, which htmx shows in the page's message area, and writes nothin
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from starlette.datastructures import FormData
@@ -115,9 +115,10 @@ def _optional(form: FormData, name: str) -> str | None:
     return raw.strip() if isinstance(raw, str) and raw.strip() else None
 
 
-def _optional_name(form: FormData, name: str) -> str | None:
-    """A name as sent (spaces at its ends are part of it, as in the API), or None when
-    blank."""
+def _optional_name(form: Mapping[str, Any], name: str) -> str | None:
+    """A name (a queue's, a kind's, an args key) as sent, or None when blank: the API
+    keeps spaces at its ends as part of it, and trimming it would act on something
+    else."""
     raw = form.get(name)
     return raw if isinstance(raw, str) and raw.strip() else None
 

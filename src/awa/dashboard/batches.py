@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 import awa
 from awa import validate
-from awa.dashboard.actions import _done, _field, guarded
+from awa.dashboard.actions import _done, _field, _optional_name, guarded
 from awa.dashboard.app import dashboard, mount_root, who
 
 OPS = {"move_queue": "move to queue", "set_priority": "set priority"}
@@ -51,18 +51,13 @@ def _decimal(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
-def _name(source: Mapping[str, Any], name: str) -> str | None:
-    """A queue or kind name as sent, or None when blank: the API allows spaces at its
-    ends, and trimming it would act on other jobs."""
-    raw = source.get(name)
-    return raw if isinstance(raw, str) and raw.strip() else None
-
-
 def parse(source: Mapping[str, Any]) -> tuple[awa.MoveQueue | awa.SetPriority, dict[str, Any]]:
     """The operation and the filter a form (or the page's query) describes."""
     op = _text(source, "op")
     if op == "move_queue":
-        operation: awa.MoveQueue | awa.SetPriority = awa.MoveQueue(_name(source, "to") or "")
+        operation: awa.MoveQueue | awa.SetPriority = awa.MoveQueue(
+            _optional_name(source, "to") or ""
+        )
     elif op == "set_priority":
         priority = _text(source, "priority") or ""
         if not _decimal(priority):
@@ -71,7 +66,10 @@ def parse(source: Mapping[str, Any]) -> tuple[awa.MoveQueue | awa.SetPriority, d
     else:
         raise awa.ValidationError("op", f"must be one of {', '.join(OPS)}, got {op!r}")
     filters: dict[str, Any] = {name: _text(source, name) for name in FILTERS}
-    filters["queue"], filters["kind"] = _name(source, "queue"), _name(source, "kind")
+    filters["queue"], filters["kind"] = (
+        _optional_name(source, "queue"),
+        _optional_name(source, "kind"),
+    )
     filters["ids"] = _ids(source)
     return operation, filters
 

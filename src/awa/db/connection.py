@@ -92,9 +92,11 @@ async def iso_dates(conn: AsyncConnection[Any]) -> None:
         await conn.execute(sql.SESSION_ISO_DATES)
 
 
-def where(url: str) -> str:
+def where(url: str | None) -> str:
     """``host:port/dbname`` of a URL (never its password): which database, for labels.
-    Parts the URL leaves to libpq's defaults are left empty."""
+    Parts the URL leaves to libpq's defaults are left empty; no URL: empty."""
+    if url is None:
+        return ""
     try:
         parts = conninfo.conninfo_to_dict(url)
     except psycopg.ProgrammingError:

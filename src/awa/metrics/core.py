@@ -56,7 +56,11 @@ class Metrics:
             otel_enabled = otel.available() and (meter_provider is not None or otel.configured())
         self.otel_enabled = otel_enabled
         if otel_enabled:
-            recorders.append(otel.OtelRecorder(meter_provider, self.samples, _where(client)))
+            recorders.append(
+                otel.OtelRecorder(
+                    meter_provider, self.samples, where(getattr(client, "database_url", None))
+                )
+            )
         self.observer = MetricsObserver(recorders, on_start=self.stats.bind)
         self.registry.register(GaugeCollector(self.samples))
 
@@ -103,12 +107,6 @@ class Metrics:
     def asgi_app(self) -> MetricsApp:
         """An ASGI app serving these metrics (mount it at ``/metrics``)."""
         return MetricsApp(self)
-
-
-def _where(client: Any) -> str:
-    """The client's database as ``host:port/dbname`` (empty without one)."""
-    url = getattr(client, "database_url", None)
-    return where(url) if isinstance(url, str) else ""
 
 
 def _closed(client: Any) -> bool:

@@ -106,37 +106,33 @@ PROBE_BOUND_S = 5.0
 
 async def _diagnose(
     client: awa.AsyncClient, args: argparse.Namespace
-) -> tuple[bool, str, list[str]]:
-    """(database reachable, why not ready or "ok", the workers' problems)."""
+) -> tuple[bool, bool, str, list[str]]:
+    """(database reachable, schema current, why not or "ok", the workers' problems)."""
     try:
         await client.check_schema()  # connects first: libpq's reason when it cannot
     except (awa.SchemaNotMigrated, awa.SchemaTooNew) as exc:
-        return True, str(exc), []
+        return True, False, str(exc), []
     except awa.DatabaseError as exc:
-        return False, str(exc), []
+        return False, False, str(exc), []
     if not args.worker:
-        return True, "ok", []
+        return True, True, "ok", []
     fresh = await client.list_runtime_instances()  # the last minute's
     seen = {i.instance_id for i in fresh}
     kept = await client.list_runtime_instances(fresh_ms=INSTANCE_EXPIRY_MS)
     silent = [i for i in kept if i.instance_id not in seen]
-    return True, "ok", worker_problems(fresh, socket.gethostname(), silent)
+    return True, True, "ok", worker_problems(fresh, socket.gethostname(), silent)
 
 
 async def run(args: argparse.Namespace, url: str | None) -> int:
     client = awa.AsyncClient(url)  # not ``async with``: it would raise where we report
     try:
         async with asyncio.timeout(PROBE_BOUND_S):
-            connected, reason, problems = await _diagnose(client, args)
+            connected, schema_ok, reason, problems = await _diagnose(client, args)
     except TimeoutError:
-        connected, reason, problems = (
-            False,
-            f"the database did not answer in {PROBE_BOUND_S:g} s",
-            [],
-        )
+        connected, schema_ok, problems = False, False, []
+        reason = f"the database did not answer in {PROBE_BOUND_S:g} s"
     finally:
         await client.close()
-    schema_ok = connected and reason == "ok"
     ready = schema_ok and not problems
     if problems:
         reason = "; ".join(problems)
