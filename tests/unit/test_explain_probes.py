@@ -357,3 +357,13 @@ def test_of_two_rate_limits_the_tighter_decides(fleet_rate: float, first: str) -
     assert [r.code for r in reasons][:2] == [ReasonCode.RATE_LIMITED] * 2
     assert first in reasons[0].message
     assert reasons[0].details["turn_in_s"] >= reasons[1].details["turn_in_s"]
+
+
+def test_a_paused_queue_names_a_command_a_shell_takes_as_one_argument() -> None:
+    """A queue name with a space or a '!' printed bare split (or history-expanded) when
+    pasted into a shell."""
+    f = facts(job(queue="we!rd q/é"), queue(name="we!rd q/é", paused=True))
+    message = explain(f).reasons[0].message
+    assert "(awa queue resume 'we!rd q/é')" in message
+    plain = explain(facts(q=queue(paused=True))).reasons[0].message
+    assert "(awa queue resume email)" in plain

@@ -100,6 +100,19 @@ def test_deadline_override_never_crosses_zero(
     assert any("zero boundary" in r.getMessage() for r in caplog.records)
 
 
+def test_a_deadline_override_past_int32_is_refused(caplog: pytest.LogCaptureFixture) -> None:
+    """Written by hand before migration 0035 bounded the column: every claim of the queue
+    failed ("interval out of range") with it, so the worker keeps its own deadline."""
+    control = QueueControl(QueueConfig("q", deadline_ms=300_000))
+    with caplog.at_level(logging.WARNING, logger="awa"):
+        control.apply(_row(deadline_ms=9_223_372_036_854_775_807))
+    assert control.deadline_ms == 300_000
+    assert "over 2147483647 ms" in control.ignored["deadline_ms"]
+    assert any("over 2147483647 ms" in r.getMessage() for r in caplog.records)
+    control.apply(_row(deadline_ms=2_147_483_647))  # the bound itself applies
+    assert control.deadline_ms == 2_147_483_647 and control.ignored == {}
+
+
 def test_concurrency_overrides_apply_in_their_own_mode_only(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -6,6 +6,7 @@ to now and the pool's room — so explain says "at its limit" exactly when the c
 from __future__ import annotations
 
 import math
+import shlex
 
 from awa.explain.facts import Facts
 from awa.explain.finding import Finding, finding
@@ -57,7 +58,7 @@ def concurrency_limit(f: Facts) -> Finding | None:
         f"Queue '{q}' may run {count(fleet.concurrency, 'job')} at once across the fleet"
         f"{_set(f)}, and {f.queue.running} {'is' if f.queue.running == 1 else 'are'} "
         "running: it starts when one of them ends "
-        f"(awa queue limits show {q}).",
+        f"(awa queue limits show {shlex.quote(q)}).",
         waits(f, f"queue '{q}' is at its fleet limit of {fleet.concurrency} running"),
         concurrency=fleet.concurrency,
         running=f.queue.running,

@@ -8,6 +8,8 @@ first. A scheduled or retrying job waits for its time, and the first two matter 
 
 from __future__ import annotations
 
+import shlex
+
 from awa.explain.facts import (
     AHEAD_CAP,
     LIVE_WITHIN_MS,
@@ -147,7 +149,7 @@ def queue_paused(f: Facts) -> Finding | None:
     return finding(
         ReasonCode.QUEUE_PAUSED,
         f"Queue '{q.name}' is paused{by}{since}: no worker claims its jobs until it is "
-        f"resumed (awa queue resume {q.name}).",
+        f"resumed (awa queue resume {shlex.quote(q.name)}).",
         waits(f, f"{_queue(f)} is paused{by}"),
         paused_by=q.paused_by,
         paused_at=q.paused_at.isoformat() if q.paused_at else None,

@@ -31,7 +31,7 @@ from awa.config import DEFAULT_POLL_INTERVAL_MS, QueueConfig
 from awa.db.rows import control_limits, control_pool_member, runtime_overrides
 from awa.override_keys import KEYS
 from awa.types import Capacity, PoolMember, QueueLimits, QueueRuntime, RuntimeOverrides
-from awa.validate import MAX_RATE, MIN_RATE
+from awa.validate import INT32_MAX, MAX_RATE, MIN_RATE
 from awa.worker.rate_limit import TokenBucket
 
 logger = logging.getLogger("awa")
@@ -120,6 +120,10 @@ class QueueControl:
     def _effective_deadline(self, override: int | None, ignored: dict[str, str]) -> int:
         configured = self.config.deadline_ms
         if override is None:
+            return configured
+        if override > INT32_MAX:  # by hand, before migration 0035 bounded the column
+            reason = f"deadline override {override} ms is over {INT32_MAX} ms (24.8 days)"
+            self._refuse("deadline_ms", override, reason, ignored)
             return configured
         if (override == 0) != (configured == 0):
             reason = (
