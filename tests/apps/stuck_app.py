@@ -1,13 +1,16 @@
 """Handlers that cannot be stopped, for ``awa worker tests.apps.stuck_app:client``.
 
 Each records that it started (progress 1, written at once), then never returns:
-``stuck_sync`` blocks its thread, ``stuck_async`` swallows every cancellation.
+``stuck_sync`` blocks its thread, ``stuck_async`` swallows every cancellation,
+``stuck_in_thread`` waits on a blocked ``asyncio.to_thread`` call and ``own_thread``
+leaves a non-daemon thread of its own running.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from typing import Any
 
@@ -30,3 +33,20 @@ async def stuck_async(job: awa.Job[Any]) -> None:
     while True:  # the kind of handler that cannot be stopped
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.sleep(3600)
+
+
+@client.task(None, kind="stuck_in_thread", queue="stuck")
+async def stuck_in_thread(job: awa.Job[Any]) -> None:
+    """A blocking call moved off the loop, as an SDK without async support is used: the
+    cancellation ends the task, not the thread."""
+    job.set_progress(1)
+    await job.flush_progress()
+    await asyncio.to_thread(time.sleep, 1e6)
+
+
+@client.task(None, kind="own_thread", queue="stuck")
+async def own_thread(job: awa.Job[Any]) -> None:
+    """Starts a (non-daemon) thread of its own that outlives the job."""
+    threading.Thread(target=time.sleep, args=(1e6,), name="handler-own").start()
+    job.set_progress(1)
+    await job.flush_progress()

@@ -131,3 +131,32 @@ def test_a_second_signal_exits_at_once(
     # Not fenced (no time was given for it): the rescuer returns it once its heartbeat
     # is stale, as after a crash.
     assert db.execute("SELECT state FROM awa.jobs").fetchone() == ("running",)
+
+
+def test_threads_left_by_handlers_do_not_hold_the_exit(
+    database_url: str, db: psycopg.Connection[Any], workers: list[Worker]
+) -> None:
+    """A cancelled ``asyncio.to_thread`` call keeps its thread, and the interpreter
+    waited for it (and for a handler's own non-daemon thread) at exit: a SIGTERMed worker
+    stayed up as long as the blocking call, its jobs already fenced."""
+    with awa.Client(database_url) as client:
+        in_thread = client.insert({}, kind="stuck_in_thread", queue="stuck")
+        own = client.insert({}, kind="own_thread", queue="stuck")
+    worker = Worker(database_url, "--shutdown-timeout-ms", "1000")
+    workers.append(worker)
+    wait_until(lambda: _started(db, in_thread.id), timeout=30)
+    wait_until(
+        lambda: (
+            db.execute("SELECT state FROM awa.jobs WHERE id = %s", [own.id]).fetchone()
+            == ("completed",)
+        ),
+        timeout=30,
+    )
+
+    worker.signal(signal.SIGTERM)
+    assert worker.wait_exit() == 0, worker.stderr
+    assert "thread(s) started while the command ran still run" in worker.stderr
+    assert "handler-own" in worker.stderr
+    assert db.execute("SELECT state FROM awa.jobs WHERE id = %s", [in_thread.id]).fetchone() == (
+        "retryable",
+    )

@@ -144,7 +144,7 @@ def test_identifiers_are_fixed_and_queues_travel_only_as_values() -> None:
         assert not re.search(r"%[^(%]", code.replace("%%", "")), name
         # Every table reference is schema-qualified with awa.
         for schema in re.findall(r"\b(?:FROM|JOIN|INTO|UPDATE|TABLE)\s+(\w+)\.", code, re.I):
-            assert schema in ("awa", "EXCLUDED"), (name, schema)
+            assert schema in ("awa", "EXCLUDED", "OLD", "NEW"), (name, schema)  # rows in triggers
     # Nothing composes identifiers at run time.
     for path in SRC.rglob("*.py"):
         source = path.read_text()
@@ -512,3 +512,39 @@ async def test_migration_0021_narrows_an_older_producer_grant_to_the_probed_colu
         assert may_read(app, "channel") and may_read(app, "seat_id")
     async with awa.AsyncClient(roles["awa_producer"]) as as_producer:
         await as_producer.insert({"n": 1}, kind="k", queue="plain")  # the probe still runs
+
+
+def _read_only_grants() -> list[str]:
+    """docs/security.md's read-only block (a plain fence: the blocks above are sql)."""
+    text = (ROOT / "docs" / "security.md").read_text()
+    (block,) = re.findall(r"```\n(GRANT USAGE ON SCHEMA awa TO awa_readonly;.*?)```", text, re.S)
+    return _statements(block, {})
+
+
+async def test_the_documented_read_only_grants_show_every_page_and_a_refusal_is_403(
+    roles: dict[str, str],
+) -> None:
+    """docs/security.md's read-only role: every dashboard page and /metrics answer. A page
+    the database refuses for want of a privilege says so with 403: it answered 503, "the
+    database did not answer", which reads as a moment to retry (a review)."""
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from awa.dashboard.app import DashboardSettings, create_app
+
+    async with awa.AsyncClient(roles["awa_owner"]) as owner:
+        await owner.migrate()
+        await owner.insert({}, kind="k", queue="q")
+    reader = roles["awa_producer:name"]  # connects; given only the documented grants
+    with psycopg.connect(roles["awa_owner"], autocommit=True) as conn:
+        for statement in _read_only_grants():
+            conn.execute(statement.replace("awa_readonly", f'"{reader}"'))
+    app = create_app(DashboardSettings(database_url=roles["awa_producer"], read_only=True))
+    with TestClient(app, base_url="http://127.0.0.1") as http:
+        for page in ("/", "/queues/q", "/jobs", "/runtime", "/pool", "/batches", "/metrics"):
+            assert http.get(page).status_code == 200, page
+        with psycopg.connect(roles["awa_owner"], autocommit=True) as conn:
+            conn.execute(f'REVOKE SELECT ON awa.dlq FROM "{reader}"')
+        refused = http.get("/queues/q")
+    assert refused.status_code == 403
+    assert "lacks a privilege" in refused.text and "dlq" in refused.text

@@ -4,6 +4,7 @@ line, and the merge of the children's metrics."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import signal
 import socket
 import struct
@@ -20,7 +21,7 @@ from awa.config import build_worker_config
 from awa.metrics import gauges
 from awa.metrics.gauges import STATS_TIMEOUT_S, StatsCache
 from awa.metrics.http import MetricsServer
-from awa.metrics.supervised import SCRAPE_TIMEOUT_S, FleetMetrics, merge
+from awa.metrics.supervised import SCRAPE_TIMEOUT_S, SHARED, FleetMetrics, merge
 from awa.supervisor import describe_exit, restart_delay
 from awa.supervisor.process import Child
 from awa.worker.runtime import SNAPSHOT_WAIT_S
@@ -115,6 +116,40 @@ def test_merge_labels_each_process_and_keeps_database_gauges_once() -> None:
     registry.register(Collected())  # type: ignore[arg-type]
     names = {f.name for f in text_string_to_metric_families(generate_latest(registry).decode())}
     assert names == {"awa_jobs", "awa_queue_in_flight", "awa_queue_depth"}
+
+
+def test_merge_takes_database_gauges_from_a_child_that_has_them() -> None:
+    """A child that has not read the statistics yet (just restarted, its read slow)
+    serves the family empty; taken from it, the fleet's depth vanished."""
+    empty = _exposition(1, 1, 0).replace('awa_queue_depth{queue="q",state="available"} 0\n', "")
+    merged = merge([(0, empty), (1, _exposition(2, 2, 40)), (2, _exposition(3, 3, 41))])
+    samples = {family.name: family.samples for family in merged}
+    (depth,) = samples["awa_queue_depth"]
+    assert depth.value == 40.0 and "process" not in depth.labels
+    assert {s.labels["process"] for s in samples["awa_queue_in_flight"]} == {"0", "1", "2"}
+
+
+def test_merge_keeps_later_childrens_own_series_and_drops_their_database_gauges() -> None:
+    """Every shared family taken: the rest of each later child's copy is never parsed,
+    and what it says otherwise is kept (its own in-flight)."""
+
+    def child(value: int, in_flight: int) -> str:
+        shared = "".join(
+            f'# HELP {name} x\n# TYPE {name} gauge\n{name}{{queue="q"}} {value}\n'
+            for name in sorted(SHARED)
+        )
+        return (
+            f"{shared}# HELP awa_queue_in_flight x\n# TYPE awa_queue_in_flight gauge\n"
+            f'awa_queue_in_flight{{queue="q"}} {in_flight}\n'
+        )
+
+    merged = merge([(0, child(7, 1)), (1, child(9, 2))])
+    samples = {family.name: family.samples for family in merged}
+    assert all([s.value for s in samples[name]] == [7.0] for name in SHARED)
+    assert {s.labels["process"]: s.value for s in samples["awa_queue_in_flight"]} == {
+        "0": 1.0,
+        "1": 2.0,
+    }
 
 
 @pytest.mark.parametrize(
@@ -249,3 +284,40 @@ def test_scrapes_served_from_the_cache_do_not_put_off_the_next_read(
     now[0] = 101.2  # max_age_s after the failed read, not after the last scrape
     cache.ensure_fresh()
     assert database.reads == 2 and cache.fresh()
+
+
+class _SlowAsyncDatabase:
+    """An async client whose queue_stats() answers when the test lets it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.reads = 0
+        self.answer = asyncio.Event()
+        self.loop = loop
+
+    async def queue_stats(self) -> list[awa.QueueStat]:
+        self.reads += 1
+        await self.answer.wait()
+        return [awa.QueueStat("q", *([0] * 9), None, False, 0)]  # type: ignore[arg-type]
+
+
+def test_a_read_slower_than_the_scrape_goes_on_and_serves_the_next_scrape() -> None:
+    """Cancelled at each scrape's timeout, a read slower than it never completed: depth,
+    lag and pause were never served at all (a review, 7 M retained jobs, 3 processes)."""
+    loop = asyncio.new_event_loop()
+    runner = threading.Thread(target=loop.run_forever, daemon=True)
+    runner.start()
+    try:
+        database = _SlowAsyncDatabase(loop)
+        cache = StatsCache(database, max_age_s=0.0, timeout_s=0.05)
+        cache.bind(loop)
+        cache.ensure_fresh()  # gives up waiting; the read goes on
+        assert cache.stats == [] and database.reads == 1
+        cache.ensure_fresh()  # finds that read still under way: no second one
+        assert database.reads == 1
+        loop.call_soon_threadsafe(database.answer.set)
+        wait_until(lambda: [s.queue for s in cache.stats] == ["q"])
+        assert database.reads == 1
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        runner.join(10)
+        loop.close()

@@ -4,17 +4,26 @@
 limit: one job handler that swallows ``CancelledError`` then keeps ``awa worker`` alive
 forever after its shutdown finished. Here the tasks left get ``EXIT_GRACE_S`` to end
 after their cancellation; the process then exits without them (the worker's shutdown
-has already fenced their jobs and named them in a warning).
+has already fenced their jobs and named them in a warning). Threads are the same story
+one level down: a handler's ``asyncio.to_thread`` call (the loop's default executor) or
+its own non-daemon thread still running made the interpreter wait for it at exit, an hour
+for an hour-long call; those get ``EXIT_GRACE_S`` as well (:func:`leave_stray_threads`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
-from collections.abc import Callable, Coroutine
+import sys
+import threading
+import time
+from collections.abc import Callable, Collection, Coroutine
 from typing import Any
 
 EXIT_GRACE_S = 2.0
+logger = logging.getLogger("awa")
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
@@ -57,3 +66,29 @@ def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
                 {"message": "unhandled exception in a task at exit", "task": task,
                  "exception": task.exception()}
             )  # fmt: skip
+
+
+def leave_stray_threads(before: Collection[threading.Thread], status: int) -> None:
+    """Return when every non-daemon thread started since ``before`` has ended within
+    ``EXIT_GRACE_S``; otherwise name them and exit the process now with ``status``:
+    the interpreter would wait for each at exit, without limit. (Closing the loop told
+    its idle ``to_thread`` threads to end; ``shutdown_default_executor`` would wait for
+    the busy ones, without limit before Python 3.12.)"""
+    deadline = time.monotonic() + EXIT_GRACE_S
+    stray = [t for t in threading.enumerate() if t not in before and not t.daemon]
+    for thread in stray:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    left = [t.name for t in stray if t.is_alive()]
+    if not left:
+        return
+    logger.warning(
+        "awa: %d thread(s) started while the command ran still run (%s) — a handler's "
+        "asyncio.to_thread call or its own thread; exiting without them",
+        len(left), ", ".join(left),
+        extra={"event": "threads_left", "threads": left},
+    )  # fmt: skip
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(status)

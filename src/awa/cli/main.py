@@ -7,6 +7,7 @@ import inspect
 import logging
 import os
 import sys
+import threading
 from collections.abc import Sequence
 
 import awa
@@ -26,7 +27,7 @@ from awa.cli.commands import (
     worker,
 )
 from awa.cli.database import database_url
-from awa.cli.loop import run_async
+from awa.cli.loop import leave_stray_threads, run_async
 from awa.cli.output import fail
 
 COMMANDS = (migrate, worker, queue, pool, job, batch, cron, dlq, runtime, health, serve, demo)
@@ -125,9 +126,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         url = database_url(args.database_url) if needs_db else args.database_url
         # A command returns a coroutine to run on the event loop, or (the supervisor,
         # which picks its own loop) its exit status.
+        threads = set(threading.enumerate())
         outcome = args.handler(args, url)
         status: int = run_async(outcome) if inspect.iscoroutine(outcome) else outcome
         sys.stdout.flush()  # here, where a reader that left is caught, not at exit
+        leave_stray_threads(threads, status)
     except awa.ValidationError as exc:
         argument = _argument_for(exc.field, getattr(args, "leaf_parser", None))
         if argument is not None:  # the API's field is one of this command's arguments

@@ -215,9 +215,18 @@ async def healthz(request: Request) -> Response:
 
 
 async def unavailable(request: Request, exc: Exception) -> Response:
-    """A page that could not reach the database says so (503) instead of a bare 500."""
+    """A page that could not reach the database says so (503) instead of a bare 500; one
+    the database refused for want of a privilege says that (403): a standing setting of
+    the dashboard's role, not a moment to retry after."""
+    cause = getattr(exc.__cause__, "sqlstate", None)
+    if cause == INSUFFICIENT_PRIVILEGE:
+        message = f"the dashboard's database role lacks a privilege: {exc}"
+        return dashboard(request).render(request, "error.html", {"message": message}, 403)
     message = f"the database did not answer: {exc}"
     return dashboard(request).render(request, "error.html", {"message": message}, 503)
+
+
+INSUFFICIENT_PRIVILEGE = "42501"
 
 
 async def failed(request: Request, exc: Exception) -> Response:

@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 from awa.metrics import spec
@@ -29,6 +30,7 @@ from awa.types import HardReserved, QueueStat, RuntimeSnapshot, Weighted
 logger = logging.getLogger("awa")
 
 Sample = tuple[tuple[str, ...], float]
+Read = tuple[list[QueueStat], StoredFleet | None]
 Samples = dict[str, list[Sample]]
 
 
@@ -67,6 +69,8 @@ class StatsCache:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
         self._tried_at: float | None = None  # when the last blocking read ended
+        self._pending: Future[Read] | None = None  # a read on ``loop`` still under way
+        self._pending_lock = threading.Lock()
         self._failing = False
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -77,20 +81,20 @@ class StatsCache:
         """True while the cached statistics are younger than ``max_age_s``."""
         return self.fetched_at is not None and time.monotonic() - self.fetched_at < self.max_age_s
 
-    async def _read(self) -> tuple[list[QueueStat], StoredFleet | None]:
+    async def _read(self) -> Read:
         stats = await self._client.queue_stats()
         if not self._with_fleet():
             return stats, None
         limits = await self._client.queue_limits_status()
         return stats, StoredFleet(limits, await self._client.fleet_pool())
 
-    def _read_blocking(self) -> tuple[list[QueueStat], StoredFleet | None]:
+    def _read_blocking(self) -> Read:
         stats = self._client.queue_stats()
         if not self._with_fleet():
             return stats, None
         return stats, StoredFleet(self._client.queue_limits_status(), self._client.fleet_pool())
 
-    def _store(self, read: tuple[list[QueueStat], StoredFleet | None]) -> None:
+    def _store(self, read: Read) -> None:
         self.stats, self.fleet = read
         self.fetched_at = time.monotonic()
         if self._failing:
@@ -99,9 +103,12 @@ class StatsCache:
 
     def _failed(self, exc: BaseException) -> None:
         if not self._failing:
+            if isinstance(exc, TimeoutError):
+                why = f"takes over {self.timeout_s:g} s; it goes on"
+            else:
+                why = f"failed ({str(exc) or type(exc).__name__})"
             logger.warning(
-                "metrics: queue_stats() failed (%s); serving the last values",
-                str(exc) or type(exc).__name__,
+                "metrics: queue_stats() %s; serving the last values", why,
                 extra={"event": "metrics_stats"},
             )  # fmt: skip
             self._failing = True
@@ -120,9 +127,9 @@ class StatsCache:
                 if self.loop is current:
                     read = await self._read()
                 else:
-                    future = asyncio.run_coroutine_threadsafe(self._read(), self.loop)
-                    async with asyncio.timeout(self.timeout_s):
-                        read = await asyncio.wrap_future(future)
+                    future = self._submit(self.loop)
+                    async with asyncio.timeout(self.timeout_s):  # the read goes on (shield)
+                        read = await asyncio.shield(asyncio.wrap_future(future))
         except Exception as exc:
             self._failed(exc)
             return
@@ -163,16 +170,37 @@ class StatsCache:
                 loop = self.loop
                 if loop is None or loop.is_closed() or not loop.is_running():
                     return
-                future = asyncio.run_coroutine_threadsafe(self._read(), loop)
-                try:
-                    read = future.result(self.timeout_s)
-                except BaseException:
-                    future.cancel()
-                    raise
+                read = self._submit(loop).result(self.timeout_s)
         except Exception as exc:
             self._failed(exc)
             return
         self._store(read)
+
+    def _submit(self, loop: asyncio.AbstractEventLoop) -> Future[Read]:
+        """The read under way on ``loop``, or a new one. A read that outlasts the scrape
+        waiting for it is not cancelled: it goes on and stores what it reads for the next
+        scrape. Cancelled at each scrape's timeout, a read slower than the timeout (a few
+        million retained jobs, several processes reading at once) never completed, and
+        depth, lag and pause were never served at all (a review)."""
+        with self._pending_lock:
+            future = self._pending
+            if future is not None:
+                return future
+            future = self._pending = asyncio.run_coroutine_threadsafe(self._read(), loop)
+        future.add_done_callback(self._landed)  # (runs here at once if already done)
+        return future
+
+    def _landed(self, future: Future[Read]) -> None:
+        with self._pending_lock:
+            if self._pending is future:
+                self._pending = None
+        if future.cancelled():
+            return
+        exc = future.exception()
+        if exc is None:
+            self._store(future.result())
+        elif isinstance(exc, Exception):
+            self._failed(exc)
 
 
 def stats_samples(stats: list[QueueStat], extra_queues: list[str]) -> Samples:

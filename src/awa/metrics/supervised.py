@@ -47,9 +47,18 @@ def _fetch(url: str, timeout_s: float) -> str | None:
 
 
 def merge(scrapes: Iterable[tuple[int, str]]) -> list[Metric]:
-    """The families of every child's exposition, labelled by process (see the module)."""
+    """The families of every child's exposition, labelled by process (see the module).
+
+    A database-wide family comes from the first child whose copy has samples: a child
+    that has not read the statistics yet serves the family empty, and taken from it the
+    fleet's depth, lag and pause vanished while the other children had them (a review).
+    Once every such family is taken, later children's copies are dropped before parsing:
+    with thousands of queues they are most of each child's text."""
     families: dict[str, Metric] = {}
+    taken: set[str] = set()
     for index, text in scrapes:
+        if taken >= SHARED:
+            text = _without_shared(text)
         for family in text_string_to_metric_families(text):
             merged = families.get(family.name)
             shared = family.name in SHARED
@@ -57,12 +66,28 @@ def merge(scrapes: Iterable[tuple[int, str]]) -> list[Metric]:
                 merged = families[family.name] = Metric(
                     family.name, family.documentation, family.type, family.unit
                 )
-            elif shared:
-                continue  # already taken from an earlier child
+            if shared:
+                if family.name in taken or not family.samples:
+                    continue  # taken from an earlier child, or none to take here
+                taken.add(family.name)
             for s in family.samples:
                 labels = s.labels if shared else {PROCESS_LABEL: str(index), **s.labels}
                 merged.samples.append(Sample(s.name, labels, s.value, s.timestamp, s.exemplar))
     return list(families.values())
+
+
+def _without_shared(text: str) -> str:
+    """``text`` without the samples and comments of the database-wide families."""
+    kept = []
+    for line in text.splitlines(keepends=True):
+        if line.startswith("#"):
+            parts = line.split(None, 3)
+            name = parts[2] if len(parts) > 2 else ""
+        else:
+            name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name not in SHARED:
+            kept.append(line)
+    return "".join(kept)
 
 
 def supervisor_families(children: Sequence[Child], answered: set[int]) -> list[Metric]:

@@ -107,6 +107,7 @@ class Attempt:
         "claimed_at",
         "deadline_ms",
         "due",
+        "identity",
         "interruptible",
         "job",
         "key",
@@ -128,6 +129,9 @@ class Attempt:
     ) -> None:
         self.job = job
         self.key: results.AttemptKey = results.attempt_key(job)
+        # What the outcome and the bookkeeping read off the job, kept apart from the job
+        # the handler holds (and may change): restored before the outcome is decided.
+        self.identity = (job.kind, job.queue, job.attempt, job.max_attempts)
         self.permit = permit
         self.deadline_ms = deadline_ms
         self.started = time.monotonic()
@@ -252,12 +256,21 @@ class Attempt:
 
     def returned(self, value: Any) -> results.Finalization:
         """The outcome of a handler that returned ``value``."""
-        return self.outcome(results.from_return(self.job, value, self.callback_id))
+        return self.outcome(results.from_return(self._settled(), value, self.callback_id))
 
     def raised(self, exc: BaseException) -> results.Finalization:
         """The outcome of a handler that raised ``exc``."""
-        return self.outcome(results.from_exception(self.job, exc))
+        return self.outcome(results.from_exception(self._settled(), exc))
 
     def failed(self, message: str, kind: str, *, terminal: bool) -> results.Finalization:
         """The outcome of a failure the worker detected itself."""
-        return self.outcome(results.failure(self.job, message, kind, terminal=terminal))
+        return self.outcome(results.failure(self._settled(), message, kind, terminal=terminal))
+
+    def _settled(self) -> Job[Any]:
+        """The job with the attempt's own identity put back: a handler that set
+        ``job.attempt = 0`` retried for ever, ``job.id`` or ``job.run_lease`` wrote its
+        outcome to no row and left the job running."""
+        job = self.job
+        job.id, job.run_lease, job.attempted_at = self.key
+        job.kind, job.queue, job.attempt, job.max_attempts = self.identity
+        return job

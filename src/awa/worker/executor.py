@@ -97,8 +97,9 @@ class Executor:
     def _forget(self, attempt: Attempt) -> None:
         """Drop ``attempt`` from the attempts in flight (only its own entry: the job's id
         may belong to a newer attempt by now)."""
-        if self.attempts.get(attempt.job.id) is attempt:
-            del self.attempts[attempt.job.id]
+        job_id = attempt.key[0]  # not attempt.job.id: the handler may have changed it
+        if self.attempts.get(job_id) is attempt:
+            del self.attempts[job_id]
         elif self.superseded.get(attempt.key) is attempt:
             del self.superseded[attempt.key]
 
@@ -131,8 +132,10 @@ class Executor:
                 await self._completer.submit(outcome)
         except asyncio.CancelledError:
             pass  # the worker gave up on this attempt (shutdown): its job was fenced
-        except Exception:  # a bug in awa itself: the heartbeat rescuer will retry the job
-            logger.exception("awa: unexpected error running job %s", attempt.job.id)
+        except BaseException:  # a bug in awa itself: the heartbeat rescuer will retry the job
+            # (BaseException too: a KeyboardInterrupt out of here stopped the whole worker
+            # with every attempt left running.)
+            logger.exception("awa: unexpected error running job %s", attempt.key[0])
         finally:
             # If the job was cancelled or rescued and then re-claimed by this worker while
             # this (now stale) attempt still ran, the job's entry belongs to the new

@@ -7,6 +7,7 @@ backoff until ``max_attempts`` is used up.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import random
@@ -108,7 +109,7 @@ def _text(value: Any) -> str:
     must still be recorded as the handler's failure, not break the attempt's outcome."""
     try:
         return str(value)
-    except Exception as exc:
+    except BaseException as exc:  # a __str__ raising KeyboardInterrupt stopped the worker
         return f"<{type(value).__name__}: str() failed with {type(exc).__name__}>"
 
 
@@ -146,8 +147,35 @@ def from_return(job: Job[Any], value: Any, callback_id: str | None = None) -> Fi
         return Finalization(job, JobState.CANCELLED, error=error)
     if isinstance(value, WaitForCallback):
         return _wait_for_callback(job, value, callback_id)
+    mistake = _returned_by_mistake(value)
+    if mistake is not None:
+        return from_exception(job, TypeError(mistake))
     # Anything else is treated as success: handlers often return incidental values.
     return Finalization(job, JobState.COMPLETED)
+
+
+_OUTCOMES = (RetryAfter, Snooze, Cancel, WaitForCallback)
+
+
+def _returned_by_mistake(value: Any) -> str | None:
+    """Why ``value`` cannot be what the handler meant to return, or None. Taken for a
+    success, each of these completed the job without its work: a coroutine never awaited
+    (``return send(job)``, or an async function under a plain decorator, which awa runs
+    as a ``def``) and an outcome class instead of an instance (``return awa.Cancel``)."""
+    if inspect.isawaitable(value):
+        if inspect.iscoroutine(value):
+            value.close()  # never to run: no "never awaited" warning naming no job
+        return (
+            f"the handler returned {type(value).__name__} {value!r} without awaiting it, "
+            "so its work did not run (an async function under a plain decorator? await "
+            "it, or make the wrapper async)"
+        )
+    if isinstance(value, type) and issubclass(value, _OUTCOMES):
+        return (
+            f"the handler returned the class awa.{value.__name__}, not an instance: "
+            f"return awa.{value.__name__}(...)"
+        )
+    return None
 
 
 def from_exception(job: Job[Any], exc: BaseException) -> Finalization:
@@ -158,7 +186,11 @@ def from_exception(job: Job[Any], exc: BaseException) -> Finalization:
         frames = "".join(traceback.format_tb(exc.__traceback__))
         tb = f"{frames}{kind}: {clip(message, 200)}\n"
     else:
-        tb = "".join(traceback.format_exception(exc))
+        try:
+            tb = "".join(traceback.format_exception(exc))
+        except BaseException:  # str() of the exception (or of one it chains) raised
+            frames = "".join(traceback.format_tb(exc.__traceback__))
+            tb = f"{frames}{kind}: {message}\n"
     error = _error_entry(job, message, kind, tb)
     if isinstance(exc, TerminalError):
         return Finalization(job, JobState.FAILED, error=error)
