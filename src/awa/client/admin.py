@@ -154,13 +154,26 @@ async def retry_failed(
     conn: AsyncConnection[Any], *, kind: str | None = None, queue: str | None = None
 ) -> list[Job[Any]]:
     """Retry every failed job of a kind and/or a queue (at least one filter is required)."""
+    return await _many_jobs(conn, sql.JOB_RETRY_FAILED, _failed_of(kind, queue))
+
+
+async def retry_failed_count(
+    conn: AsyncConnection[Any], *, kind: str | None = None, queue: str | None = None
+) -> int:
+    """:func:`retry_failed`, returning how many instead of the jobs (for a count shown)."""
+    with mapped():
+        cur = await conn.execute(sql.JOB_RETRY_FAILED_COUNT, _failed_of(kind, queue))
+        row = await cur.fetchone()
+    return int(row[0]) if row is not None else 0
+
+
+def _failed_of(kind: str | None, queue: str | None) -> dict[str, Any]:
     if kind is None and queue is None:
         raise ValidationError("kind", "retry_failed needs kind= or queue= (or both)")
-    params = {
+    return {
         "kind": None if kind is None else validate.text("kind", kind),
         "queue": None if queue is None else validate.text("queue", queue),
     }
-    return await _many_jobs(conn, sql.JOB_RETRY_FAILED, params)
 
 
 async def discard_failed(conn: AsyncConnection[Any], kind: str) -> int:

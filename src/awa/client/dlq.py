@@ -160,6 +160,29 @@ async def retry(
         cur = conn.cursor(row_factory=job_rows)
         await cur.execute(sql.DLQ_RETRY, params)
         retried = await cur.fetchall()
+    await _warn_held_back(conn, params)
+    return retried
+
+
+async def retry_count(
+    conn: AsyncConnection[Any],
+    ids: int | Sequence[int] | None = None,
+    *,
+    kind: str | None = None,
+    queue: str | None = None,
+    older_than: timedelta | float | None = None,
+    allow_all: bool = False,
+) -> int:
+    """:func:`retry`, returning how many instead of the jobs (for a count shown)."""
+    params = filters(ids, kind, queue, older_than, allow_all=allow_all)
+    with mapped():
+        row = await (await conn.execute(sql.DLQ_RETRY_COUNT, params)).fetchone()
+    await _warn_held_back(conn, params)
+    return int(row[0]) if row is not None else 0
+
+
+async def _warn_held_back(conn: AsyncConnection[Any], params: dict[str, Any]) -> None:
+    with mapped():
         held = await (await conn.execute(sql.DLQ_HELD_BACK, params)).fetchall()
     if held:
         _log.warning(
@@ -167,7 +190,6 @@ async def retry(
             "key, so a retry would duplicate it; retry again once that job is done",
             ", ".join(f"entry {entry} (key held by job {holder})" for entry, holder in held),
         )
-    return retried
 
 
 async def purge(

@@ -173,6 +173,23 @@ class JobLifecycle:
             )
         )
 
+    async def _retry_from_dlq_count(
+        self,
+        ids: int | Sequence[int] | None = None,
+        *,
+        kind: str | None = None,
+        queue: str | None = None,
+        older_than: timedelta | float | None = None,
+        allow_all: bool = False,
+    ) -> int:
+        """:meth:`retry_from_dlq`, returning how many (for the CLI and the dashboard,
+        which show a count: a job built for each of 200 000 took 576 MB, a review)."""
+        return await self._bulk_dlq(
+            lambda conn: dlq.retry_count(
+                conn, ids, kind=kind, queue=queue, older_than=older_than, allow_all=allow_all
+            )
+        )
+
     async def purge_dlq(
         self,
         ids: int | Sequence[int] | None = None,

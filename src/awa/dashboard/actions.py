@@ -246,8 +246,8 @@ async def clear_pool(request: Request, form: FormData) -> Response:
 async def retry_failed(request: Request, form: FormData) -> Response:
     """Make every failed job of a queue available again."""
     d, queue, by = dashboard(request), _field(form, "queue"), who(request)
-    retried = await d.client.retry_failed(queue=queue)
-    d.audit.record(by, "retry failed", f"queue {queue}", f"{len(retried)} job(s)")
+    retried = await d.client._retry_failed_count(queue=queue)
+    d.audit.record(by, "retry failed", f"queue {queue}", f"{retried} job(s)")
     return _done(request, _next(request, form, queue_url(queue)))
 
 

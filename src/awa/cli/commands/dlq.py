@@ -171,8 +171,12 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
             count = await client.move_failed_to_dlq(ids, reason=args.reason, **common)
             report(args.json, {"moved": count}, f"moved {count} job(s)")
         elif args.action == "retry":
-            jobs = await client.retry_from_dlq(ids, older_than=args.older_than, **common)
-            report(args.json, jobs, f"retried {len(jobs)} job(s)")
+            since = args.older_than
+            if args.json:
+                report(True, await client.retry_from_dlq(ids, older_than=since, **common), "")
+            else:
+                count = await client._retry_from_dlq_count(ids, older_than=since, **common)
+                report(False, {"retried": count}, f"retried {count} job(s)")
         else:
             count = await client.purge_dlq(ids, older_than=args.older_than, **common)
             report(args.json, {"purged": count}, f"purged {count} job(s)")

@@ -134,11 +134,11 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
                 )  # fmt: skip
             return 0
         if args.action == "retry-failed":
-            retried = await client.retry_failed(kind=args.kind, queue=args.queue)
             if args.json:
-                print_json(retried)
+                print_json(await client.retry_failed(kind=args.kind, queue=args.queue))
             else:
-                print(f"retried {len(retried)} failed job(s)")
+                count = await client._retry_failed_count(kind=args.kind, queue=args.queue)
+                print(f"retried {count} failed job(s)")
             return 0
         if args.action == "discard":
             count = await client.discard_failed(args.kind)

@@ -40,6 +40,16 @@ ON CONFLICT DO NOTHING
 RETURNING *
 ), kept AS (
     INSERT INTO awa.dlq SELECT m.* FROM moved AS m
-    WHERE m.id NOT IN (SELECT i.id FROM inserted AS i)
+    WHERE NOT EXISTS (SELECT 1 FROM inserted AS i WHERE i.id = m.id)
 )
+-- Either the retried jobs (the API), or how many (the CLI and the dashboard, which show a
+-- count).
+-- rows {
 SELECT i.*, pg_notify('awa_available', i.queue) AS notified FROM inserted AS i
+-- } rows
+-- count {
+, woken AS (
+    SELECT pg_notify('awa_available', queue) FROM (SELECT DISTINCT queue FROM inserted) AS q
+)
+SELECT count(*) AS retried, (SELECT count(*) FROM woken) AS notified FROM inserted
+-- } count

@@ -13,7 +13,7 @@ WITH pool AS (
         AS m(queue, min_workers, weight)
 ), left_pool AS (
     DELETE FROM awa.fleet_pool_members AS m
-    WHERE m.queue NOT IN (SELECT queue FROM wanted)
+    WHERE NOT EXISTS (SELECT 1 FROM wanted AS w WHERE w.queue = m.queue)
     RETURNING m.queue
 ), members AS (
     INSERT INTO awa.fleet_pool_members AS m (queue, min_workers, weight)

@@ -15,4 +15,4 @@ SELECT f.seat_id, true AS freed FROM freed AS f
 UNION ALL
 SELECT s.seat_id, false FROM awa.handoff_seats AS s
 WHERE s.seat_id = ANY (%(seats)s::bigint[])
-  AND s.seat_id NOT IN (SELECT f.seat_id FROM freed AS f)
+  AND NOT EXISTS (SELECT 1 FROM freed AS f WHERE f.seat_id = s.seat_id)
