@@ -23,6 +23,7 @@ from psycopg import conninfo
 import awa
 from awa.db import migrations
 from awa.embedded import EmbeddedPostgres
+from tests.helpers import SESSION
 
 _FAST_SETTINGS = {
     "fsync": "off",
@@ -63,9 +64,8 @@ def pg_server() -> Iterator[PgServer]:
 
 @pytest.fixture(scope="session")
 def template_db(pg_server: PgServer) -> Iterator[str]:
-    name = f"awa_template_{os.getpid()}"
+    name = f"awa_template_{SESSION}"
     with psycopg.connect(pg_server.admin_url, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
         admin.execute(f'CREATE DATABASE "{name}"')
 
     async def _migrate() -> None:
@@ -84,7 +84,7 @@ _counter = itertools.count()
 
 
 def _create_db(pg_server: PgServer, template: str | None) -> str:
-    name = f"awa_test_{os.getpid()}_{next(_counter)}"
+    name = f"awa_test_{SESSION}_{next(_counter)}"
     with psycopg.connect(pg_server.admin_url, autocommit=True) as admin:
         if template:
             admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}" STRATEGY FILE_COPY')

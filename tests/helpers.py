@@ -1,15 +1,30 @@
-"""Helpers shared by tests: polling with a timeout instead of sleeping."""
+"""Helpers shared by tests: polling with a timeout instead of sleeping; the import path
+of the processes a test starts."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import secrets
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import psycopg
 
 from awa.db import sql
+
+ROOT = Path(__file__).resolve().parents[1]
+CHILD_PYTHONPATH = f"{ROOT / 'src'}{os.pathsep}{ROOT}"
+"""A child process's PYTHONPATH: the checkout's awa (not whatever awa the venv has
+installed: a worktree or a copy tested its children against another tree's code, a
+review) and the test apps (``tests.apps``)."""
+
+SESSION = f"{os.getpid()}_{secrets.token_hex(4)}"
+"""In every database name a test session makes (and the only ones it drops): the pid
+alone was shared by two suites in containers against one DATABASE_URL (both pid 1), and
+each dropped the other's template (a review)."""
 
 
 async def wait_for(

@@ -16,6 +16,8 @@ from typing import Any
 
 import psycopg
 
+from tests.helpers import CHILD_PYTHONPATH
+
 ROOT = Path(__file__).resolve().parents[2]
 # Fast snapshots and override refreshes so effective values show up within a test.
 LIVE_SETTINGS = {"runtime_snapshot_interval_ms": 100, "override_refresh_ms": 100}
@@ -41,7 +43,7 @@ def cli_env(**extra: str) -> dict[str, str]:
     """The environment for a subprocess: no ambient database or dashboard token."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("AWA_DATABASE_URL", "DATABASE_URL", "AWA_DASHBOARD_TOKEN")}  # fmt: skip
-    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONPATH"] = CHILD_PYTHONPATH
     env.update(extra)
     return env
 

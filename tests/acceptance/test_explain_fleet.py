@@ -14,7 +14,7 @@ import pytest
 import awa
 from awa.types import ReasonCode as C
 from tests.acceptance.support import ROOT
-from tests.helpers import wait_until
+from tests.helpers import CHILD_PYTHONPATH, wait_until
 
 Spawn = Callable[[int], subprocess.Popen[str]]
 
@@ -25,7 +25,7 @@ def spawn(database_url: str) -> Iterator[Spawn]:
     procs: list[subprocess.Popen[str]] = []
 
     def start(permits: int) -> subprocess.Popen[str]:
-        env = {**os.environ, "AWA_DATABASE_URL": database_url, "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "AWA_DATABASE_URL": database_url, "PYTHONPATH": CHILD_PYTHONPATH}
         proc = subprocess.Popen(
             [sys.executable, "-m", "tests.apps.explain_app", str(permits)],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True,

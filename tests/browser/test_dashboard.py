@@ -175,9 +175,9 @@ def test_pause_and_resume_a_queue_from_the_ui(driver: Any, base: str, seeded: Se
     click(driver, "button[data-action='pause'][data-queue='reports']")
     assert confirm(driver) == "Pause queue reports?"
 
-    def paused() -> bool:
-        stat = next(s for s in seeded.client.queue_stats() if s.queue == "reports")
-        return stat.paused
+    def paused() -> bool:  # (resumed, a queue with no jobs left would not be listed)
+        stat = next((s for s in seeded.client.queue_stats() if s.queue == "reports"), None)
+        return stat is not None and stat.paused
 
     wait_until(paused)
     with psycopg.connect(seeded.client.database_url, autocommit=True) as conn:
@@ -253,7 +253,12 @@ def test_set_and_clear_overrides_from_the_form(driver: Any, base: str, seeded: S
 
     click(driver, "#clear-overrides")
     assert confirm(driver) == "Clear every runtime override of email?"
-    wait_until(lambda: seeded.client.queue_runtime_overrides("email").poll_interval_ms is None)
+
+    def cleared() -> bool:  # (a row left holding nothing is deleted: then None)
+        o = seeded.client.queue_runtime_overrides("email")
+        return o is None or o.poll_interval_ms is None
+
+    wait_until(cleared)
 
 
 def test_cancel_and_retry_a_job(driver: Any, base: str, seeded: Seeded) -> None:

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from psycopg import conninfo
 
+from tests.helpers import CHILD_PYTHONPATH
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SpawnWorker = Callable[..., subprocess.Popen[str]]
@@ -37,7 +39,7 @@ def spawn_worker(database_url: str) -> Iterator[SpawnWorker]:
             if name is None
             else conninfo.make_conninfo(database_url, application_name=name)
         )
-        env = {**os.environ, "AWA_DATABASE_URL": url, "PYTHONPATH": str(ROOT),
+        env = {**os.environ, "AWA_DATABASE_URL": url, "PYTHONPATH": CHILD_PYTHONPATH,
                "AWA_TEST_WORKER_SETTINGS": json.dumps(settings or {})}  # fmt: skip
         proc = subprocess.Popen(
             [sys.executable, "-m", app, *queues],

@@ -27,7 +27,7 @@ from typing import Any
 
 import psycopg
 
-from tests.helpers import wait_until
+from tests.helpers import CHILD_PYTHONPATH, wait_until
 
 FINAL = frozenset({"completed", "failed", "cancelled"})
 
@@ -190,7 +190,7 @@ class Supervised:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "awa", "worker", app, *args],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, "AWA_DATABASE_URL": url, "PYTHONPATH": str(ROOT), **env},
+            env={**os.environ, "AWA_DATABASE_URL": url, "PYTHONPATH": CHILD_PYTHONPATH, **env},
         )  # fmt: skip
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

@@ -27,7 +27,7 @@ import pytest
 import awa
 from awa.embedded import EmbeddedPostgres
 from tests.chaos.conftest import ROOT
-from tests.helpers import wait_until
+from tests.helpers import CHILD_PYTHONPATH, wait_until
 
 pytestmark = pytest.mark.chaos
 
@@ -78,7 +78,7 @@ def test_completed_hooks_fire_once_across_a_server_crash(tmp_path: Path) -> None
             conn.execute("CHECKPOINT")  # the jobs themselves survive the crash
         walwriter = _walwriter(url)
         os.kill(walwriter, signal.SIGSTOP)  # asynchronous commits stay in WAL buffers
-        env = {**os.environ, "AWA_DATABASE_URL": url, "PYTHONPATH": str(ROOT),
+        env = {**os.environ, "AWA_DATABASE_URL": url, "PYTHONPATH": CHILD_PYTHONPATH,
                "AWA_TEST_HOOK_LOG": str(hooks), "AWA_TEST_RUN_LOG": str(runs)}  # fmt: skip
         worker = subprocess.Popen(
             [sys.executable, "-m", "tests.apps.hooks_app", "dh=8"],

@@ -24,7 +24,7 @@ import pytest
 
 import awa
 from tests.chaos.conftest import ROOT
-from tests.helpers import wait_until
+from tests.helpers import CHILD_PYTHONPATH, wait_until
 
 
 class Proc:
@@ -36,7 +36,7 @@ class Proc:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.apps.frozen_app", *args],
             cwd=ROOT, stdout=self._out, stderr=subprocess.STDOUT, text=True,
-            env={**os.environ, "AWA_DATABASE_URL": database_url, "PYTHONPATH": str(ROOT),
+            env={**os.environ, "AWA_DATABASE_URL": database_url, "PYTHONPATH": CHILD_PYTHONPATH,
                  **env},
         )  # fmt: skip
 

@@ -22,7 +22,7 @@ import psycopg
 import pytest
 
 import awa
-from tests.helpers import wait_until
+from tests.helpers import CHILD_PYTHONPATH, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 EXIT_WAIT_S = 60  # far beyond timeout + grace; before the fix the process never exits
@@ -32,7 +32,7 @@ class Worker:
     """An ``awa worker`` subprocess whose stderr is collected line by line."""
 
     def __init__(self, database_url: str, *args: str) -> None:
-        env = {**os.environ, "AWA_DATABASE_URL": database_url, "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "AWA_DATABASE_URL": database_url, "PYTHONPATH": CHILD_PYTHONPATH}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "awa", "worker", "tests.apps.stuck_app:client",
              "--queue", "stuck=4", *args],

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import CHILD_PYTHONPATH
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -44,7 +46,7 @@ class Fleet:
         env = {
             **os.environ,
             "AWA_DATABASE_URL": self._url,
-            "PYTHONPATH": str(ROOT),
+            "PYTHONPATH": CHILD_PYTHONPATH,
             "AWA_FLEET_LOG": str(self.log),
             "AWA_FLEET_SETTINGS": json.dumps(settings),
         }

@@ -41,6 +41,11 @@ async def test_two_processes_share_a_pool_of_twelve_three_to_one(
         return len(fleet.runs()) >= 300
 
     await wait_for(settled, timeout=60)
+
+    async def pool_full() -> bool:  # work-conserving: the members fill the whole pool
+        return running_jobs(db, "a") + running_jobs(db, "b") == 12
+
+    await wait_for(pool_full, timeout=30)
     window_start = time.time()
 
     async def window_done() -> bool:
@@ -54,9 +59,7 @@ async def test_two_processes_share_a_pool_of_twelve_three_to_one(
     a = _busy_seconds(runs, "a", window_start, window_end)
     b = _busy_seconds(runs, "b", window_start, window_end)
     assert 0.75 * 0.85 <= a / (a + b) <= 0.75 * 1.15  # 3:1 within ±15 %
-    # The pool was kept busy (mean jobs running in the window; the throughput ratio
-    # against per-process pools is measured by bench/fairness.py, not asserted here).
-    assert (a + b) / (window_end - window_start) >= 6
+    # (How busy the pool was kept is measured by bench/fairness.py, not asserted here.)
     # Each process ran its part of a member's share (9 of a's slots: 5 and 4), not one
     # process all of it (ADR 0037).
     for pid in {r.pid for r in runs}:
@@ -70,7 +73,9 @@ async def test_a_member_reaches_its_minimum_at_once_and_its_share_within_a_job(
     await client.set_fleet_pool(
         12, {"a": awa.PoolMember(min_workers=4, weight=3), "b": awa.PoolMember(weight=1)}
     )
-    await client.insert_many([{"ms": 1000}] * 200, kind="fleet_work", queue="b")
+    # b's jobs outlast a's arrival by far, so "a did not wait for b" is an order of
+    # recorded events, not a time bound.
+    await client.insert_many([{"ms": 4000}] * 200, kind="fleet_work", queue="b")
     fleet.start(2, "a=16", "b=16")
 
     async def b_alone_at(n: int) -> bool:
@@ -78,19 +83,21 @@ async def test_a_member_reaches_its_minimum_at_once_and_its_share_within_a_job(
 
     # Alone, b uses the pool but a's unused minimum stays reserved: 12 − 4.
     await wait_for(lambda: b_alone_at(8))
-    arrived = time.time()
     await client.insert_many([{"ms": 1000}] * 200, kind="fleet_work", queue="a")
+    arrived = time.time()
     overflow_share = -(-8 * 3 // 4)  # ceil((12 − 4) × 3 / 4) = 6
 
-    async def a_at_share() -> bool:
-        return running_jobs(db, "a") >= 4 + overflow_share
+    async def a_at(n: int) -> bool:
+        return running_jobs(db, "a") >= n
 
-    await wait_for(a_at_share, timeout=30)
+    # Its minimum at once: the reserved slots were free, no b job had to end for them.
+    await wait_for(lambda: a_at(4), timeout=30)
+    assert not [r for r in fleet.runs() if r.queue == "b"]
+    # Its share as b's jobs end: none of them is replaced while b is over its share.
+    await wait_for(lambda: a_at(4 + overflow_share), timeout=30)
     await _stop(client, fleet, db)
     runs = fleet.runs()
     assert max_overlap([(r.start, r.end) for r in runs]) <= 12
     a_starts = sorted(r.start for r in runs if r.queue == "a")
-    # Its minimum at once (the reserved slots were free), its share within one job length
-    # (as b's running jobs end, none of them is replaced while b is over its share).
-    assert a_starts[3] - arrived < 0.5
-    assert a_starts[4 + overflow_share - 1] - arrived < 1.0 + 0.5
+    share_reached = a_starts[4 + overflow_share - 1]
+    assert not [r for r in runs if r.queue == "b" and arrived < r.start < share_reached]

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 import awa
-from tests.helpers import FAST_WORKER, wait_for
+from tests.helpers import CHILD_PYTHONPATH, FAST_WORKER, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,7 +23,7 @@ async def _cancel_from_another_process(database_url: str, job_id: int) -> str:
     """``awa job cancel ID`` in a separate Python process (its own connection)."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "awa", "--database-url", database_url, "--json", "job", "cancel",
-        str(job_id), cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        str(job_id), cwd=ROOT, env={**os.environ, "PYTHONPATH": CHILD_PYTHONPATH},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     out, err = await proc.communicate()

@@ -23,7 +23,7 @@ from django.apps import apps
 import awa
 from awa.db import migrations
 from tests.conftest import PgServer, _create_db, _drop_db
-from tests.helpers import wait_until
+from tests.helpers import ROOT, wait_until
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "django"
 
@@ -255,7 +255,7 @@ def test_awa_worker_processes_run_from_another_directory(django_db: str, tmp_pat
 
     order_id = Client().post("/orders/", {"email": "bob@example.com"}).json()["order"]
     env = {**os.environ, "DATABASE_URL": django_db, "DJANGO_SETTINGS_MODULE": "shopsite.settings"}
-    env.pop("PYTHONPATH", None)
+    env["PYTHONPATH"] = str(ROOT / "src")  # awa of this checkout; nothing of the app
     worker = subprocess.Popen(
         [sys.executable, str(EXAMPLE / "manage.py"), "awa_worker", "--proc", "2",
          "--shutdown-timeout-ms", "2000"],  # abbreviated, as argparse allows

@@ -7,7 +7,6 @@ spread over several queues, running jobs and recent completions, after ANALYZE.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +18,7 @@ from awa.db import sql
 from awa.explain.facts import AHEAD_CAP, MAX_PARTITIONS_SCANNED, RATE_SAMPLE, RATE_WINDOW_S
 from awa.maintenance.control_stats import ControlStats
 from tests.conftest import PgServer
+from tests.helpers import SESSION
 
 SEED = """
 INSERT INTO awa.jobs (kind, queue, state, priority, run_at)
@@ -72,7 +72,7 @@ def plan_of(
 def seeded(pg_server: PgServer, template_db: str) -> Iterator[psycopg.Connection[Any]]:
     """One seeded database for the module's tests (they only read it, but for the last,
     which analyzes its control tables as the leader would)."""
-    name = f"awa_plans_{os.getpid()}"
+    name = f"awa_plans_{SESSION}"
     with psycopg.connect(pg_server.admin_url, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}" STRATEGY FILE_COPY')
     try:

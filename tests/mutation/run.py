@@ -7,6 +7,12 @@ Each mutant is applied to a fresh copy of src/ in a temporary directory, put fir
 PYTHONPATH (ahead of the editable install), and its tests run with ``-x``: a failing
 test kills it. Exit status 1 when any mutant survives. Tests that start worker
 subprocesses import the unmutated package, so mutants name in-process tests only.
+
+The chosen mutants' tests first run once on the unmutated code, and nothing is judged
+unless they pass: a database that was down, or a misspelt test path, failed every run and
+read as every mutant killed (a review). After that baseline a mutant is killed only by
+failing tests (pytest's exit status 1) or a collection it broke (2); any other status (no
+tests, a usage error) is the runner's error, not a kill.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from tests.mutation.mutants import MUTANTS, Mutant
@@ -33,23 +40,27 @@ def _apply(mutant: Mutant, src: Path) -> None:
     target.write_text(text.replace(mutant.old, mutant.new))
 
 
-def _run(mutant: Mutant, workdir: Path) -> tuple[bool, float]:
+FAILED, BROKEN = 1, 2  # pytest: tests failed; interrupted (here: a collection error)
+
+
+def _pytest(tests: Sequence[str], src: Path, *, quiet: bool = True) -> int:
+    """pytest's exit status for ``tests`` with ``src`` first on the import path."""
+    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{ROOT}"}
+    out = subprocess.DEVNULL if quiet else None
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
+        cwd=ROOT, env=env, stdout=out, stderr=out, check=False,
+    ).returncode  # fmt: skip
+
+
+def _run(mutant: Mutant, workdir: Path) -> tuple[int, float]:
     src = workdir / "src"
     if src.exists():
         shutil.rmtree(src)
     shutil.copytree(ROOT / "src", src, ignore=shutil.ignore_patterns("__pycache__"))
     _apply(mutant, src)
-    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{ROOT}"}
     started = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *mutant.tests],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        check=False,
-    )
-    return proc.returncode != 0, time.monotonic() - started
+    return _pytest(mutant.tests, src), time.monotonic() - started
 
 
 def main() -> int:
@@ -57,19 +68,29 @@ def main() -> int:
     parser.add_argument("-k", dest="pattern", default="", help="only mutants whose name has it")
     args = parser.parse_args()
     chosen = [m for m in MUTANTS if args.pattern in m.name]
-    survivors = []
+    baseline = sorted({test for m in chosen for test in m.tests})
+    status = _pytest(baseline, ROOT / "src", quiet=False) if baseline else 0
+    if status != 0:
+        print(f"\nthe unmutated code fails its tests (pytest exit {status}): nothing judged")
+        return 2
+    survivors, errors = [], []
     with tempfile.TemporaryDirectory(prefix="awa-mutants-") as tmp:
         for mutant in chosen:
-            killed, seconds = _run(mutant, Path(tmp))
-            print(
-                f"{'killed  ' if killed else 'SURVIVED'} {seconds:6.1f}s  {mutant.name}", flush=True
+            status, seconds = _run(mutant, Path(tmp))
+            verdict = {0: "SURVIVED", FAILED: "killed  ", BROKEN: "killed  "}.get(
+                status, "ERROR   "
             )
-            if not killed:
+            print(f"{verdict} {seconds:6.1f}s  {mutant.name}", flush=True)
+            if status == 0:
                 survivors.append(mutant)
-    print(f"\n{len(chosen) - len(survivors)} of {len(chosen)} mutants killed")
+            elif status not in (FAILED, BROKEN):
+                errors.append(mutant)
+    print(f"\n{len(chosen) - len(survivors) - len(errors)} of {len(chosen)} mutants killed")
+    for mutant in errors:
+        print(f"  error: {mutant.name} (pytest could not run {', '.join(mutant.tests)})")
     for mutant in survivors:
         print(f"  survivor: {mutant.name} ({mutant.path}; tests: {', '.join(mutant.tests)})")
-    return 1 if survivors else 0
+    return 1 if survivors or errors else 0
 
 
 if __name__ == "__main__":
