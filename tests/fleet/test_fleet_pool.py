@@ -83,21 +83,21 @@ async def test_a_member_reaches_its_minimum_at_once_and_its_share_within_a_job(
 
     # Alone, b uses the pool but a's unused minimum stays reserved: 12 − 4.
     await wait_for(lambda: b_alone_at(8))
+    arriving = time.time()
     await client.insert_many([{"ms": 1000}] * 200, kind="fleet_work", queue="a")
-    arrived = time.time()
     overflow_share = -(-8 * 3 // 4)  # ceil((12 − 4) × 3 / 4) = 6
 
     async def a_at(n: int) -> bool:
         return running_jobs(db, "a") >= n
 
-    # Its minimum at once: the reserved slots were free, no b job had to end for them.
-    await wait_for(lambda: a_at(4), timeout=30)
-    assert not [r for r in fleet.runs() if r.queue == "b"]
-    # Its share as b's jobs end: none of them is replaced while b is over its share.
     await wait_for(lambda: a_at(4 + overflow_share), timeout=30)
     await _stop(client, fleet, db)
     runs = fleet.runs()
     assert max_overlap([(r.start, r.end) for r in runs]) <= 12
     a_starts = sorted(r.start for r in runs if r.queue == "a")
+    b_runs = [r for r in runs if r.queue == "b"]
+    # Its minimum at once: the reserved slots were free, no b job had to end for them.
+    assert not [r for r in b_runs if arriving < r.end < a_starts[3]]
+    # Its share as b's jobs end: none of them is replaced while b is over its share.
     share_reached = a_starts[4 + overflow_share - 1]
-    assert not [r for r in runs if r.queue == "b" and arrived < r.start < share_reached]
+    assert not [r for r in b_runs if arriving < r.start < share_reached]

@@ -149,3 +149,40 @@ async def test_a_pool_write_that_loses_a_deadlock_tries_again(
         await claim.commit()
         pool = await asyncio.wait_for(write, timeout=30)
     assert pool.total == 5
+
+
+async def test_set_fleet_pool_returns_what_it_wrote_whatever_a_concurrent_clear_does(
+    client: awa.AsyncClient,
+    database_url: str,
+    db: psycopg.Connection[Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The pool was read back after the write's transaction: a clear landing in between
+    left nothing to read (an AssertionError, a review). Here a clear is let loose just
+    before the read back: it now waits for the write's transaction."""
+    from awa.client import fleet
+
+    read = fleet.fleet_pool
+    other = awa.AsyncClient(database_url)
+    clearing: list[asyncio.Task[bool]] = []
+
+    async def clear_then_read(conn: Any) -> Any:
+        if not clearing:
+            clearing.append(asyncio.create_task(other.clear_fleet_pool()))
+
+            async def cleared_or_waiting() -> bool:
+                waiting = db.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND pid <> pg_backend_pid()"
+                ).fetchone()
+                db.commit()
+                return clearing[0].done() or (waiting is not None and waiting[0] > 0)
+
+            await wait_for(cleared_or_waiting)
+        return await read(conn)
+
+    monkeypatch.setattr(fleet, "fleet_pool", clear_then_read)
+    async with other:
+        pool = await client.set_fleet_pool(4, {"a": awa.PoolMember(1, 1)})
+        assert pool.total == 4 and set(pool.queues) == {"a"}
+        assert await asyncio.wait_for(clearing[0], timeout=15)  # then it cleared the pool

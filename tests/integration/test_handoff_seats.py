@@ -226,6 +226,31 @@ async def test_a_paused_queue_parks_no_seats_and_a_pause_beats_a_taken_seat(
         await client.shutdown()
 
 
+async def test_an_insert_taking_a_seat_does_not_wait_for_an_uncommitted_pause(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """Migration 0037: the claim at the insert's commit tries the pause gate. It waited
+    for it, so a pause left open in an operator's transaction stalled every producer's
+    insert into the queue (a review); the job now waits for the usual claim instead, and
+    runs when the pause rolls back."""
+    ran: list[int] = []
+    await _start(client, ran)
+    try:
+        await _parked(db, 4)
+        with psycopg.connect(db.info.dsn) as operator:
+            operator.execute(
+                "INSERT INTO awa.queue_meta (queue, paused) VALUES ('q', true) "
+                "ON CONFLICT (queue) DO UPDATE SET paused = true"
+            )
+            job = await asyncio.wait_for(client.insert({}, kind="k", queue="q"), timeout=15)
+            assert (await client.get_job(job.id)).state is awa.JobState.AVAILABLE
+            operator.rollback()
+        await wait_for(lambda: _completed(client, job.id))
+        assert ran == [job.id]
+    finally:
+        await client.shutdown()
+
+
 @pytest.mark.parametrize("case", ["fleet_limited", "rate_limited", "off"])
 async def test_no_seats_for_a_limited_queue_or_when_off(
     client: awa.AsyncClient, db: psycopg.Connection[Any], case: str

@@ -4,12 +4,13 @@ queue_stats(), `awa queue list`, the dashboard and /metrics for ever (18 a minut
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import psycopg
 
 import awa
-from awa.db import sql
+from tests.helpers import noop_task, wait_for
 
 
 def _rows(db: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
@@ -52,16 +53,62 @@ async def test_a_paused_queue_keeps_its_row_when_its_overrides_are_cleared(
     assert (await client.queue_runtime_overrides("tenant-3")) is not None
 
 
-def test_turning_the_dlq_off_deletes_a_row_holding_nothing_else(
-    db: psycopg.Connection[Any],
+async def test_a_worker_turning_the_dlq_off_deletes_a_row_holding_nothing_else(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
 ) -> None:
-    def set_dlq(**queues: bool) -> None:
-        db.execute(sql.QUEUE_META_SET_DLQ, {"queues": list(queues), "dlq": list(queues.values())})
-
-    set_dlq(a=True, b=True)
-    db.execute("UPDATE awa.queue_meta SET paused = true WHERE queue = 'b'")
+    noop_task(client, "a", "k")
+    noop_task(client, "b", "k2")
+    await client.start([awa.QueueConfig("a", dlq=True), awa.QueueConfig("b", dlq=True)])
+    await client.shutdown()
+    await client.pause_queue("b")
     assert _rows(db) == [("a", False, True, None), ("b", True, True, None)]
-    set_dlq(a=False, b=False)
-    assert _rows(db) == [("b", True, False, None)]
-    set_dlq(a=False)  # no row, turned off: still none
-    assert _rows(db) == [("b", True, False, None)]
+    await client.start([awa.QueueConfig("a", dlq=False), awa.QueueConfig("b", dlq=False)])
+    await client.shutdown()
+    assert _rows(db) == [("b", True, False, None)]  # paused: kept, its flag off
+
+
+async def test_a_resume_racing_an_override_is_not_lost(
+    client: awa.AsyncClient, database_url: str, db: psycopg.Connection[Any]
+) -> None:
+    """A first version decided "delete or update" from one snapshot: a resume waiting on an
+    override being written fell through both branches, and the queue stayed paused."""
+    await client.pause_queue("t", paused_by="ops")
+    async with await psycopg.AsyncConnection.connect(database_url) as writer:
+        await writer.execute("UPDATE awa.queue_meta SET override_rate_limit = 5 WHERE queue = 't'")
+        resume = asyncio.create_task(client.resume_queue("t"))
+
+        async def resume_waits() -> bool:
+            row = db.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND query LIKE '%%queue_meta%%' AND pid <> pg_backend_pid()"
+            ).fetchone()
+            db.commit()
+            return row is not None and row[0] > 0
+
+        await wait_for(resume_waits)
+        await writer.commit()
+        await asyncio.wait_for(resume, timeout=15)
+    assert _rows(db) == [("t", False, False, 5.0)]
+
+
+async def test_a_clear_racing_a_pause_is_not_lost(
+    client: awa.AsyncClient, database_url: str, db: psycopg.Connection[Any]
+) -> None:
+    await client.set_runtime_overrides("t", rate_limit=5.0)
+    async with await psycopg.AsyncConnection.connect(database_url) as writer:
+        await writer.execute("UPDATE awa.queue_meta SET paused = true WHERE queue = 't'")
+        clear = asyncio.create_task(client.clear_runtime_overrides("t"))
+
+        async def clear_waits() -> bool:
+            row = db.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND query LIKE '%%queue_meta%%' AND pid <> pg_backend_pid()"
+            ).fetchone()
+            db.commit()
+            return row is not None and row[0] > 0
+
+        await wait_for(clear_waits)
+        await writer.commit()
+        cleared = await asyncio.wait_for(clear, timeout=15)
+    assert cleared.rate_limit is None
+    assert _rows(db) == [("t", True, False, None)]

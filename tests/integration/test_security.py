@@ -122,6 +122,10 @@ def test_the_scan_catches_formatted_queries() -> None:
         assert not _is_static(call.args[0], set()), source
 
 
+# The migrations that define awa.handoff_at_commit, which notifies a seat's own channel.
+HANDOFFS = ("0015_handoff_seats.sql", "0037_handoffs_do_not_wait_for_a_pause.sql")
+
+
 def test_identifiers_are_fixed_and_queues_travel_only_as_values() -> None:
     # The channels are constants, plain identifiers, the only ones awa ever uses.
     channels = {listener.AVAILABLE_CHANNEL, listener.CONTROL_CHANNEL}
@@ -137,7 +141,7 @@ def test_identifiers_are_fixed_and_queues_travel_only_as_values() -> None:
     for name, text in texts.items():
         code = "\n".join(line.split("--")[0] for line in text.splitlines())
         for channel in re.findall(r"pg_notify\(\s*([^,]+),", code):
-            if name == "0015_handoff_seats.sql" and channel.strip() == "NEW.channel":
+            if name in HANDOFFS and channel.strip() == "NEW.channel":
                 continue  # the seat's owner, named by the worker itself (channel_for)
             assert channel.strip("' ") in channels and channel.startswith("'"), (name, channel)
         # Only named placeholders: no positional %s, no str.format fields.
@@ -522,7 +526,7 @@ def _read_only_grants() -> list[str]:
 
 
 async def test_the_documented_read_only_grants_show_every_page_and_a_refusal_is_403(
-    roles: dict[str, str],
+    roles: dict[str, str], pg_server: PgServer, empty_database_url: str
 ) -> None:
     """docs/security.md's read-only role: every dashboard page and /metrics answer. A page
     the database refuses for want of a privilege says so with 403: it answered 503, "the
@@ -535,16 +539,32 @@ async def test_the_documented_read_only_grants_show_every_page_and_a_refusal_is_
     async with awa.AsyncClient(roles["awa_owner"]) as owner:
         await owner.migrate()
         await owner.insert({}, kind="k", queue="q")
-    reader = roles["awa_producer:name"]  # connects; given only the documented grants
-    with psycopg.connect(roles["awa_owner"], autocommit=True) as conn:
-        for statement in _read_only_grants():
-            conn.execute(statement.replace("awa_readonly", f'"{reader}"'))
-    app = create_app(DashboardSettings(database_url=roles["awa_producer"], read_only=True))
-    with TestClient(app, base_url="http://127.0.0.1") as http:
-        for page in ("/", "/queues/q", "/jobs", "/runtime", "/pool", "/batches", "/metrics"):
-            assert http.get(page).status_code == 200, page
+    # A role of its own, given the docs' block and nothing else.
+    reader, password = f"awa_readonly_{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    dbname = str(conninfo.conninfo_to_dict(empty_database_url)["dbname"])
+    with psycopg.connect(pg_server.admin_url, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE \"{reader}\" LOGIN PASSWORD '{password}'")  # test-only
+        admin.execute(f'GRANT CONNECT ON DATABASE "{dbname}" TO "{reader}"')
+    try:
         with psycopg.connect(roles["awa_owner"], autocommit=True) as conn:
-            conn.execute(f'REVOKE SELECT ON awa.dlq FROM "{reader}"')
-        refused = http.get("/queues/q")
+            for statement in _read_only_grants():
+                conn.execute(statement.replace("awa_readonly", f'"{reader}"'))
+        url = conninfo.make_conninfo(empty_database_url, user=reader, password=password)
+        app = create_app(DashboardSettings(database_url=url, read_only=True))
+        with TestClient(app, base_url="http://127.0.0.1") as http:
+            for page in ("/", "/queues/q", "/jobs", "/runtime", "/pool", "/batches", "/metrics"):
+                assert http.get(page).status_code == 200, page
+            with psycopg.connect(roles["awa_owner"], autocommit=True) as conn:
+                conn.execute(f'REVOKE SELECT ON awa.dlq FROM "{reader}"')
+            refused = http.get("/queues/q")
+    finally:
+        with psycopg.connect(empty_database_url, autocommit=True) as admin:
+            admin.execute(f'DROP OWNED BY "{reader}" CASCADE')
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                (reader,),
+            )
+        with psycopg.connect(pg_server.admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP ROLE IF EXISTS "{reader}"')
     assert refused.status_code == 403
     assert "lacks a privilege" in refused.text and "dlq" in refused.text

@@ -10,6 +10,7 @@ import socket
 import struct
 import threading
 import time
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -321,3 +322,24 @@ def test_a_read_slower_than_the_scrape_goes_on_and_serves_the_next_scrape() -> N
         loop.call_soon_threadsafe(loop.stop)
         runner.join(10)
         loop.close()
+
+
+def test_families_already_taken_are_dropped_from_later_children_before_parsing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Dropped as soon as each is taken, not once every shared family is: a fleet without
+    a rate limit or a pool serves those families empty, and then every child's copy of
+    thousands of queues was parsed (a review: 1.47 s against 0.41 s for 4 children)."""
+    from awa.metrics import supervised
+
+    parsed: list[str] = []
+    real_parse = supervised.text_string_to_metric_families
+
+    def parse(text: str) -> Any:
+        parsed.append(text)
+        return real_parse(text)
+
+    monkeypatch.setattr(supervised, "text_string_to_metric_families", parse)
+    merge([(0, _exposition(1, 1, 40)), (1, _exposition(2, 2, 41))])
+    assert "awa_queue_depth{" in parsed[0]
+    assert "awa_queue_depth" not in parsed[1] and 'awa_queue_in_flight{queue="q"} 2' in parsed[1]

@@ -69,8 +69,10 @@ def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
 
 
 def leave_stray_threads(before: Collection[threading.Thread], status: int) -> None:
-    """Return when every non-daemon thread started since ``before`` has ended within
-    ``EXIT_GRACE_S``; otherwise name them and exit the process now with ``status``:
+    """For the ``awa`` command's own process (never an application that calls ``main()``:
+    its threads are its own). Return when every non-daemon thread started since
+    ``before`` has ended within ``EXIT_GRACE_S``; otherwise name them and exit the process
+    now with ``status``:
     the interpreter would wait for each at exit, without limit. (Closing the loop told
     its idle ``to_thread`` threads to end; ``shutdown_default_executor`` would wait for
     the busy ones, without limit before Python 3.12.)"""

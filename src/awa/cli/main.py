@@ -130,7 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         outcome = args.handler(args, url)
         status: int = run_async(outcome) if inspect.iscoroutine(outcome) else outcome
         sys.stdout.flush()  # here, where a reader that left is caught, not at exit
-        leave_stray_threads(threads, status)
+        if argv is None:  # the awa command itself, not an application calling main()
+            leave_stray_threads(threads, status)
     except awa.ValidationError as exc:
         argument = _argument_for(exc.field, getattr(args, "leaf_parser", None))
         if argument is not None:  # the API's field is one of this command's arguments

@@ -194,9 +194,13 @@ async def pause_queue(conn: AsyncConnection[Any], queue: str, paused_by: str | N
 
 
 async def resume_queue(conn: AsyncConnection[Any], queue: str) -> None:
-    """Let workers claim jobs of ``queue`` again."""
+    """Let workers claim jobs of ``queue`` again (its control row goes if that leaves it
+    holding nothing: queue_meta_forget_plain.sql)."""
+    name = validate.text("queue", queue)
     with mapped():
-        await conn.execute(sql.QUEUE_META_RESUME, {"queue": validate.text("queue", queue)})
+        async with conn.transaction():
+            await conn.execute(sql.QUEUE_META_RESUME, {"queue": name})
+            await conn.execute(sql.QUEUE_META_FORGET_PLAIN, {"queues": [name]})
 
 
 async def drain_queue(conn: AsyncConnection[Any], queue: str) -> int:
@@ -227,10 +231,13 @@ async def set_runtime_overrides(
     with mapped():
         cur = conn.cursor(row_factory=dict_row)
         if clearing:
-            await cur.execute(sql.QUEUE_META_CLEAR_OVERRIDES, params)
+            async with conn.transaction():  # the row goes if that leaves it holding nothing
+                await cur.execute(sql.QUEUE_META_CLEAR_OVERRIDES, params)
+                row = await cur.fetchone()
+                await conn.execute(sql.QUEUE_META_FORGET_PLAIN, {"queues": [params["queue"]]})
         else:
             await cur.execute(sql.QUEUE_META_SET_OVERRIDES, {**params, **settings})
-        row = await cur.fetchone()
+            row = await cur.fetchone()
     overrides = runtime_overrides(row)
     if overrides is None:  # cleared, and nothing was ever stored
         return RuntimeOverrides(None, None, None, None, None)

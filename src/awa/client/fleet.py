@@ -232,8 +232,12 @@ def pool_params(total: int, queues: Mapping[str, PoolMember]) -> dict[str, Any]:
     return {"total": total, "queues": names, "min_workers": minimums, "weights": weights}
 
 
-async def _write_pool(conn: AsyncConnection[Any], statement: LiteralString, params: Any) -> Any:
-    """Run ``statement`` under the pool's lock in a transaction of its own; its first row.
+async def _write_pool(
+    conn: AsyncConnection[Any], statement: LiteralString, params: Any, *, read_back: bool = False
+) -> Any:
+    """Run ``statement`` under the pool's lock in a transaction of its own; its first row,
+    or (``read_back``) the pool as stored, read in the same transaction: read after it, a
+    concurrent clear could leave none to return (an AssertionError, a review).
 
     Before migration 0030 a claim riding on a completion could hold a member row (its
     demand signal, ``asked_at``) while it waited for the pool's lock this writer held,
@@ -249,7 +253,8 @@ async def _write_pool(conn: AsyncConnection[Any], statement: LiteralString, para
                 async with conn.transaction():
                     await conn.execute(sql.POOL_LOCK)
                     cur = await conn.execute(statement, params)
-                    return await cur.fetchone()
+                    row = await cur.fetchone()
+                    return await fleet_pool(conn) if read_back else row
             except pg.DeadlockDetected:
                 if loop.time() >= give_up_at:
                     raise
@@ -258,9 +263,7 @@ async def _write_pool(conn: AsyncConnection[Any], statement: LiteralString, para
 
 async def set_fleet_pool(conn: AsyncConnection[Any], params: dict[str, Any]) -> FleetPool:
     """Store the pool from :func:`pool_params` (whole state) and return it as stored."""
-    await _write_pool(conn, sql.FLEET_POOL_SET, params)
-    pool = await fleet_pool(conn)
-    assert pool is not None
+    pool: FleetPool = await _write_pool(conn, sql.FLEET_POOL_SET, params, read_back=True)
     return pool
 
 

@@ -52,13 +52,13 @@ def merge(scrapes: Iterable[tuple[int, str]]) -> list[Metric]:
     A database-wide family comes from the first child whose copy has samples: a child
     that has not read the statistics yet serves the family empty, and taken from it the
     fleet's depth, lag and pause vanished while the other children had them (a review).
-    Once every such family is taken, later children's copies are dropped before parsing:
-    with thousands of queues they are most of each child's text."""
+    A family once taken is dropped from later children's text before parsing: with
+    thousands of queues those copies are most of each child's text."""
     families: dict[str, Metric] = {}
     taken: set[str] = set()
     for index, text in scrapes:
-        if taken >= SHARED:
-            text = _without_shared(text)
+        if taken:
+            text = _without(text, taken)
         for family in text_string_to_metric_families(text):
             merged = families.get(family.name)
             shared = family.name in SHARED
@@ -76,8 +76,8 @@ def merge(scrapes: Iterable[tuple[int, str]]) -> list[Metric]:
     return list(families.values())
 
 
-def _without_shared(text: str) -> str:
-    """``text`` without the samples and comments of the database-wide families."""
+def _without(text: str, names: set[str]) -> str:
+    """``text`` without the samples and comments of the families ``names``."""
     kept = []
     for line in text.splitlines(keepends=True):
         if line.startswith("#"):
@@ -85,7 +85,7 @@ def _without_shared(text: str) -> str:
             name = parts[2] if len(parts) > 2 else ""
         else:
             name = line.split("{", 1)[0].split(" ", 1)[0]
-        if name not in SHARED:
+        if name not in names:
             kept.append(line)
     return "".join(kept)
 

@@ -91,11 +91,14 @@ class Upkeep:
         await register(self.pool, self.schedules)
         stated = [q for q in self.config.queues if q.dlq is not None]  # None: as stored
         if stated:
-            async with self.pool.connection() as conn:
+            names = [q.name for q in stated]
+            async with self.pool.connection() as conn, conn.transaction():
                 await conn.execute(
-                    sql.QUEUE_META_SET_DLQ,
-                    {"queues": [q.name for q in stated], "dlq": [q.dlq for q in stated]},
+                    sql.QUEUE_META_SET_DLQ, {"queues": names, "dlq": [q.dlq for q in stated]}
                 )
+                # A row the DLQ flag turned off leaves holding nothing goes.
+                off = [q.name for q in stated if not q.dlq]
+                await conn.execute(sql.QUEUE_META_FORGET_PLAIN, {"queues": off})
         self.progress_flusher.start()
 
     async def stop(self) -> None:
