@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -45,6 +46,7 @@ class Metrics:
             raise ValidationError("stats_max_age_s", "must be >= 0")
         self.client = client
         self.registry = registry if registry is not None else CollectorRegistry()
+        self._rendering = threading.local()  # render(stats=False) in this thread
         self.stats = StatsCache(
             client, max_age_s=stats_max_age_s, with_fleet=lambda: self.observer.worker is None
         )
@@ -70,12 +72,14 @@ class Metrics:
         callbacks, which exported its last values for ever beside its successor's."""
         if _closed(self.client):
             return {}
-        self.stats.ensure_fresh()
+        with_stats = not getattr(self._rendering, "without_stats", False)
+        if with_stats:
+            self.stats.ensure_fresh()
         worker = self.observer.worker
         snap = worker.snapshot() if worker is not None else None
         samples = (
             stats_samples(self.stats.stats, list(snap.queues) if snap is not None else [])
-            if self.stats.fetched_at is not None
+            if with_stats and self.stats.fetched_at is not None
             else {}  # never read (render() on the loop, or the first read failed): unknown,
         )  # not zero — an empty queue and one nobody looked at must not read the same
         if snap is not None:
@@ -89,11 +93,19 @@ class Metrics:
         """Read ``queue_stats()`` now unless the cached values are fresh."""
         await self.stats.refresh(force=force)
 
-    def render(self) -> bytes:
+    def render(self, *, stats: bool = True) -> bytes:
         """The Prometheus text exposition of every metric. On the event loop it cannot
         wait for stale queue statistics: there ``await scrape()`` reads them first (until
-        a first read, depth, lag and pause are left out rather than shown as zero)."""
-        return generate_latest(self.registry)
+        a first read, depth, lag and pause are left out rather than shown as zero).
+        ``stats=False`` leaves depth, lag and pause out without reading them (a
+        supervisor asks one child of several for them: each read is a query)."""
+        if stats:
+            return generate_latest(self.registry)
+        self._rendering.without_stats = True
+        try:
+            return generate_latest(self.registry)
+        finally:
+            self._rendering.without_stats = False
 
     async def scrape(self) -> bytes:
         """Refresh the queue statistics on this event loop, then render."""

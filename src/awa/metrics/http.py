@@ -24,8 +24,9 @@ logger = logging.getLogger("awa")
 class Renderer(Protocol):
     """What the server renders: one client's :class:`Metrics`, or a supervisor's fleet."""
 
-    def render(self) -> bytes:
-        """The Prometheus text exposition."""
+    def render(self, *, stats: bool = True) -> bytes:
+        """The Prometheus text exposition (``stats=False``: without queue depth, lag and
+        pause, which cost a query)."""
         ...
 
 
@@ -89,12 +90,14 @@ class MetricsServer:
 def _handler(metrics: Renderer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
+            path, _, query = self.path.partition("?")
             if path not in ("/metrics", "/metrics/"):
                 self._reply(404, b"not found: scrape /metrics\n", "text/plain; charset=utf-8")
                 return
+            # A supervisor asks all but one of its children without the statistics.
+            without_stats = "stats=0" in query.split("&")
             try:
-                body = metrics.render()
+                body = metrics.render(stats=False) if without_stats else metrics.render()
             except Exception as exc:  # never let a scrape take the server down
                 logger.exception("metrics: rendering failed")
                 self._reply(500, f"{exc}\n".encode(), "text/plain; charset=utf-8")

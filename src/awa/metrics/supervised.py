@@ -9,7 +9,10 @@ supervisor fetches them all (in parallel, ``timeout_s`` each) and merges them:
   ``rate()`` handles;
 - the gauges of database-wide values (queue depth, lag, pause; the fleet limits, the
   fleet's running count and the fleet pool) are the same in every child: they are taken
-  once, from the first child that answered, without the label;
+  once, from the first child whose copy has samples, without the label. Depth, lag and
+  pause cost each child a ``queue_stats()`` read: one child (the same from scrape to
+  scrape) is asked for them, the others with ``?stats=0``; when its copy has none (just
+  restarted, its read slow) the next child is asked;
 - ``awa_supervisor_process_up{process}`` (1 when the child runs and answered) and
   ``awa_supervisor_restarts_total{process}`` describe the fleet itself.
 """
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import urllib.request
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Set
 from concurrent.futures import ThreadPoolExecutor
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -33,6 +36,8 @@ from awa.supervisor.process import Child
 logger = logging.getLogger("awa")
 
 SHARED = frozenset(i.name for i in (*spec.STATS_GAUGES, *spec.FLEET_GAUGES))
+STATS = frozenset(i.name for i in spec.STATS_GAUGES)
+WITHOUT_STATS = "?stats=0"  # what a child serves then (awa.metrics.http)
 PROCESS_LABEL = "process"
 
 
@@ -76,18 +81,23 @@ def merge(scrapes: Iterable[tuple[int, str]]) -> list[Metric]:
     return list(families.values())
 
 
-def _without(text: str, names: set[str]) -> str:
+def _family(line: str) -> str:
+    """The family a line of an exposition belongs to (gauges: its sample's name)."""
+    if line.startswith("#"):
+        parts = line.split(None, 3)
+        return parts[2] if len(parts) > 2 else ""
+    return line.split("{", 1)[0].split(" ", 1)[0]
+
+
+def _without(text: str, names: Set[str]) -> str:
     """``text`` without the samples and comments of the families ``names``."""
-    kept = []
-    for line in text.splitlines(keepends=True):
-        if line.startswith("#"):
-            parts = line.split(None, 3)
-            name = parts[2] if len(parts) > 2 else ""
-        else:
-            name = line.split("{", 1)[0].split(" ", 1)[0]
-        if name not in names:
-            kept.append(line)
-    return "".join(kept)
+    return "".join(line for line in text.splitlines(keepends=True) if _family(line) not in names)
+
+
+def _stats_of(text: str) -> str | None:
+    """Only the depth, lag and pause families of ``text``, if it has samples of them."""
+    lines = [line for line in text.splitlines(keepends=True) if _family(line) in STATS]
+    return "".join(lines) if any(not line.startswith("#") for line in lines) else None
 
 
 def supervisor_families(children: Sequence[Child], answered: set[int]) -> list[Metric]:
@@ -124,17 +134,27 @@ class FleetMetrics:
     ):
         self._children = children
         self.timeout_s = timeout_s
+        self._stats_from: int | None = None  # the child asked for depth, lag and pause
 
-    def render(self) -> bytes:
+    def render(self, *, stats: bool = True) -> bytes:
         """Scrape every running child now and return the merged exposition."""
         children = list(self._children())
         targets = [(c.index, c.metrics_url) for c in children if c.ready and c.metrics_url]
         scrapes: list[tuple[int, str]] = []
         if targets:
+            indexes = [index for index, _ in targets]
+            if self._stats_from not in indexes:
+                self._stats_from = indexes[0]
+            asked = [(i, url if i == self._stats_from else url + WITHOUT_STATS)
+                     for i, url in targets]  # fmt: skip
             with ThreadPoolExecutor(max_workers=min(16, len(targets))) as pool:
-                texts = pool.map(lambda t: _fetch(t[1], self.timeout_s), targets)
+                texts = pool.map(lambda t: _fetch(t[1], self.timeout_s), asked)
                 scrapes = [(index, text) for (index, _), text in zip(targets, texts, strict=True)
                            if text is not None]  # fmt: skip
+            answered = dict(scrapes)
+            first = answered.get(self._stats_from)
+            if first is None or _stats_of(first) is None:
+                scrapes = self._stats_elsewhere(targets) + scrapes
         families = merge(scrapes) + supervisor_families(children, {i for i, _ in scrapes})
 
         class Collected:
@@ -144,3 +164,16 @@ class FleetMetrics:
         registry = CollectorRegistry(auto_describe=False)
         registry.register(Collected())
         return generate_latest(registry)
+
+    def _stats_elsewhere(self, targets: list[tuple[int, str]]) -> list[tuple[int, str]]:
+        """The depth, lag and pause of the next child that has them, which is asked for
+        them from now on; none when no child has them yet."""
+        for index, url in targets:
+            if index == self._stats_from:
+                continue
+            text = _fetch(url, self.timeout_s)
+            found = _stats_of(text) if text is not None else None
+            if found is not None:
+                self._stats_from = index
+                return [(index, found)]
+        return []
