@@ -323,3 +323,26 @@ def test_awa_worker_reads_help_and_bad_flags_without_printing_them_itself(
         assert awa_argv(argv) == ["worker", TARGET, *argv]  # awa worker says it, once
     out, err = capsys.readouterr()
     assert out == "" and err == ""
+
+
+def test_manage_py_awa_worker_owns_its_process_and_call_command_does_not(
+    django_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`manage.py awa_worker` is a worker process: like `awa worker` it exits past threads
+    a handler left running (it hung after SIGTERM once main(argv) was taken for an
+    application embedding the CLI, a review); call_command runs inside an application,
+    whose threads are its own."""
+    from awa.contrib.django.management.commands import awa_worker
+
+    seen: list[bool | None] = []
+
+    def main(argv: list[str], *, own_process: bool | None = None) -> int:
+        seen.append(own_process)
+        return 0
+
+    monkeypatch.setattr("awa.cli.main.main", main)
+    with pytest.raises(SystemExit) as done:
+        awa_worker.Command().run_from_argv(["manage.py", "awa_worker", "--queue", "email=1"])
+    assert done.value.code == 0
+    awa_worker.Command().handle("--queue", "email=1")
+    assert seen == [True, False]

@@ -251,6 +251,33 @@ async def test_an_insert_taking_a_seat_does_not_wait_for_an_uncommitted_pause(
         await client.shutdown()
 
 
+@pytest.mark.parametrize("isolation", ["REPEATABLE READ", "SERIALIZABLE"])
+async def test_a_pause_committed_first_wins_over_a_seat_taken_in_a_snapshot_transaction(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], isolation: str
+) -> None:
+    """The claim at commit read the producer's snapshot, older than the pause: the job
+    ran on the paused queue (a review). Such a transaction's job is claimed the usual way."""
+    ran: list[int] = []
+    await _start(client, ran)
+    try:
+        await _parked(db, 4)
+        async with client.transaction() as tx:
+            await tx.execute(f"SET TRANSACTION ISOLATION LEVEL {isolation}")
+            await tx.execute("SELECT 1")  # the snapshot is taken here
+            job = await tx.insert({}, kind="k", queue="q")  # takes a seat
+            with psycopg.connect(db.info.dsn, autocommit=True) as other:
+                other.execute(
+                    "INSERT INTO awa.queue_meta (queue, paused) VALUES ('q', true) "
+                    "ON CONFLICT (queue) DO UPDATE SET paused = true"
+                )
+        assert (await client.get_job(job.id)).state is awa.JobState.AVAILABLE
+        await client.resume_queue("q")
+        await wait_for(lambda: _completed(client, job.id))
+        assert ran == [job.id]
+    finally:
+        await client.shutdown()
+
+
 @pytest.mark.parametrize("case", ["fleet_limited", "rate_limited", "off"])
 async def test_no_seats_for_a_limited_queue_or_when_off(
     client: awa.AsyncClient, db: psycopg.Connection[Any], case: str

@@ -110,8 +110,12 @@ def _reopen_closed_standard_streams() -> None:
         setattr(sys, name, open(fd, mode, encoding="utf-8", closefd=False))  # noqa: SIM115
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
+def main(argv: Sequence[str] | None = None, *, own_process: bool | None = None) -> int:
+    """Run the command line; returns the exit status. ``own_process`` (default: when
+    ``argv`` is None, i.e. the ``awa`` command itself) says the process is the command's
+    own: it then exits past threads a handler left running, rather than wait for them
+    (:func:`awa.cli.loop.leave_stray_threads`); an application calling ``main(argv)``
+    keeps its threads."""
     _reopen_closed_standard_streams()
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -130,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         outcome = args.handler(args, url)
         status: int = run_async(outcome) if inspect.iscoroutine(outcome) else outcome
         sys.stdout.flush()  # here, where a reader that left is caught, not at exit
-        if argv is None:  # the awa command itself, not an application calling main()
+        if own_process if own_process is not None else argv is None:
             leave_stray_threads(threads, status)
     except awa.ValidationError as exc:
         argument = _argument_for(exc.field, getattr(args, "leaf_parser", None))

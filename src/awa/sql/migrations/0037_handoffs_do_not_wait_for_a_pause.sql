@@ -7,7 +7,11 @@
 -- producer's insert into that queue — and whatever else their transactions held — for as
 -- long as it stayed open (a review of the session's change). It now tries the gate too:
 -- when a pause holds it, the seat is freed and the job claimed the usual way (which finds
--- the queue paused once the pause commits). The function is restated whole (0015's body).
+-- the queue paused once the pause commits). And it hands over only in a READ COMMITTED
+-- transaction: under REPEATABLE READ or SERIALIZABLE the trigger's checks read the
+-- producer's snapshot, older than a pause that committed before the producer did, and the
+-- job ran on the paused queue (a review; in 0015 as well). There the usual claim, in a
+-- transaction of its own, decides. The function is restated whole (0015's body).
 
 CREATE OR REPLACE FUNCTION awa.handoff_at_commit() RETURNS trigger LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -21,7 +25,8 @@ BEGIN
     -- decision below then sees a pause that committed before it): a pause that returned
     -- before this commit is seen; one committing meanwhile waits for this transaction;
     -- one not yet committed holds it, and the job is left to the usual claim (0037).
-    v_gate := pg_try_advisory_xact_lock_shared(1635213682, hashtext(NEW.queue));
+    v_gate := pg_try_advisory_xact_lock_shared(1635213682, hashtext(NEW.queue))
+        AND current_setting('transaction_isolation') = 'read committed';
     IF v_gate AND NEW.expires_at > v_now
         AND NOT EXISTS (SELECT 1 FROM awa.queue_meta AS m WHERE m.queue = NEW.queue AND m.paused)
         AND NOT EXISTS (SELECT 1 FROM awa.queue_limits AS l WHERE l.queue = NEW.queue)

@@ -82,8 +82,9 @@ def _under(path: str, prefix: str) -> bool:
         return False
 
 
-def run(argv: Sequence[str]) -> int:
-    """Run ``awa worker`` with the project's client; returns its exit status."""
+def run(argv: Sequence[str], *, own_process: bool = False) -> int:
+    """Run ``awa worker`` with the project's client; returns its exit status
+    (``own_process``: ``manage.py awa_worker`` itself, not ``call_command``)."""
     from awa.cli.main import main
 
     if "-h" in argv or "--help" in argv:
@@ -94,7 +95,7 @@ def run(argv: Sequence[str]) -> int:
         sys.stdout.flush()
     _hand_on_import_path()  # whatever the flags say (--proc abbreviates --processes)
     try:
-        return main(awa_argv(argv))
+        return main(awa_argv(argv), own_process=own_process)
     except SystemExit as exc:  # argparse: bad flags (2) or --help (0)
         return exc.code if isinstance(exc.code, int) else 2
 
@@ -106,7 +107,7 @@ class Command(BaseCommand):
 
     def run_from_argv(self, argv: list[str]) -> None:
         # awa's own parser reads the flags, so they stay those of `awa worker` exactly.
-        sys.exit(run(without_django_options(argv[2:])))
+        sys.exit(run(without_django_options(argv[2:]), own_process=True))
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("awa_args", nargs="*", help="flags of `awa worker`")
