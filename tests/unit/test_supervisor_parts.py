@@ -435,3 +435,22 @@ def test_a_render_without_statistics_reads_none() -> None:
     assert database.reads == 0
     assert b"awa_queue_depth{" in metrics.render()
     assert database.reads == 1
+
+
+class _Fixed:
+    def render(self, *, stats: bool = True) -> bytes:
+        return b"awa_up 1\n"
+
+
+def test_head_on_metrics_answers_like_get_without_a_body() -> None:
+    """Uptime probes and load balancers check with HEAD; the server answered 501."""
+    import http.client
+
+    with MetricsServer(_Fixed(), port=0) as server:
+        conn = http.client.HTTPConnection(server.host, server.port, timeout=10)
+        conn.request("HEAD", "/metrics")
+        reply = conn.getresponse()
+        assert (reply.status, reply.getheader("Content-Length"), reply.read()) == (200, "9", b"")
+        conn.request("HEAD", "/elsewhere")
+        assert conn.getresponse().status == 404
+        conn.close()

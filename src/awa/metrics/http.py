@@ -90,9 +90,18 @@ class MetricsServer:
 def _handler(metrics: Renderer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            self._serve(head=False)
+
+        def do_HEAD(self) -> None:
+            # Load balancers and uptime probes check with HEAD: same status, no body.
+            self._serve(head=True)
+
+        def _serve(self, *, head: bool) -> None:
             path, _, query = self.path.partition("?")
             if path not in ("/metrics", "/metrics/"):
-                self._reply(404, b"not found: scrape /metrics\n", "text/plain; charset=utf-8")
+                self._reply(
+                    404, b"not found: scrape /metrics\n", "text/plain; charset=utf-8", head=head
+                )
                 return
             # A supervisor asks all but one of its children without the statistics.
             without_stats = "stats=0" in query.split("&")
@@ -100,17 +109,18 @@ def _handler(metrics: Renderer) -> type[BaseHTTPRequestHandler]:
                 body = metrics.render(stats=False) if without_stats else metrics.render()
             except Exception as exc:  # never let a scrape take the server down
                 logger.exception("metrics: rendering failed")
-                self._reply(500, f"{exc}\n".encode(), "text/plain; charset=utf-8")
+                self._reply(500, f"{exc}\n".encode(), "text/plain; charset=utf-8", head=head)
                 return
-            self._reply(200, body, CONTENT_TYPE_LATEST)
+            self._reply(200, body, CONTENT_TYPE_LATEST, head=head)
 
-        def _reply(self, status: int, body: bytes, content_type: str) -> None:
+        def _reply(self, status: int, body: bytes, content_type: str, *, head: bool) -> None:
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                if not head:
+                    self.wfile.write(body)
             except (BrokenPipeError, ConnectionResetError):  # the scraper gave up: fine
                 logger.debug("metrics: the scraper left before the reply")
 
