@@ -193,6 +193,18 @@ class ClientClosed(AwaError, RuntimeError):
     """The client was closed: create a new one."""
 
 
+class TransactionEnded(AwaError, RuntimeError):
+    """A :class:`~awa.client.transaction.Transaction` was used after its block ended: its
+    connection went back to the pool, where another caller's transaction may hold it
+    now. Open a new ``client.transaction()``."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "this transaction has ended (its `async with` / `with` block exited): open a "
+            "new client.transaction()"
+        )
+
+
 class BlockingCallOnLoop(AwaError, RuntimeError):
     """A blocking call was made on the very event loop it would have to wait for (it
     could only deadlock): use the async method there, e.g. ``await job.flush_progress()``

@@ -76,6 +76,31 @@ async def test_unique_per_item_is_enforced_and_all_or_nothing(
     assert len(_rows(db)) == 2  # nothing of the failed calls was written
 
 
+async def test_a_batch_repeating_a_unique_key_names_both_elements(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """The COPY failed on the second copy with "already exists" and no job or element
+    named (a review): no such job existed, the duplicate was inside the batch."""
+    unique = {"by_args": True}
+    with pytest.raises(awa.UniqueConflict, match=r"args_list\[1\] and args_list\[3\]") as caught:
+        await client.insert_many([Ping(1), Ping(2), Ping(3), Ping(2)], unique_opts=unique)
+    assert caught.value.existing_id is None and caught.value.unique_key is not None
+    items = [{"o": 1}, awa.InsertItem({"o": 1}, kind="ship", unique_opts=unique)]
+    with pytest.raises(awa.UniqueConflict, match=r"args_list\[0\] and args_list\[1\]"):
+        await client.insert_many(items, kind="ship", unique_opts=unique)
+    async with client.transaction() as tx:  # refused before any statement: tx goes on
+        with pytest.raises(awa.UniqueConflict, match="same unique key"):
+            await tx.insert_many([Ping(5), Ping(5)], unique_opts=unique)
+        await tx.insert(Ping(6))
+    # Same args, different kinds: different keys, both written.
+    await client.insert_many(
+        [{"o": 1}, awa.InsertItem({"o": 1}, kind="b", unique_opts=unique)],
+        kind="a",
+        unique_opts=unique,
+    )
+    assert [row[0] for row in _rows(db)] == ["ping", "a", "b"]
+
+
 async def test_a_bad_item_is_named_by_its_position(
     client: awa.AsyncClient, db: psycopg.Connection[Any]
 ) -> None:

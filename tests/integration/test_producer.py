@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -11,7 +12,9 @@ import pytest
 
 import awa
 import awa.testing
+from awa.client import insert as insert_path
 from awa.client.insert import _COPY_CHUNK
+from tests.helpers import wait_for
 
 
 @dataclasses.dataclass
@@ -389,8 +392,101 @@ async def test_a_conflict_without_a_holder_to_name_keeps_its_cause(
     client: awa.AsyncClient,
 ) -> None:
     """Two of one batch share a key: no committed holder to name. The conflict was
-    raised as its own cause, so a walk down __cause__ never ended (a review)."""
+    raised as its own cause, so a walk down __cause__ never ended (a review). (The
+    client refuses such a batch before writing it: the COPY is given one here.)"""
+    twice = insert_path.build_specs(
+        [SendEmail("twice")] * 2, default_queue=lambda *_: "default", unique_opts={}
+    )
     with pytest.raises(awa.UniqueConflict) as refused:
-        await client.insert_many([SendEmail("twice"), SendEmail("twice")], unique_opts={})
+        async with (await client._get_pool()).connection() as conn:
+            await insert_path.insert_many(conn, twice)
     assert refused.value.existing_id is None
     assert isinstance(refused.value.__cause__, psycopg.errors.UniqueViolation)
+
+
+async def test_calls_gathered_in_one_transaction_run_one_after_another(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """A unique insert is a savepoint, the insert and a rollback to the savepoint: a
+    gathered insert that ran between them was undone with the conflict, though it had
+    returned its Job and the block committed (a review)."""
+    await client.insert(SendEmail("dup"), unique_opts={})
+
+    async def idempotent(tx: awa.Transaction) -> None:
+        with pytest.raises(awa.UniqueConflict):
+            await tx.insert(SendEmail("dup"), unique_opts={})
+
+    kept = []
+    for n in range(3):
+        async with client.transaction() as tx:
+            _, job, jobs = await asyncio.gather(
+                idempotent(tx),
+                tx.insert(SendEmail(f"one {n}")),
+                tx.insert_many([SendEmail(f"many {n}")]),
+            )
+        kept += [job.id, jobs[0].id]
+    stored = db.execute("SELECT id FROM awa.jobs WHERE id = ANY(%s)", (kept,)).fetchall()
+    assert sorted(row[0] for row in stored) == sorted(kept)
+
+
+async def test_a_transaction_used_after_its_block_refuses_every_call(
+    client: awa.AsyncClient, sync_client: awa.Client, db: psycopg.Connection[Any]
+) -> None:
+    """Its connection went back to the pool: a later insert ran in whatever transaction
+    was lent that connection next, and went with that one's rollback (a review)."""
+    async with client.transaction() as stale:
+        pass
+    with sync_client.transaction() as sync_stale:
+        pass
+    async with client.transaction() as other:  # may well be lent the same connection
+        for call in (
+            stale.insert(SendEmail("late")),
+            stale.insert_many([SendEmail("late")]),
+            stale.execute("SELECT 1"),
+            stale.fetch_all("SELECT 1"),
+        ):
+            with pytest.raises(awa.TransactionEnded):
+                await call
+        with pytest.raises(awa.TransactionEnded):
+            stale.connection  # noqa: B018 (the property refuses)
+        await other.insert(SendEmail("kept"))
+    with pytest.raises(awa.TransactionEnded):
+        sync_stale.insert(SendEmail("late"))
+    with pytest.raises(awa.TransactionEnded):
+        sync_stale.connection  # noqa: B018
+    assert db.execute("SELECT args->>'to' FROM awa.jobs").fetchall() == [("kept",)]
+
+
+async def test_a_block_left_while_a_call_is_cut_short_rolls_back_after_it_unwinds(
+    client: awa.AsyncClient, database_url: str, db: psycopg.Connection[Any]
+) -> None:
+    """Ctrl-C in a blocking client's transaction cancels the call in flight and rolls
+    back at once: the rollback ran while the cancelled insert_many was still unwinding
+    its savepoint, and the block raised psycopg's OutOfOrderTransactionNesting instead of
+    the interrupt (a review). The same from async code: cancel a call, leave the block."""
+    with psycopg.connect(database_url) as locker:
+        locker.execute("LOCK TABLE awa.jobs IN SHARE MODE")  # the COPY waits for it
+        try:
+            with pytest.raises(RuntimeError, match="left"):
+                async with client.transaction() as tx:
+                    call = asyncio.create_task(
+                        tx.insert_many([SendEmail("a"), SendEmail("b")], unique_opts={})
+                    )
+                    await wait_for(lambda: _waits_for_a_lock(db))
+                    call.cancel()
+                    locker.rollback()
+                    raise RuntimeError("left")
+        finally:
+            locker.rollback()  # (a failed wait would leave the call blocked behind it)
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert count_jobs(db) == 0
+    assert (await client.insert(SendEmail("after"))).id > 0
+
+
+async def _waits_for_a_lock(db: psycopg.Connection[Any]) -> bool:
+    row = db.execute(
+        "SELECT count(*) FROM pg_stat_activity "
+        "WHERE wait_event_type = 'Lock' AND datname = current_database()"
+    ).fetchone()
+    return row is not None and row[0] > 0

@@ -395,7 +395,11 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
             conn = await pool.getconn()
         try:
             async with conn.transaction():
-                yield Transaction(conn, self._spec, self._specs)
+                tx = Transaction(conn, self._spec, self._specs)
+                try:
+                    yield tx
+                finally:  # calls still in flight (gathered) end before COMMIT or ROLLBACK
+                    await tx._end()
                 if conn.info.transaction_status == TransactionStatus.INERROR:
                     # A statement failed and the block caught its error: COMMIT would
                     # quietly roll everything back, the block's other work included.

@@ -15,7 +15,7 @@ from typing import Any
 
 from awa.client import insert as insert_path
 from awa.client.insert import InsertItem, InsertSpec
-from awa.errors import SerializationError, ValidationError
+from awa.errors import SerializationError, UniqueConflict, ValidationError
 
 _OPTIONS = tuple(f.name for f in fields(InsertItem) if f.name != "args")
 
@@ -58,10 +58,13 @@ def build_specs(
         )
     items = list(args_list)
     if not any(isinstance(a, InsertItem) for a in items):
-        return insert_path.build_specs(
+        specs = insert_path.build_specs(
             items, default_queue=default_queue, default_kind=default_kind, **shared
         )
-    specs: list[InsertSpec] = []
+        if shared.get("unique_opts") is not None:
+            _refuse_repeated_keys(specs)
+        return specs
+    specs = []
     run: list[Any] = []
     for index, args in enumerate(items):
         if not isinstance(args, InsertItem):
@@ -79,7 +82,24 @@ def build_specs(
             run, default_queue=default_queue, default_kind=default_kind,
             first_index=len(items) - len(run), **shared,
         )  # fmt: skip
+    _refuse_repeated_keys(specs)
     return specs
+
+
+def _refuse_repeated_keys(specs: list[InsertSpec]) -> None:
+    """Two jobs of one batch with the same unique key: the COPY failed on the second
+    with a conflict naming no job and no element of the list (a review)."""
+    first_with: dict[bytes, int] = {}
+    for index, spec in enumerate(specs):
+        if spec.unique_key is None:
+            continue
+        first = first_with.setdefault(spec.unique_key, index)
+        if first != index:
+            raise UniqueConflict(
+                f"args_list[{first}] and args_list[{index}] have the same unique key: one "
+                "batch cannot insert both (nothing was inserted)",
+                unique_key=spec.unique_key,
+            )
 
 
 __all__ = ["InsertItem", "build_specs"]

@@ -15,6 +15,8 @@ from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, Self, TypeVar, overload
 
+from psycopg import AsyncConnection
+
 from awa.client.async_client import AsyncClient
 from awa.client.portal import Portal
 from awa.client.registering import Registering
@@ -76,7 +78,11 @@ class SyncTransaction:
     def __init__(self, core: Transaction, portal: Portal) -> None:
         self._core = core
         self._portal = portal
-        self.connection = core.connection
+
+    @property
+    def connection(self) -> AsyncConnection[Any]:
+        """The async core's psycopg connection (TransactionEnded once the block ended)."""
+        return self._core.connection
 
     execute = _blocking(Transaction.execute)
     fetch_one = _blocking(Transaction.fetch_one)
