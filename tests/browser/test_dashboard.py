@@ -20,7 +20,7 @@ from tests.browser.conftest import BuildReport, Seeded, SendEmail, Serve
 from tests.helpers import wait_until
 
 pytest.importorskip("selenium")
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
@@ -29,9 +29,26 @@ WAIT_S = 15
 SCREENSHOTS = os.environ.get("AWA_SCREENSHOTS")
 
 
+class _Wait(WebDriverWait[Any]):
+    """Also shrugs off an element detached between its lookup and its read: ChromeDriver
+    then answers "unknown error: ... Node with given id does not belong to the document"
+    rather than a stale element (a CI run, under load)."""
+
+    def until(self, method: Any, message: str = "") -> Any:
+        def tolerant(driver: Any) -> Any:
+            try:
+                return method(driver)
+            except WebDriverException as exc:
+                if "does not belong to the document" in str(exc):
+                    return False
+                raise
+
+        return super().until(tolerant, message)
+
+
 def wait(driver: Any) -> WebDriverWait[Any]:
     """An explicit wait that shrugs off elements replaced by a live refresh."""
-    return WebDriverWait(driver, WAIT_S, ignored_exceptions=[StaleElementReferenceException])
+    return _Wait(driver, WAIT_S, ignored_exceptions=[StaleElementReferenceException])
 
 
 def text_of(driver: Any, css: str) -> str:
