@@ -3,16 +3,20 @@
 Each records that it started (progress 1, written at once), then never returns:
 ``stuck_sync`` blocks its thread, ``stuck_async`` swallows every cancellation,
 ``stuck_in_thread`` waits on a blocked ``asyncio.to_thread`` call and ``own_thread``
-leaves a non-daemon thread of its own running.
+leaves a non-daemon thread of its own running. ``beating_sync`` records in ``beats`` that
+it runs, every 50 ms; ``stops_async`` ends when cancelled.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 import time
 from typing import Any
+
+import psycopg
 
 import awa
 
@@ -50,3 +54,36 @@ async def own_thread(job: awa.Job[Any]) -> None:
     threading.Thread(target=time.sleep, args=(1e6,), name="handler-own").start()
     job.set_progress(1)
     await job.flush_progress()
+
+
+def _beat(job: awa.Job[Any]) -> None:
+    """Record, from the handler itself, that this attempt is running now (the database's
+    clock, the same for every process)."""
+    with psycopg.connect(os.environ["AWA_DATABASE_URL"], autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO beats (job_id, attempt, pid, at) VALUES (%s, %s, %s, clock_timestamp())",
+            (job.id, job.attempt, os.getpid()),
+        )
+
+
+@client.task(None, kind="beating_sync", queue="stuck")
+def beating_sync(job: awa.Job[Any]) -> None:
+    """On its first attempt, runs (and says so every 50 ms) until the process ends; on a
+    later one, says so once and returns."""
+    _beat(job)
+    if job.attempt > 1:
+        return
+    job.set_progress(1)
+    job.flush_progress_sync()
+    while True:
+        time.sleep(0.05)
+        _beat(job)
+
+
+@client.task(None, kind="stops_async", queue="stuck")
+async def stops_async(job: awa.Job[Any]) -> None:
+    """On its first attempt, waits until cancelled, and ends then."""
+    if job.attempt == 1:
+        job.set_progress(1)
+        await job.flush_progress()
+        await asyncio.sleep(3600)

@@ -160,3 +160,64 @@ def test_threads_left_by_handlers_do_not_hold_the_exit(
     assert db.execute("SELECT state FROM awa.jobs WHERE id = %s", [in_thread.id]).fetchone() == (
         "retryable",
     )
+
+
+PROMOTE_DUE_RETRIES = """
+WITH due AS (
+    SELECT id FROM awa.jobs WHERE state = 'retryable' AND run_at <= now() FOR UPDATE SKIP LOCKED
+), promoted AS (
+    UPDATE awa.jobs AS j SET state = 'available' FROM due WHERE j.id = due.id RETURNING j.queue
+)
+SELECT pg_notify('awa_available', queue) FROM promoted
+"""
+
+
+def test_a_job_whose_handler_still_runs_is_not_retried_elsewhere_before_the_exit(
+    database_url: str, db: psycopg.Connection[Any], workers: list[Worker]
+) -> None:
+    """The shutdown fenced an abandoned handler's job back to retryable at once, and
+    another worker ran it while the first process's thread still ran it, for the ~3 s
+    until that process exited (a review: every deploy with long plain-def jobs). The
+    fenced job now waits for that process to be gone; a job whose handler stopped when
+    cancelled is released at once. What ran when is read from the handlers' own beats."""
+    db.execute("CREATE TABLE beats (job_id bigint, attempt int, pid int, at timestamptz)")
+    with awa.Client(database_url) as client:
+        beating = client.insert({}, kind="beating_sync", queue="stuck")
+        stopping = client.insert({}, kind="stops_async", queue="stuck")
+        # Its swallowed cancellations keep the first process up ~3 s after the fence.
+        swallower = client.insert({}, kind="stuck_async", queue="stuck")
+    first = Worker(database_url, "--shutdown-timeout-ms", "500")
+    workers.append(first)
+    wait_until(lambda: _started(db, beating.id, stopping.id, swallower.id), timeout=30)
+    second = Worker(database_url)
+    workers.append(second)
+    wait_until(lambda: "worker running" in second.stderr, timeout=30)
+
+    first.signal(signal.SIGTERM)
+    while first.proc.poll() is None:  # a leader elsewhere promoting due retries at once
+        db.execute(PROMOTE_DUE_RETRIES)
+    assert first.wait_exit() == 0, first.stderr
+    held, released = (
+        db.execute("SELECT run_at FROM awa.jobs WHERE id = %s", [job.id]).fetchone()
+        for job in (beating, stopping)
+    )
+    assert released is not None and held is not None and released[0] < held[0]
+    wait_until(
+        lambda: (
+            db.execute(
+                "SELECT count(*) FROM awa.jobs WHERE state = 'completed' AND id = ANY(%s)",
+                [[beating.id, stopping.id]],
+            ).fetchone()
+            == (2,)
+        ),
+        timeout=60,
+    )
+    row = db.execute(
+        "SELECT max(at) FILTER (WHERE attempt = 1), min(at) FILTER (WHERE attempt = 2), "
+        "count(DISTINCT pid) FROM beats WHERE job_id = %s",
+        [beating.id],
+    ).fetchone()
+    assert row is not None
+    last_beat_of_first, first_beat_of_retry, processes = row
+    assert processes == 2
+    assert first_beat_of_retry > last_beat_of_first

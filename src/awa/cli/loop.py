@@ -22,7 +22,8 @@ import time
 from collections.abc import Callable, Collection, Coroutine
 from typing import Any
 
-EXIT_GRACE_S = 2.0
+from awa.worker.shutdown import EXIT_GRACE_S
+
 logger = logging.getLogger("awa")
 
 

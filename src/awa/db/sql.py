@@ -90,6 +90,8 @@ JOB_UNIQUE_HOLDER = load("job_unique_holder")
 JOB_HEARTBEAT_MANY = load("job_heartbeat_many")
 JOB_CANCELLED_AMONG = load("job_cancelled_among")
 JOB_FENCE_ATTEMPTS = load("job_fence_attempts")
+JOB_FENCE_HOLD = load("job_fence_hold")
+JOB_FENCE_RELEASE = load("job_fence_release")
 
 # Durable outcomes (lifecycle hooks fire once an outcome survives a server crash)
 WAL_POSITIONS = load("wal_positions")

@@ -6,12 +6,14 @@
 2. Give running handlers ``timeout_ms`` to finish.
 3. Within a grace of at most ``GRACE_S``: write the outcomes already queued, write the
    progress the attempts still running recorded, fence them back to retryable (so no
-   job this process claimed is left ``running``), cancel their tasks, stop the remaining
+   job this process claimed is left ``running``) but held for ``FENCE_HOLD_S``, cancel
+   their tasks, let the jobs whose handlers then ended go at once, stop the remaining
    services and deregister.
 4. Handlers that are still running then — a plain ``def`` stuck in a thread, a coroutine
    that swallows its cancellation — are abandoned and named in a WARNING. They cannot
    hold the process: handler threads are daemons, and the ``awa`` CLI gives up on tasks
-   that ignore cancellation when it exits.
+   that ignore cancellation when it exits, within ``FENCE_HOLD_S`` of the fence: their
+   jobs are not retried elsewhere while they may still run here.
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ logger = logging.getLogger("awa")
 
 GRACE_S = 5.0  # for the steps after the handlers' timeout that talk to the database
 ABANDON_WAIT_S = 1.0  # for cancelled coroutines to end
+EXIT_GRACE_S = 2.0  # the awa CLI's wait for tasks, then again for threads, left at exit
+# From the fence to the latest exit of an `awa worker` process: the rest of the grace,
+# the wait for cancelled handlers, the CLI's two waits, and a second to spare.
+FENCE_HOLD_S = GRACE_S + ABANDON_WAIT_S + 2 * EXIT_GRACE_S + 1.0
 
 
 async def shut_down(worker: Worker, timeout_ms: int) -> list[Attempt]:
@@ -47,8 +53,13 @@ async def shut_down(worker: Worker, timeout_ms: int) -> list[Attempt]:
     grace_end = max(deadline, time.monotonic()) + GRACE_S
     await _within(grace_end, "write queued outcomes", worker.completer.drain())
     fenced_ids: set[int] = set()
-    fenced = await _within(grace_end, "fence unfinished jobs", _fence(worker, fenced_ids))
+    unfinished = list(worker.executor.attempts.values())
+    fenced = await _within(
+        grace_end, "fence unfinished jobs", _fence(worker, unfinished, fenced_ids)
+    )
     abandoned = await worker.executor.abandon(ABANDON_WAIT_S)
+    stopped = [a for a in unfinished if a.job.id in fenced_ids and a not in abandoned]
+    await _within(grace_end, "release stopped jobs", _release(worker, stopped))
     await worker.executor.stop()
     await worker.completer.stop()
     await worker.heartbeat.stop()
@@ -76,11 +87,10 @@ async def _within(end: float, step: str, work: Awaitable[None]) -> bool:
     return False
 
 
-async def _fence(worker: Worker, fenced_ids: set[int]) -> None:
-    """Return the attempts still running to retryable (lease-guarded, one statement),
-    after writing what they recorded since the last heartbeat: the next attempt resumes
-    from the checkpoint, as after any retry."""
-    unfinished = list(worker.executor.attempts.values())
+async def _fence(worker: Worker, unfinished: list[Attempt], fenced_ids: set[int]) -> None:
+    """Return the attempts still running to retryable (lease-guarded), held for
+    ``FENCE_HOLD_S``, after writing what they recorded since the last heartbeat: the
+    next attempt resumes from the checkpoint, as after any retry."""
     if not unfinished:
         return
     for attempt in unfinished:
@@ -95,9 +105,20 @@ async def _fence(worker: Worker, fenced_ids: set[int]) -> None:
         "attempted_ats": [a.key[2] for a in unfinished],
         "reason": "worker shut down before the handler finished",
     }
-    async with worker.pool.connection() as conn:
+    async with worker.pool.connection() as conn, conn.transaction():
         cur = await conn.execute(sql.JOB_FENCE_ATTEMPTS, params)
-        fenced_ids.update(row[0] for row in await cur.fetchall())
+        ids = [row[0] for row in await cur.fetchall()]
+        await conn.execute(sql.JOB_FENCE_HOLD, {"ids": ids, "hold_s": FENCE_HOLD_S})
+    fenced_ids.update(ids)
+
+
+async def _release(worker: Worker, stopped: list[Attempt]) -> None:
+    """The fenced jobs whose handlers ended after their cancellation: claimable now."""
+    if not stopped:
+        return
+    params = {"ids": [a.key[0] for a in stopped], "run_leases": [a.key[1] for a in stopped]}
+    async with worker.pool.connection() as conn:
+        await conn.execute(sql.JOB_FENCE_RELEASE, params)
 
 
 async def _deregister(worker: Worker) -> None:
