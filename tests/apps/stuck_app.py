@@ -4,7 +4,8 @@ Each records that it started (progress 1, written at once), then never returns:
 ``stuck_sync`` blocks its thread, ``stuck_async`` swallows every cancellation,
 ``stuck_in_thread`` waits on a blocked ``asyncio.to_thread`` call and ``own_thread``
 leaves a non-daemon thread of its own running. ``beating_sync`` records in ``beats`` that
-it runs, every 50 ms; ``stops_async`` ends when cancelled.
+it runs, every 50 ms; ``stops_async`` ends when cancelled; ``blocks_loop`` blocks the event
+loop itself.
 """
 
 from __future__ import annotations
@@ -87,3 +88,11 @@ async def stops_async(job: awa.Job[Any]) -> None:
         job.set_progress(1)
         await job.flush_progress()
         await asyncio.sleep(3600)
+
+
+@client.task(None, kind="blocks_loop", queue="stuck")
+async def blocks_loop(job: awa.Job[Any]) -> None:
+    """An ``async def`` that blocks the event loop (``time.sleep`` for ``asyncio.sleep``)."""
+    job.set_progress(1)
+    await job.flush_progress()
+    time.sleep(1e6)  # noqa: ASYNC251 (the mistake this handler stands for)

@@ -217,9 +217,9 @@ class Supervised:
             for i in range(processes)
         }
 
-    def stop(self, timeout: float = 60) -> int:
+    def stop(self, timeout: float = 60, sig: signal.Signals = signal.SIGTERM) -> int:
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(sig)
         status = self.proc.wait(timeout)
         self._close()
         return status

@@ -31,12 +31,13 @@ EXIT_WAIT_S = 60  # far beyond timeout + grace; before the fix the process never
 class Worker:
     """An ``awa worker`` subprocess whose stderr is collected line by line."""
 
-    def __init__(self, database_url: str, *args: str) -> None:
+    def __init__(self, database_url: str, *args: str, nohup: bool = False) -> None:
         env = {**os.environ, "AWA_DATABASE_URL": database_url, "PYTHONPATH": CHILD_PYTHONPATH}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "awa", "worker", "tests.apps.stuck_app:client",
              "--queue", "stuck=4", *args],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            preexec_fn=_ignore_hangups if nohup else None,
         )  # fmt: skip
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -69,6 +70,11 @@ class Worker:
         self._reader.join(10)
         assert self.proc.stderr is not None
         self.proc.stderr.close()
+
+
+def _ignore_hangups() -> None:
+    """What ``nohup`` does before it runs the command."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
 @pytest.fixture
@@ -221,3 +227,43 @@ def test_a_job_whose_handler_still_runs_is_not_retried_elsewhere_before_the_exit
     last_beat_of_first, first_beat_of_retry, processes = row
     assert processes == 2
     assert first_beat_of_retry > last_beat_of_first
+
+
+def test_a_second_signal_exits_at_once_while_a_handler_blocks_the_event_loop(
+    database_url: str, db: psycopg.Connection[Any], workers: list[Worker]
+) -> None:
+    """The signals were the event loop's: with an ``async def`` blocking it, neither was
+    even acknowledged, and the worker exited only when the blocking call returned (a
+    review: never, for one that blocks for good)."""
+    with awa.Client(database_url) as client:
+        blocker = client.insert({}, kind="blocks_loop", queue="stuck")
+    worker = Worker(database_url, "--shutdown-timeout-ms", "3600000")
+    workers.append(worker)
+    wait_until(lambda: _started(db, blocker.id), timeout=30)
+
+    worker.signal(signal.SIGTERM)
+    wait_until(lambda: "a second signal exits at once" in worker.stderr, timeout=30)
+    worker.signal(signal.SIGTERM)
+    assert worker.wait_exit() == 128 + signal.SIGTERM.value, worker.stderr
+    assert "SIGTERM again: exiting now" in worker.stderr
+
+
+def test_a_hangup_stops_the_worker_as_sigterm_does_unless_ignored_by_nohup(
+    database_url: str, db: psycopg.Connection[Any], workers: list[Worker]
+) -> None:
+    """SIGHUP (its terminal closed) killed the worker on the spot, its jobs left running
+    until their heartbeats went stale (a review). Under ``nohup`` it stays ignored."""
+    worker = Worker(database_url)
+    workers.append(worker)
+    wait_until(lambda: "worker running" in worker.stderr, timeout=30)
+    worker.signal(signal.SIGHUP)
+    assert worker.wait_exit() == 0, worker.stderr
+    assert "SIGHUP: shutting down" in worker.stderr
+
+    kept = Worker(database_url, nohup=True)
+    workers.append(kept)
+    wait_until(lambda: "worker running" in kept.stderr, timeout=30)
+    kept.signal(signal.SIGHUP)  # ignored, so the SIGTERM after it is the first stop signal
+    kept.signal(signal.SIGTERM)
+    assert kept.wait_exit() == 0, kept.stderr
+    assert "SIGTERM: shutting down" in kept.stderr and "SIGHUP" not in kept.stderr

@@ -102,13 +102,14 @@ def test_a_stop_during_a_restart_delay_is_a_clean_stop(supervise: Any) -> None:
         assert sup.wait_line(r"exit statuses \[0, 'not running'\]")
 
 
-@pytest.mark.parametrize("signalled", ["the supervisor", "every process at once"])
+@pytest.mark.parametrize("signalled", ["the supervisor", "every process at once", "by SIGHUP"])
 async def test_sigterm_drains_every_child_and_exits_0(
     signalled: str, client: awa.AsyncClient, db: psycopg.Connection[Any], supervise: Any
 ) -> None:
     """Also when a service manager signals every process of the unit (systemd's
     KillMode=control-group): a child then gets SIGTERM twice, its own and the supervisor's,
-    and took the second as "exit now", leaving its jobs running (a review)."""
+    and took the second as "exit now", leaving its jobs running (a review). SIGHUP (the
+    terminal hung up) killed the supervisor on the spot; it now stops as SIGTERM does."""
     install_audit(db)
     sup = supervise("--processes", "2", "--queue", "fleet=3", "--shutdown-timeout-ms", "20000")
     pids = sup.child_pids(2)
@@ -129,7 +130,7 @@ async def test_sigterm_drains_every_child_and_exits_0(
     if signalled == "every process at once":
         for pid in pids.values():
             os.kill(pid, signal.SIGTERM)
-    assert sup.stop() == 0
+    assert sup.stop(sig=signal.SIGHUP if signalled == "by SIGHUP" else signal.SIGTERM) == 0
     # Every handler ran to its end in the process that claimed it, both processes busy.
     ran = _pids_that_ran(db)
     assert ran == {pids[0]: 3, pids[1]: 3}
@@ -234,3 +235,15 @@ def test_a_stop_while_the_children_start_is_a_clean_stop(supervise: Any, tmp_pat
     assert sup.stop() == 0
     # each child, stopped mid-import, exits 0 saying so (awa.cli.early_signals)
     sup.wait_line(r"all worker processes stopped \(exit statuses \[0, 0\]\)")
+
+
+def test_children_of_a_killed_supervisor_drain_and_say_why(supervise: Any) -> None:
+    """SIGKILL of the supervisor: each child sees its link close and shuts down (it said
+    nothing of why, a review), then exits."""
+    sup = supervise("--processes", "2", "--queue", "fleet=2")
+    pids = sup.child_pids(2)
+    sup.proc.kill()
+    wait_until(lambda: not any(_pid_alive(pid) for pid in pids.values()), timeout=60)
+    wait_until(
+        lambda: sum("the supervisor is gone: shutting down" in line for line in sup.lines) == 2
+    )

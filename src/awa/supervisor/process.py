@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from awa.cli.stop_signals import stop_signals
 from awa.supervisor.link import LINK_ENV, parse_message
 
 RESTART_MIN_S = 0.5
@@ -114,7 +115,7 @@ class Supervisor:
         """Start every child, keep them running, and return the exit status."""
         loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in stop_signals():  # SIGHUP too: it killed the supervisor on the spot
             loop.add_signal_handler(sig, self._on_signal, sig)
         count = len(self.children)
         self._note(

@@ -10,13 +10,12 @@ import argparse
 import asyncio
 import importlib
 import os
-import signal
 import sys
 from collections.abc import Coroutine
 from typing import Any
 
 import awa
-from awa.cli import early_signals
+from awa.cli import early_signals, stop_signals
 from awa.cli.args import (
     WEIGHTED_FORM,
     QueueFlag,
@@ -76,31 +75,6 @@ def register(sub: Any) -> None:
     p.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
                    help="address for --metrics-port (default 127.0.0.1)")  # fmt: skip
     p.set_defaults(handler=run, needs_db=lambda a: False)
-
-
-def _on_signal(
-    sig: signal.Signals, stop: asyncio.Event, timeout_ms: int, supervised: bool = False
-) -> None:
-    """First signal: shut down gracefully. Second: exit now (deploys must not hang) —
-    unless a supervisor runs this process: it forwards its own SIGTERM, so a child that a
-    service manager also signals (systemd's KillMode=control-group signals every process
-    of the unit) gets two, and it is the supervisor that kills on a second signal."""
-    if not stop.is_set():
-        again = "the supervisor's second signal kills" if supervised else "a second signal exits"
-        sys.stderr.write(
-            f"awa: {sig.name}: shutting down (running jobs get {timeout_ms} ms); {again} at once\n"
-        )
-        stop.set()
-        return
-    if supervised:
-        sys.stderr.write(f"awa: {sig.name} again: already shutting down\n")
-        return
-    sys.stderr.write(
-        f"awa: {sig.name} again: exiting now; jobs still running here are returned by the "
-        "rescuer once their heartbeats are stale\n"
-    )
-    sys.stderr.flush()
-    os._exit(128 + sig.value)
 
 
 def load_client(target: str) -> awa.AsyncClient:
@@ -260,14 +234,23 @@ def supervise(args: argparse.Namespace) -> int:
 
 async def run_worker(client: awa.AsyncClient, args: argparse.Namespace) -> int:
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
     link = ChildLink.from_environ()  # set when a supervisor started this process
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(
-            sig, _on_signal, sig, stop, args.shutdown_timeout_ms, link is not None
-        )
+    loop = asyncio.get_running_loop()
+    with stop_signals.handled(loop, stop, args.shutdown_timeout_ms, supervised=link is not None):
+        return await _serve(client, args, stop, link)
+
+
+async def _serve(
+    client: awa.AsyncClient, args: argparse.Namespace, stop: asyncio.Event, link: ChildLink | None
+) -> int:
     if link is not None:
-        await link.open(on_supervisor_gone=stop.set)
+
+        def supervisor_gone() -> None:
+            if not stop.is_set():
+                stop_signals.say("the supervisor is gone: shutting down")
+            stop.set()
+
+        await link.open(on_supervisor_gone=supervisor_gone)
     if args.max_connections is not None:
         client.max_connections = args.max_connections
     if args.listen_url:
@@ -287,7 +270,8 @@ async def run_worker(client: awa.AsyncClient, args: argparse.Namespace) -> int:
     )
     queues = ", ".join(client.runtime_snapshot().queues)
     stops = "SIGTERM stops" if link is not None else "Ctrl-C stops"  # not its terminal's
-    sys.stderr.write(f"awa: worker running ({queues}); {stops}\n")
+    if not stop.is_set():  # (a stop that came during start() was said already)
+        sys.stderr.write(f"awa: worker running ({queues}); {stops}\n")
     if link is not None:
         link.ready(
             instance_id=client.runtime_snapshot().instance_id,

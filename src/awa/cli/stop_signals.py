@@ -1,0 +1,95 @@
+"""The stop signals of ``awa worker``: the first drains, a second exits at once.
+
+Handled at the interpreter's level, not the event loop's (``loop.add_signal_handler``
+runs a handler only once the loop gets control back): an ``async def`` handler blocking
+the loop (``time.sleep`` where ``asyncio.sleep`` was meant) made the worker deaf to every
+signal but SIGKILL — a second SIGTERM exited only when the blocking call returned (a
+review). Python runs these handlers in the main thread between two bytecodes, even while
+the loop is blocked there; the first one hands the stop to the loop thread-safely, a
+second one exits the process.
+
+SIGHUP (the terminal hung up) stops the worker as SIGTERM does, unless it is ignored
+(``nohup``): it used to kill the process on the spot, its jobs left ``running`` until
+their heartbeats went stale.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+
+def stop_signals() -> list[signal.Signals]:
+    """SIGTERM, SIGINT, and SIGHUP unless this process ignores it (``nohup``)."""
+    signals = [signal.SIGTERM, signal.SIGINT]
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        signals.append(signal.SIGHUP)
+    return signals
+
+
+def say(text: str) -> None:
+    """One line on stderr, written whole (``os.write``: a signal handler may run while
+    the main thread is inside a buffered write to ``sys.stderr``); none when it is closed."""
+    with contextlib.suppress(OSError):
+        os.write(2, f"awa: {text}\n".encode())
+
+
+@contextmanager
+def handled(
+    loop: asyncio.AbstractEventLoop,
+    stop: asyncio.Event,
+    timeout_ms: int,
+    *,
+    supervised: bool = False,
+) -> Iterator[None]:
+    """Within the block: the first stop signal sets ``stop`` (on ``loop``); a second one
+    exits with 128 + its number — unless a supervisor runs this process: it forwards its
+    own SIGTERM, so a child that a service manager also signals (systemd's
+    KillMode=control-group signals every process of the unit) gets two, and it is the
+    supervisor that kills on a second signal. The handlers found are put back after."""
+    received = 0
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        nonlocal received
+        received += 1
+        name = signal.Signals(signum).name
+        if received == 1:
+            again = (
+                "the supervisor's second signal kills" if supervised else "a second signal exits"
+            )
+            say(f"{name}: shutting down (running jobs get {timeout_ms} ms); {again} at once")
+            with contextlib.suppress(RuntimeError):  # the loop closed: nothing to stop
+                loop.call_soon_threadsafe(stop.set)
+        elif supervised:
+            say(f"{name} again: already shutting down")
+        else:
+            say(
+                f"{name} again: exiting now; jobs still running here are returned by the "
+                "rescuer once their heartbeats are stale"
+            )
+            os._exit(128 + signum)
+
+    before: dict[signal.Signals, Callable[[int, FrameType | None], Any] | int | None] = {}
+    try:
+        for sig in stop_signals():
+            before[sig] = signal.getsignal(sig)
+            # The loop's own handler only wakes the loop (a loop idle in epoll runs no
+            # Python until an event: two signals then came in as one, a second SIGTERM
+            # lost); the interpreter-level handler set over it does the counting.
+            loop.add_signal_handler(sig, _woken)
+            signal.signal(sig, on_signal)
+        yield
+    finally:
+        for sig, handler in before.items():
+            loop.remove_signal_handler(sig)
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+def _woken() -> None:
+    """The loop read a signal off its wakeup pipe: ``on_signal`` has run or runs next."""
