@@ -4,8 +4,8 @@ Each records that it started (progress 1, written at once), then never returns:
 ``stuck_sync`` blocks its thread, ``stuck_async`` swallows every cancellation,
 ``stuck_in_thread`` waits on a blocked ``asyncio.to_thread`` call and ``own_thread``
 leaves a non-daemon thread of its own running. ``beating_sync`` records in ``beats`` that
-it runs, every 50 ms; ``stops_async`` ends when cancelled; ``blocks_loop`` blocks the event
-loop itself.
+it runs, every 50 ms; ``stops_async`` ends when cancelled, ``stops_sync`` when asked to;
+``blocks_loop`` blocks the event loop itself.
 """
 
 from __future__ import annotations
@@ -96,3 +96,15 @@ async def blocks_loop(job: awa.Job[Any]) -> None:
     job.set_progress(1)
     await job.flush_progress()
     time.sleep(1e6)  # noqa: ASYNC251 (the mistake this handler stands for)
+
+
+@client.task(None, kind="stops_sync", queue="stuck")
+def stops_sync(job: awa.Job[Any]) -> None:
+    """On its first attempt, a plain def that returns once the worker asks it to stop
+    (job.is_cancelled())."""
+    if job.attempt > 1:
+        return
+    job.set_progress(1)
+    job.flush_progress_sync()
+    while not job.is_cancelled():  # seen up to 0.3 s late: after its task has ended
+        time.sleep(0.3)

@@ -182,6 +182,12 @@ ROOT = Path(__file__).resolve().parents[2]
 SUPERVISED_APP = "tests.apps.supervised_app:client"
 
 
+def _default_hangups() -> None:
+    """SIGHUP as a terminal leaves it, even when the test suite runs under ``nohup``
+    (SIG_IGN is inherited, and a worker keeps ignoring an ignored SIGHUP)."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 class Supervised:
     """One ``awa worker --processes`` subprocess and the lines it wrote on stderr."""
 
@@ -191,6 +197,7 @@ class Supervised:
             [sys.executable, "-m", "awa", "worker", app, *args],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "AWA_DATABASE_URL": url, "PYTHONPATH": CHILD_PYTHONPATH, **env},
+            preexec_fn=_default_hangups,
         )  # fmt: skip
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

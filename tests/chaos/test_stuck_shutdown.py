@@ -37,7 +37,7 @@ class Worker:
             [sys.executable, "-m", "awa", "worker", "tests.apps.stuck_app:client",
              "--queue", "stuck=4", *args],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-            preexec_fn=_ignore_hangups if nohup else None,
+            preexec_fn=_ignore_hangups if nohup else _default_hangups,
         )  # fmt: skip
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -75,6 +75,11 @@ class Worker:
 def _ignore_hangups() -> None:
     """What ``nohup`` does before it runs the command."""
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+
+def _default_hangups() -> None:
+    """Not under ``nohup`` even when the test suite is (SIG_IGN is inherited)."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 @pytest.fixture
@@ -190,11 +195,15 @@ def test_a_job_whose_handler_still_runs_is_not_retried_elsewhere_before_the_exit
     with awa.Client(database_url) as client:
         beating = client.insert({}, kind="beating_sync", queue="stuck")
         stopping = client.insert({}, kind="stops_async", queue="stuck")
+        # A plain def's task ends at once; its thread when the handler sees it must stop.
+        stopping_sync = client.insert({}, kind="stops_sync", queue="stuck")
         # Its swallowed cancellations keep the first process up ~3 s after the fence.
         swallower = client.insert({}, kind="stuck_async", queue="stuck")
     first = Worker(database_url, "--shutdown-timeout-ms", "500")
     workers.append(first)
-    wait_until(lambda: _started(db, beating.id, stopping.id, swallower.id), timeout=30)
+    wait_until(
+        lambda: _started(db, beating.id, stopping.id, stopping_sync.id, swallower.id), timeout=30
+    )
     second = Worker(database_url)
     workers.append(second)
     wait_until(lambda: "worker running" in second.stderr, timeout=30)
@@ -203,18 +212,19 @@ def test_a_job_whose_handler_still_runs_is_not_retried_elsewhere_before_the_exit
     while first.proc.poll() is None:  # a leader elsewhere promoting due retries at once
         db.execute(PROMOTE_DUE_RETRIES)
     assert first.wait_exit() == 0, first.stderr
-    held, released = (
+    held, released, released_sync = (
         db.execute("SELECT run_at FROM awa.jobs WHERE id = %s", [job.id]).fetchone()
-        for job in (beating, stopping)
+        for job in (beating, stopping, stopping_sync)
     )
-    assert released is not None and held is not None and released[0] < held[0]
+    assert held is not None and released is not None and released_sync is not None
+    assert released[0] < held[0] and released_sync[0] < held[0]
     wait_until(
         lambda: (
             db.execute(
                 "SELECT count(*) FROM awa.jobs WHERE state = 'completed' AND id = ANY(%s)",
-                [[beating.id, stopping.id]],
+                [[beating.id, stopping.id, stopping_sync.id]],
             ).fetchone()
-            == (2,)
+            == (3,)
         ),
         timeout=60,
     )
@@ -267,3 +277,41 @@ def test_a_hangup_stops_the_worker_as_sigterm_does_unless_ignored_by_nohup(
     kept.signal(signal.SIGTERM)
     assert kept.wait_exit() == 0, kept.stderr
     assert "SIGTERM: shutting down" in kept.stderr and "SIGHUP" not in kept.stderr
+
+
+def test_a_second_signal_while_the_exit_waits_for_leftovers_still_exits_at_once(
+    database_url: str, db: psycopg.Connection[Any], workers: list[Worker]
+) -> None:
+    """After the shutdown, the exit gives tasks that ignore their cancellation a grace:
+    a signal then went to the handler held for the application's import, which said
+    "before the worker started" and exited 0 (a review of the interpreter-level handlers)."""
+    with awa.Client(database_url) as client:
+        swallower = client.insert({}, kind="stuck_async", queue="stuck")
+    worker = Worker(database_url, "--shutdown-timeout-ms", "200")
+    workers.append(worker)
+    wait_until(lambda: _started(db, swallower.id), timeout=30)
+    worker.signal(signal.SIGTERM)
+    wait_until(lambda: "abandoned 1 handler(s)" in worker.stderr, timeout=30)
+    worker.signal(signal.SIGTERM)
+    code = worker.wait_exit()
+    # 143 from the handler; -15 when the signal came after the loop closed (at once too).
+    assert code in (128 + signal.SIGTERM.value, -signal.SIGTERM.value), worker.stderr
+    assert "before the worker started" not in worker.stderr
+
+
+def test_a_plain_def_that_stops_when_asked_is_released_at_once(
+    database_url: str, db: psycopg.Connection[Any], workers: list[Worker]
+) -> None:
+    """A plain def's task ends at its cancellation, its thread only when the handler sees
+    job.is_cancelled(): the shutdown counted the thread as abandoned and held its job for
+    11 s (a review of the hold). Its thread is waited for within the abandon wait."""
+    with awa.Client(database_url) as client:
+        job = client.insert({}, kind="stops_sync", queue="stuck")
+    worker = Worker(database_url, "--shutdown-timeout-ms", "200")
+    workers.append(worker)
+    wait_until(lambda: _started(db, job.id), timeout=30)
+    worker.signal(signal.SIGTERM)
+    assert worker.wait_exit() == 0, worker.stderr
+    assert "abandoned" not in worker.stderr
+    row = db.execute("SELECT state, run_at <= now() FROM awa.jobs WHERE id = %s", [job.id])
+    assert row.fetchone() == ("retryable", True)

@@ -490,3 +490,37 @@ async def _waits_for_a_lock(db: psycopg.Connection[Any]) -> bool:
         "WHERE wait_event_type = 'Lock' AND datname = current_database()"
     ).fetchone()
     return row is not None and row[0] > 0
+
+
+async def test_a_block_cancelled_while_it_waits_for_a_call_still_ends_the_transaction(
+    client: awa.AsyncClient, database_url: str, db: psycopg.Connection[Any]
+) -> None:
+    """The block's exit waits for the call in flight; cancelled during that wait (a
+    timeout around the block), it never marked the transaction ended, and a later call
+    ran on the pooled connection (a review of the ending)."""
+    db.execute("CREATE TABLE orders (id int PRIMARY KEY)")
+    ended: list[awa.Transaction] = []
+    calls: list[asyncio.Task[int]] = []
+
+    async def block() -> None:
+        async with client.transaction() as tx:
+            ended.append(tx)
+            calls.append(asyncio.create_task(tx.execute("LOCK TABLE orders")))  # waits
+            await wait_for(lambda: _waits_for_a_lock(db))
+            left.set()  # the exit then runs to its wait for the call in this same step
+            raise RuntimeError("left")
+
+    left = asyncio.Event()
+    with psycopg.connect(database_url) as locker:
+        locker.execute("LOCK TABLE orders")
+        try:
+            task = asyncio.create_task(block())
+            await left.wait()
+            task.cancel()  # delivered at the wait, before the call in flight can end
+        finally:
+            locker.rollback()  # (the rollback of the block waits for that call)
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    with pytest.raises(awa.TransactionEnded):
+        await ended[0].insert(SendEmail("late"))
+    assert count_jobs(db) == 0

@@ -22,8 +22,7 @@ import time
 from collections.abc import Callable, Collection, Coroutine
 from typing import Any
 
-from awa.worker.shutdown import EXIT_GRACE_S
-
+EXIT_GRACE_S = 2.0  # (awa.worker.shutdown.FENCE_HOLD_S counts on it: test_stop_signals)
 logger = logging.getLogger("awa")
 
 

@@ -131,10 +131,11 @@ def main(argv: Sequence[str] | None = None, *, own_process: bool | None = None) 
         # A command returns a coroutine to run on the event loop, or (the supervisor,
         # which picks its own loop) its exit status.
         threads = set(threading.enumerate())
+        args.own_process = own_process if own_process is not None else argv is None
         outcome = args.handler(args, url)
         status: int = run_async(outcome) if inspect.iscoroutine(outcome) else outcome
         sys.stdout.flush()  # here, where a reader that left is caught, not at exit
-        if own_process if own_process is not None else argv is None:
+        if args.own_process:
             leave_stray_threads(threads, status)
     except awa.ValidationError as exc:
         argument = _argument_for(exc.field, getattr(args, "leaf_parser", None))

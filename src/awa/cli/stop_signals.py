@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
+from awa.cli import early_signals
+
 
 def stop_signals() -> list[signal.Signals]:
     """SIGTERM, SIGINT, and SIGHUP unless this process ignores it (``nohup``)."""
@@ -47,12 +49,18 @@ def handled(
     timeout_ms: int,
     *,
     supervised: bool = False,
+    restore: bool = True,
 ) -> Iterator[None]:
     """Within the block: the first stop signal sets ``stop`` (on ``loop``); a second one
     exits with 128 + its number — unless a supervisor runs this process: it forwards its
     own SIGTERM, so a child that a service manager also signals (systemd's
     KillMode=control-group signals every process of the unit) gets two, and it is the
-    supervisor that kills on a second signal. The handlers found are put back after."""
+    supervisor that kills on a second signal.
+
+    ``restore``: put the handlers found back after (an application calling ``main()``
+    goes on; the one :mod:`~awa.cli.early_signals` held SIGTERM with is replaced by the
+    one before it). The ``awa`` process's own keeps them until its loop closes: a second
+    signal while the exit waits for tasks and threads left running still exits at once."""
     received = 0
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -86,9 +94,11 @@ def handled(
             signal.signal(sig, on_signal)
         yield
     finally:
-        for sig, handler in before.items():
-            loop.remove_signal_handler(sig)
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        if restore:
+            for sig, handler in before.items():
+                loop.remove_signal_handler(sig)
+                previous = early_signals.unheld(sig, handler)
+                signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
 
 
 def _woken() -> None:

@@ -36,7 +36,8 @@ class Transaction:
     def __init__(
         self, conn: AsyncConnection[Any], build: SpecBuilder, build_many: SpecsBuilder
     ) -> None:
-        self._conn: AsyncConnection[Any] | None = conn
+        self._conn = conn
+        self._ended = False
         self._turn = asyncio.Lock()
         self._build = build
         self._build_many = build_many
@@ -45,7 +46,7 @@ class Transaction:
     def connection(self) -> AsyncConnection[Any]:
         """The transaction's psycopg connection (TransactionEnded once the block ended:
         the pool may have lent it to another caller's transaction)."""
-        if self._conn is None:
+        if self._ended:
             raise TransactionEnded()
         return self._conn
 
@@ -56,10 +57,12 @@ class Transaction:
             yield self.connection
 
     async def _end(self) -> None:
-        """Wait for the call in flight (an interrupted one unwinds its savepoint first),
-        then refuse every later one. Before the commit or the rollback."""
+        """Refuse every later call (those waiting for their turn too), then wait for the
+        call in flight: an interrupted one unwinds its savepoint before the commit or the
+        rollback. Ended first, so that a cancelled wait ends the transaction as well."""
+        self._ended = True
         async with self._turn:
-            self._conn = None
+            pass
 
     async def execute(
         self, query: Query, params: Sequence[Any] | dict[str, Any] | None = None

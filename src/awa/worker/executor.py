@@ -352,14 +352,20 @@ class Executor:
         and return those whose handler still runs: a plain ``def`` handler's thread (it
         cannot be interrupted) or a coroutine that ignored its cancellation."""
         attempts = self._watched()
-        tasks = []
+        ends: list[asyncio.Future[Any]] = []
         for attempt in attempts:
             attempt.request_cancel("shutdown")
             if attempt.task is not None:
                 attempt.task.cancel()
-                tasks.append(attempt.task)
-        if tasks:
-            await asyncio.wait(tasks, timeout=grace_s)
+                ends.append(attempt.task)
+            if attempt.thread is not None and not attempt.thread.done():
+                # A plain def's task ends at its cancellation, its thread only when the
+                # handler returns (it sees job.is_cancelled()): wait for that too.
+                thread_end = asyncio.wrap_future(attempt.thread)
+                thread_end.add_done_callback(_retrieved)
+                ends.append(thread_end)
+        if ends:
+            await asyncio.wait(ends, timeout=grace_s)
         given_up = [*attempts, *self.abandoned.attempts.values()]
         return [attempt for attempt in given_up if attempt.handler_running]
 
@@ -376,6 +382,12 @@ class Census:
     running: int = 0
     stuck: int = 0
     abandoned: int = 0
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    """Mark an abandoned thread's outcome as seen (the attempt's own task reports it)."""
+    if not future.cancelled():
+        future.exception()
 
 
 def _cut_short(attempt: Attempt) -> results.Finalization:

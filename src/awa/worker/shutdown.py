@@ -35,10 +35,12 @@ logger = logging.getLogger("awa")
 
 GRACE_S = 5.0  # for the steps after the handlers' timeout that talk to the database
 ABANDON_WAIT_S = 1.0  # for cancelled coroutines to end
-EXIT_GRACE_S = 2.0  # the awa CLI's wait for tasks, then again for threads, left at exit
+# What the awa CLI waits at exit for tasks, then threads, left running (twice its
+# EXIT_GRACE_S, awa.cli.loop).
+CLI_EXIT_WAIT_S = 4.0
 # From the fence to the latest exit of an `awa worker` process: the rest of the grace,
-# the wait for cancelled handlers, the CLI's two waits, and a second to spare.
-FENCE_HOLD_S = GRACE_S + ABANDON_WAIT_S + 2 * EXIT_GRACE_S + 1.0
+# the wait for cancelled handlers, the CLI's waits, and a second to spare.
+FENCE_HOLD_S = GRACE_S + ABANDON_WAIT_S + CLI_EXIT_WAIT_S + 1.0
 
 
 async def shut_down(worker: Worker, timeout_ms: int) -> list[Attempt]:
