@@ -99,6 +99,18 @@ def _started(db: psycopg.Connection[Any], *ids: int) -> bool:
     return rows is not None and rows[0] == len(ids)
 
 
+def _one_job_running(
+    database_url: str, db: psycopg.Connection[Any], workers: list[Worker], kind: str, *args: str
+) -> tuple[Worker, int]:
+    """A worker started with ``args``, running one job of ``kind``; and that job's id."""
+    with awa.Client(database_url) as client:
+        job_id = client.insert({}, kind=kind, queue="stuck").id
+    worker = Worker(database_url, *args)
+    workers.append(worker)
+    wait_until(lambda: _started(db, job_id), timeout=30)
+    return worker, job_id
+
+
 def test_shutdown_abandons_handlers_that_cannot_be_stopped_and_exits(
     database_url: str, db: psycopg.Connection[Any], workers: list[Worker]
 ) -> None:
@@ -124,21 +136,29 @@ def test_shutdown_abandons_handlers_that_cannot_be_stopped_and_exits(
     assert db.execute("SELECT count(*) FROM awa.runtime_instances").fetchone() == (0,)
 
 
+@pytest.mark.parametrize(
+    ("kind", "second"), [("stuck_sync", signal.SIGINT), ("blocks_loop", signal.SIGTERM)]
+)
 def test_a_second_signal_exits_at_once(
-    database_url: str, db: psycopg.Connection[Any], workers: list[Worker]
+    kind: str,
+    second: signal.Signals,
+    database_url: str,
+    db: psycopg.Connection[Any],
+    workers: list[Worker],
 ) -> None:
-    with awa.Client(database_url) as client:
-        blocked = client.insert({}, kind="stuck_sync", queue="stuck")
+    """Also while an ``async def`` blocks the event loop: the signals were the loop's, and
+    neither was even acknowledged until the blocking call returned (a review: never, for
+    one that blocks for good)."""
     # A shutdown timeout far longer than the test waits: only the second signal ends it.
-    worker = Worker(database_url, "--shutdown-timeout-ms", "3600000")
-    workers.append(worker)
-    wait_until(lambda: _started(db, blocked.id), timeout=30)
+    worker, _ = _one_job_running(
+        database_url, db, workers, kind, "--shutdown-timeout-ms", "3600000"
+    )
 
     worker.signal(signal.SIGTERM)
     wait_until(lambda: "a second signal exits at once" in worker.stderr, timeout=30)
-    worker.signal(signal.SIGINT)
-    assert worker.wait_exit() == 128 + signal.SIGINT.value, worker.stderr
-    assert "SIGINT again: exiting now" in worker.stderr
+    worker.signal(second)
+    assert worker.wait_exit() == 128 + second.value, worker.stderr
+    assert f"{second.name} again: exiting now" in worker.stderr
     # Not fenced (no time was given for it): the rescuer returns it once its heartbeat
     # is stale, as after a crash.
     assert db.execute("SELECT state FROM awa.jobs").fetchone() == ("running",)
@@ -239,25 +259,6 @@ def test_a_job_whose_handler_still_runs_is_not_retried_elsewhere_before_the_exit
     assert first_beat_of_retry > last_beat_of_first
 
 
-def test_a_second_signal_exits_at_once_while_a_handler_blocks_the_event_loop(
-    database_url: str, db: psycopg.Connection[Any], workers: list[Worker]
-) -> None:
-    """The signals were the event loop's: with an ``async def`` blocking it, neither was
-    even acknowledged, and the worker exited only when the blocking call returned (a
-    review: never, for one that blocks for good)."""
-    with awa.Client(database_url) as client:
-        blocker = client.insert({}, kind="blocks_loop", queue="stuck")
-    worker = Worker(database_url, "--shutdown-timeout-ms", "3600000")
-    workers.append(worker)
-    wait_until(lambda: _started(db, blocker.id), timeout=30)
-
-    worker.signal(signal.SIGTERM)
-    wait_until(lambda: "a second signal exits at once" in worker.stderr, timeout=30)
-    worker.signal(signal.SIGTERM)
-    assert worker.wait_exit() == 128 + signal.SIGTERM.value, worker.stderr
-    assert "SIGTERM again: exiting now" in worker.stderr
-
-
 def test_a_hangup_stops_the_worker_as_sigterm_does_unless_ignored_by_nohup(
     database_url: str, db: psycopg.Connection[Any], workers: list[Worker]
 ) -> None:
@@ -285,11 +286,9 @@ def test_a_second_signal_while_the_exit_waits_for_leftovers_still_exits_at_once(
     """After the shutdown, the exit gives tasks that ignore their cancellation a grace:
     a signal then went to the handler held for the application's import, which said
     "before the worker started" and exited 0 (a review of the interpreter-level handlers)."""
-    with awa.Client(database_url) as client:
-        swallower = client.insert({}, kind="stuck_async", queue="stuck")
-    worker = Worker(database_url, "--shutdown-timeout-ms", "200")
-    workers.append(worker)
-    wait_until(lambda: _started(db, swallower.id), timeout=30)
+    worker, _ = _one_job_running(
+        database_url, db, workers, "stuck_async", "--shutdown-timeout-ms", "200"
+    )
     worker.signal(signal.SIGTERM)
     wait_until(lambda: "abandoned 1 handler(s)" in worker.stderr, timeout=30)
     worker.signal(signal.SIGTERM)
@@ -305,13 +304,11 @@ def test_a_plain_def_that_stops_when_asked_is_released_at_once(
     """A plain def's task ends at its cancellation, its thread only when the handler sees
     job.is_cancelled(): the shutdown counted the thread as abandoned and held its job for
     11 s (a review of the hold). Its thread is waited for within the abandon wait."""
-    with awa.Client(database_url) as client:
-        job = client.insert({}, kind="stops_sync", queue="stuck")
-    worker = Worker(database_url, "--shutdown-timeout-ms", "200")
-    workers.append(worker)
-    wait_until(lambda: _started(db, job.id), timeout=30)
+    worker, job_id = _one_job_running(
+        database_url, db, workers, "stops_sync", "--shutdown-timeout-ms", "200"
+    )
     worker.signal(signal.SIGTERM)
     assert worker.wait_exit() == 0, worker.stderr
     assert "abandoned" not in worker.stderr
-    row = db.execute("SELECT state, run_at <= now() FROM awa.jobs WHERE id = %s", [job.id])
+    row = db.execute("SELECT state, run_at <= now() FROM awa.jobs WHERE id = %s", [job_id])
     assert row.fetchone() == ("retryable", True)
