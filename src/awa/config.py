@@ -35,6 +35,10 @@ DEFAULT_PRIORITY = 2
 DEFAULT_MAX_ATTEMPTS = 25
 DEFAULT_POLL_INTERVAL_MS = 200  # a queue's, when neither it nor start() names one
 LEADER_ELECTION_INTERVAL_MS = 5_000
+# A worker counts as live while it reported within 30 s (explain, the fleet pool's share
+# per process, awa.pool_process_part): a snapshot interval past a third of that made a
+# healthy worker look stopped between two reports (a review).
+MAX_SNAPSHOT_INTERVAL_MS = 10_000
 LEADER_LEASE_MS = 15_000
 # How long the maintenance leader keeps a silent worker's awa.runtime_instances row.
 INSTANCE_EXPIRY_MS = 5 * 60_000
@@ -286,6 +290,12 @@ def build_worker_config(
             "heartbeat_staleness_ms",
             f"must exceed heartbeat_interval_ms ({config.heartbeat_interval_ms}), "
             f"got {config.heartbeat_staleness_ms}",
+        )
+    if config.runtime_snapshot_interval_ms > MAX_SNAPSHOT_INTERVAL_MS:
+        raise InvalidSetting(
+            "runtime_snapshot_interval_ms",
+            f"must be at most {MAX_SNAPSHOT_INTERVAL_MS} (a worker that has not reported for "
+            f"30 s counts as stopped), got {config.runtime_snapshot_interval_ms}",
         )
     if config.leader_lease_ms < 2 * config.leader_election_interval_ms:
         raise InvalidSetting(

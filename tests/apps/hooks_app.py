@@ -48,7 +48,7 @@ async def main(queue_specs: list[str]) -> None:
     queues = [(name, int(n)) for name, n in (spec.split("=") for spec in queue_specs)]
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    await client.start(queues, runtime_snapshot_interval_ms=3_600_000, **FAST_WORKER)
+    await client.start(queues, runtime_snapshot_interval_ms=10_000, **FAST_WORKER)
     print("ready", flush=True)
     await stop.wait()
     await client.shutdown(timeout_ms=5_000)

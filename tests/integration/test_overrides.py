@@ -421,7 +421,8 @@ async def test_an_applied_override_is_published_at_once_for_overrides_show(
     client: awa.AsyncClient,
 ) -> None:
     noop_task(client, "q")
-    await client.start([("q", 4)], **{**FAST_WORKER, "runtime_snapshot_interval_ms": 600_000})
+    # The longest cadence there is: the wait below is shorter than one period.
+    await client.start([("q", 4)], **{**FAST_WORKER, "runtime_snapshot_interval_ms": 10_000})
     try:
 
         async def published_max_workers() -> Any:
@@ -431,7 +432,7 @@ async def test_an_applied_override_is_published_at_once_for_overrides_show(
             return instances[0].snapshot.queues["q"].effective["max_workers"]
 
         await client.set_runtime_overrides("q", max_workers=2)
-        await wait_for(lambda: _equals(published_max_workers(), 2))
+        await wait_for(lambda: _equals(published_max_workers(), 2), timeout=5)
     finally:
         await client.shutdown()
 

@@ -73,6 +73,10 @@ def test_start_poll_interval_reaches_every_form_that_sets_none_of_its_own() -> N
         ([awa.QueueConfig("a", deadline_ms=-1)], {}, awa.InvalidSetting, "queues['a'].deadline_ms"),
         ([("a", 1)], {"heartbeat_interval_ms": 1000, "heartbeat_staleness_ms": 1000},
          awa.InvalidSetting, "heartbeat_staleness_ms"),
+        # Silent between reports for longer than the 30 s a live worker has: it looked
+        # stopped to explain and the fleet pool (a review).
+        ([("a", 1)], {"runtime_snapshot_interval_ms": 10_001}, awa.InvalidSetting,
+         "runtime_snapshot_interval_ms"),
     ],
 )  # fmt: skip
 def test_invalid_configuration_names_the_field(
