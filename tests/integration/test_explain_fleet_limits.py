@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import psycopg
 import pytest
 
 import awa
@@ -30,7 +31,7 @@ async def _running(client: awa.AsyncClient, job_id: int) -> bool:
 
 
 async def test_concurrency_limit_gives_the_cap_and_the_running_count(
-    client: awa.AsyncClient, gate: asyncio.Event
+    client: awa.AsyncClient, gate: asyncio.Event, db: psycopg.Connection[Any]
 ) -> None:
     register_blocking(client, gate)
     await client.set_queue_limits("q", concurrency=1)
@@ -45,6 +46,20 @@ async def test_concurrency_limit_gives_the_cap_and_the_running_count(
         assert message.startswith("Queue 'q' may run 1 job at once across the fleet (set ")
         assert "and 1 is running: it starts when one of them ends" in message
         assert "queue 'q' is at its fleet limit of 1 running" in found.summary
+        # A job a stopped process left running: claimed long ago, in no live snapshot
+        # (its heartbeat ahead, so that this test's fast rescuer leaves it to explain).
+        left = await client.insert({}, kind="block", queue="q")  # waits behind the cap
+        db.execute(
+            "UPDATE awa.jobs SET state = 'running', attempt = 1, "
+            "attempted_at = now() - interval '10 minutes', "
+            "heartbeat_at = now() + interval '1 hour' WHERE id = %s",
+            [left.id],
+        )
+        found = await explained(client, second.id, first=C.CONCURRENCY_LIMIT)
+        reason = found.reasons[0]
+        assert reason.details["unattended"] == 1
+        assert "and 2 are running, 1 of them in no live process" in reason.message
+        assert "it starts when one of them ends or is rescued" in reason.message
     finally:
         gate.set()
         await client.shutdown()

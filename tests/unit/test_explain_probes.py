@@ -344,6 +344,21 @@ def test_a_weighted_queue_at_its_minimum_names_who_holds_the_overflow() -> None:
         found.message
     )
     assert "no permit is free for queue 'email'" in explain(facts(live=[inst])).summary
+    assert "gets no permit until a minimum is lowered" not in found.message  # it frees up
+
+
+def test_a_queue_the_minimums_leave_no_permit_says_it_never_gets_one() -> None:
+    """min_workers 0 while the other minimums take all of global_max_workers: "every
+    permit is in use" read as a wait that ends (a review)."""
+    inst = instance(
+        1,
+        {"email": runtime(Weighted(0, 1, 0), 0), "reports": runtime(Weighted(2, 1, 0), 0)},
+        global_max=2,
+    )
+    found = explain(facts(q=queue(running=0), live=[inst])).reasons[0]
+    assert found.code == ReasonCode.WORKERS_BUSY
+    assert "Its min_workers is 0 and the other queues' minimums take the whole" in found.message
+    assert "(awa queue overrides show email)" in found.message
 
 
 @pytest.mark.parametrize(("fleet_rate", "first"), [(2.0, "per process"), (0.2, "across the fleet")])
@@ -367,3 +382,47 @@ def test_a_paused_queue_names_a_command_a_shell_takes_as_one_argument() -> None:
     assert "(awa queue resume 'we!rd q/é')" in message
     plain = explain(facts(q=queue(paused=True))).reasons[0].message
     assert "(awa queue resume email)" in plain
+
+
+def test_a_cap_held_by_jobs_no_live_process_runs_says_the_rescuer_frees_it() -> None:
+    """Jobs of a killed process held the fleet cap until the rescuer returned them, and
+    explain said the waiting job "starts when one of them ends" (a review)."""
+    base = instance(1, {"email": runtime(HardReserved(8), 1)})
+    live = replace(
+        base,
+        started_at=NOW - timedelta(hours=1),
+        snapshot=replace(base.snapshot, running_job_ids=(31,)),
+    )
+    running = (
+        (31, NOW - timedelta(minutes=10), None),  # listed: runs there
+        (32, NOW - timedelta(minutes=10), None),  # claimed before the snapshot, not in it
+        (33, NOW - timedelta(seconds=1.5), None),  # claimed after it: may run there
+    )
+    held = replace(
+        facts(q=queue(running=3, running_jobs=running), live=[live]),
+        fleet=FleetFacts(concurrency=3),
+    )
+    reason = explain(held).reasons[0]
+    assert reason.code == ReasonCode.CONCURRENCY_LIMIT
+    assert reason.details["unattended"] == 1
+    assert "3 are running, 1 of it in no live process" not in reason.message
+    assert ", 1 of them in no live process" in reason.message
+    assert "it starts when one of them ends or is rescued" in reason.message
+    # The same jobs, each in a live snapshot: nothing is said of a rescue.
+    listed = replace(live, snapshot=replace(base.snapshot, running_job_ids=(31, 32, 33)))
+    reason = explain(replace(held, live=(listed,))).reasons[0]
+    assert reason.details["unattended"] == 0 and "rescue" not in reason.message
+
+
+def test_behind_a_fleet_rate_limit_the_wait_is_the_buckets_not_a_past_rate() -> None:
+    """The completion rate, taken over idle time too, gave 15 s where the bucket said
+    4 s, in one explanation (a review): the bucket's turn is the one given."""
+    lately = queue(ahead=3, completed_recently=30, completed_since=NOW - timedelta(seconds=63))
+    found = explain(fleet_facts(lately, rate_limit=2.0, tokens=0.2))
+    assert [r.code for r in found.reasons] == [ReasonCode.RATE_LIMITED, ReasonCode.QUEUED_BEHIND]
+    behind = found.reasons[1]
+    assert "the fleet rate limit paces them" in behind.message
+    assert behind.details["estimated_wait_s"] is None
+    # Without the limit, the completion rate gives the estimate as before.
+    free = explain(fleet_facts(lately)).reasons[0]
+    assert free.details["estimated_wait_s"] is not None

@@ -79,6 +79,14 @@ def _facts(row: dict[str, Any], live: tuple[Any, ...]) -> Facts:
             completed_recently=row["completed_recently"] or 0,
             completed_since=row["completed_since"],
             completed_in_partition=None if row["part"] is None else row["completed_in_partition"],
+            running_jobs=tuple(
+                zip(
+                    row["running_ids"] or (),
+                    row["running_claimed"] or (),
+                    row["running_parts"] or (),
+                    strict=True,
+                )
+            ),
         ),
         live=live,
         fleet=FleetFacts(

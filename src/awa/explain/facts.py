@@ -13,7 +13,7 @@ of them says is held is not promised to a waiting job.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from awa.types import HardReserved, Job, QueueRuntime, RuntimeInstance, Weighted, bucket_size
@@ -32,6 +32,9 @@ MAX_PARTITIONS_SCANNED = 1_000
 LIVE_WITHIN_MS = 30_000
 """A worker that has not published its snapshot for this long (three missed reports
 at the default interval) no longer counts as live."""
+SNAPSHOT_SLACK = timedelta(seconds=1)
+"""A snapshot is built just before it is stored: one stored this soon after a claim may
+have been built before it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +52,8 @@ class QueueFacts:
     # In a partitioned queue, how many of those completions were of the job's partition
     # (None in a queue without partitions).
     completed_in_partition: int | None = None
+    # The queue's running jobs: (id, claimed at, partition key), for a waiting job.
+    running_jobs: tuple[tuple[int, datetime | None, str | None], ...] = ()
 
     def completion_rate(self, now: datetime) -> float | None:
         """Jobs completed per second lately in the job's line (its queue, or its
@@ -182,6 +187,37 @@ class Facts:
             found.append(Serving(instance, snap.queues[self.queue.name], held, limit))
         return found
 
+    def runners(
+        self, job_id: int, claimed: datetime | None
+    ) -> tuple[RuntimeInstance | None, list[RuntimeInstance]]:
+        """Who runs the running job ``job_id``: the live process whose snapshot lists it
+        (else None), and else the serving processes that may run it without having
+        listed it yet — not one started after the claim, nor one whose snapshot was taken
+        after it without the job."""
+        for instance in self.live:
+            if instance.snapshot is not None and job_id in instance.snapshot.running_job_ids:
+                return instance, []
+        candidates = [
+            s.instance for s in self.serving()
+            if claimed is None or not (
+                s.instance.started_at > claimed
+                or (s.instance.snapshot is not None
+                    and s.instance.last_seen_at > claimed + SNAPSHOT_SLACK)
+            )
+        ]  # fmt: skip
+        return None, candidates
+
+    def unattended(self, partition: str | None = None) -> int:
+        """How many of the queue's running jobs (of ``partition`` when given) no live
+        process runs: the process that claimed them stopped, and they hold their slots
+        until the rescuer returns them."""
+        return sum(
+            1
+            for job_id, claimed, key in self.queue.running_jobs
+            if (partition is None or key == partition)
+            and self.runners(job_id, claimed) == (None, [])
+        )
+
     def free_permits(self) -> int:
         """Permits the serving processes could hand a job of the queue now: the smaller
         of what their snapshots say and what the database's running count leaves."""
@@ -206,6 +242,16 @@ def overflow_holders(instance: RuntimeInstance, queue: str) -> dict[str, int]:
         for name, q in sorted(snap.queues.items())
         if name != queue and isinstance(q.capacity, Weighted) and q.capacity.overflow_held
     }
+
+
+def overflow_pool(instance: RuntimeInstance) -> int | None:
+    """A weighted process's shared overflow: global_max_workers less every queue's
+    minimum (None for a hard-reserved process)."""
+    snap = instance.snapshot
+    if snap is None or snap.global_max_workers is None:
+        return None
+    weighted = [q.capacity for q in snap.queues.values() if isinstance(q.capacity, Weighted)]
+    return snap.global_max_workers - sum(c.min_workers for c in weighted)
 
 
 def permits_for(instance: RuntimeInstance, queue: str) -> tuple[int, int]:

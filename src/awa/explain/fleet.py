@@ -53,16 +53,37 @@ def concurrency_limit(f: Facts) -> Finding | None:
     if f.queue.running < fleet.concurrency:
         return None
     q = f.queue.name
+    unattended = f.unattended()
     return finding(
         ReasonCode.CONCURRENCY_LIMIT,
         f"Queue '{q}' may run {count(fleet.concurrency, 'job')} at once across the fleet"
         f"{_set(f)}, and {f.queue.running} {'is' if f.queue.running == 1 else 'are'} "
-        "running: it starts when one of them ends "
+        f"running{_unattended(unattended)}: it starts when one of them "
+        f"{'ends or is rescued' if unattended else 'ends'} "
         f"(awa queue limits show {shlex.quote(q)}).",
         waits(f, f"queue '{q}' is at its fleet limit of {fleet.concurrency} running"),
         concurrency=fleet.concurrency,
         running=f.queue.running,
+        unattended=unattended,
     )
+
+
+def _unattended(n: int) -> str:
+    """The running jobs no live process runs, as a clause (empty when none)."""
+    if not n:
+        return ""
+    if n == 1:
+        why = (
+            "the process that claimed it has probably stopped: it holds its slot until the "
+            "rescuer returns it, once its heartbeat is older than the staleness limit"
+        )
+    else:
+        why = (
+            "the processes that claimed them have probably stopped: they hold their slots "
+            "until the rescuer returns them, once their heartbeats are older than the "
+            "staleness limit"
+        )
+    return f", {n} of them in no live process ({why})"
 
 
 def partition_limit(f: Facts) -> Finding | None:
@@ -71,10 +92,12 @@ def partition_limit(f: Facts) -> Finding | None:
     if fleet.partition_by is None or fleet.partition is None:
         return None
     limits = []
+    unattended = 0
     if fleet.concurrency is not None and fleet.partition_running >= fleet.concurrency:
+        unattended = f.unattended(fleet.partition)
         limits.append(
-            f"it runs {fleet.partition_running} of its jobs, its limit of "
-            f"{fleet.concurrency} per partition"
+            f"it runs {fleet.partition_running} of its jobs{_unattended(unattended)}, its "
+            f"limit of {fleet.concurrency} per partition"
         )
     turn = _turn(f)
     if turn is not None:
@@ -90,6 +113,7 @@ def partition_limit(f: Facts) -> Finding | None:
         partition_by=fleet.partition_by,
         partition=fleet.partition,
         running=fleet.partition_running,
+        unattended=unattended,
         concurrency=fleet.concurrency,
         tokens=fleet.tokens,
         turn_in_s=round(turn[0], 3) if turn else None,

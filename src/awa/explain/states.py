@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from awa.explain.facts import Facts
@@ -11,29 +10,14 @@ from awa.explain.waiting import leader_pass, short_error
 from awa.explain.wording import ago, at, duration, names, process, when
 from awa.types import ReasonCode
 
-# A snapshot is built just before it is stored: one stored this soon after a claim may
-# have been built before it.
-_SLACK = timedelta(seconds=1)
-
 
 def _where(f: Facts) -> tuple[str, str, dict[str, Any]]:
     """Which process runs the job — the one whose snapshot lists it, else the candidates —
     as (sentence part, summary part, details)."""
-    job = f.job
-    for instance in f.live:
-        if instance.snapshot is not None and job.id in instance.snapshot.running_job_ids:
-            here = f"on {process(instance)}"
-            return here, here, {"host": instance.hostname, "pid": instance.pid}
-    claimed = job.attempted_at
-    # A process that started after the claim, or whose snapshot was taken after it and
-    # does not list the job, is not running it.
-    candidates = [
-        s.instance for s in f.serving()
-        if claimed is None or not (
-            s.instance.started_at > claimed
-            or (s.instance.snapshot is not None and s.instance.last_seen_at > claimed + _SLACK)
-        )
-    ]  # fmt: skip
+    listing, candidates = f.runners(f.job.id, f.job.attempted_at)
+    if listing is not None:
+        here = f"on {process(listing)}"
+        return here, here, {"host": listing.hostname, "pid": listing.pid}
     queue = f"queue '{f.queue.name}'"
     if len(candidates) == 1:
         only = candidates[0]

@@ -17,6 +17,7 @@ from awa.explain.facts import (
     Facts,
     Serving,
     overflow_holders,
+    overflow_pool,
 )
 from awa.explain.finding import Finding, finding
 from awa.explain.wording import (
@@ -205,17 +206,31 @@ def _every_permit_held(permits: int, queue: str) -> str:
     return f"all {permits} permits for {queue} are in use"
 
 
+def _never_given(serving: list[Serving], queue: str) -> str:
+    """When no serving process can ever give the queue a permit as configured (weighted,
+    a minimum of 0, the others' minimums taking the whole pool), a sentence saying so:
+    "in use" read as a wait that ends (a review)."""
+    if any(s.limit > 0 or overflow_pool(s.instance) != 0 for s in serving):
+        return ""
+    return (
+        f" Its min_workers is 0 and the other queues' minimums take the whole "
+        f"global_max_workers of every process serving it, so it gets no permit until a "
+        f"minimum is lowered (awa queue overrides show {shlex.quote(queue)})."
+    )
+
+
 def workers_busy(f: Facts) -> Finding | None:
     """Every serving process has all the permits it could give the queue in use."""
     serving = f.serving()
     if not serving or f.free_permits() > 0:
         return None
     total = sum(s.limit for s in serving)
+    never = _never_given(serving, f.queue.name)
     return finding(
         ReasonCode.WORKERS_BUSY,
         f"Every permit for {_queue(f)} on the live processes serving it is in use: the "
         f"database counts {count(f.queue.running, 'running job')} of the queue against "
-        f"{count(total, 'permit')}: {names([_holds(s, f) for s in serving])}.",
+        f"{count(total, 'permit')}: {names([_holds(s, f) for s in serving])}.{never}",
         waits(f, _every_permit_held(total, _queue(f))),
         running=f.queue.running,
         permits=total,
@@ -283,7 +298,13 @@ def queued_behind(f: Facts) -> Finding | None:
     completion = q.completion_rate(f.now)
     partitioned = q.completed_in_partition is not None
     line = f"partition {f.fleet.partition_label()} of {_queue(f)}" if partitioned else _queue(f)
-    if completion:
+    tokens = f.fleet.tokens
+    if f.fleet.rate_limit is not None and tokens is not None and tokens < ahead + 1:
+        # The fleet bucket gives its turn (its own reason): a rate from past completions,
+        # idle time included, contradicted it (a review: 15 s against the bucket's 4 s).
+        completion = None
+        estimate = "the fleet rate limit paces them, so its turn is the bucket's (above)"
+    elif completion:
         about = "at least" if ahead >= AHEAD_CAP else "about"
         span = duration(q.rate_span_s(f.now))
         share = (
