@@ -415,14 +415,43 @@ def test_a_cap_held_by_jobs_no_live_process_runs_says_the_rescuer_frees_it() -> 
 
 
 def test_behind_a_fleet_rate_limit_the_wait_is_the_buckets_not_a_past_rate() -> None:
-    """The completion rate, taken over idle time too, gave 15 s where the bucket said
-    4 s, in one explanation (a review): the bucket's turn is the one given."""
+    """The completion rate, taken over idle time too, gave a wait longer or shorter than
+    the bucket's turn in one explanation (a review): the longer of the two is given."""
+    # 29 completions over 63 s: 3 ahead take ~6.5 s; the bucket's turn: 3.8 / 0.2 = 19 s.
     lately = queue(ahead=3, completed_recently=30, completed_since=NOW - timedelta(seconds=63))
-    found = explain(fleet_facts(lately, rate_limit=2.0, tokens=0.2))
+    found = explain(fleet_facts(lately, rate_limit=0.2, tokens=0.2))
     assert [r.code for r in found.reasons] == [ReasonCode.RATE_LIMITED, ReasonCode.QUEUED_BEHIND]
     behind = found.reasons[1]
     assert "the fleet rate limit paces them" in behind.message
     assert behind.details["estimated_wait_s"] is None
+    # A bucket faster than the completions (a cap holds the queue too): theirs is said.
+    capped = explain(fleet_facts(lately, rate_limit=2.0, tokens=0.2)).reasons[1]
+    assert capped.details["estimated_wait_s"] == pytest.approx(3 / (29 / 63), rel=1e-3)
     # Without the limit, the completion rate gives the estimate as before.
     free = explain(fleet_facts(lately)).reasons[0]
     assert free.details["estimated_wait_s"] is not None
+
+
+def test_past_the_running_jobs_looked_at_the_unattended_count_says_at_least() -> None:
+    """Past the first 10 000 running jobs the count was silently short (a review)."""
+    base = instance(1, {"email": runtime(HardReserved(8), 1)})
+    live = replace(base, started_at=NOW - timedelta(hours=1))
+    running = ((32, NOW - timedelta(minutes=10), None),)
+    held = replace(
+        facts(q=queue(running=AHEAD_CAP + 2, running_jobs=running), live=[live]),
+        fleet=FleetFacts(concurrency=3),
+    )
+    reason = explain(held).reasons[0]
+    assert reason.details["unattended_capped"] is True
+    assert ", at least 1 of them (of the first 10000) in no live process" in reason.message
+
+
+def test_a_minimum_lowered_under_what_a_queue_runs_leaves_no_overflow_free() -> None:
+    """'wa' runs 2 at a minimum just lowered to 1 (its snapshot: overflow_held 0): the
+    pool of 2 has no free permit, though explain said the next poll claims the job."""
+    inst = instance(
+        1,
+        {"wa": runtime(Weighted(1, 1, 0), 2), "wb": runtime(Weighted(0, 1, 0), 0)},
+        global_max=2,
+    )
+    assert permits_for(inst, "wb") == (0, 0)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from awa.cli import early_signals, stop_signals
+from awa.cli.main import main
 
 
 @pytest.fixture
@@ -20,43 +21,41 @@ def original_handlers() -> Iterator[dict[signal.Signals, Any]]:
         signal.signal(sig, handler)
 
 
-def _run(restore: bool) -> Any:
-    """Enter and leave ``handled`` on a loop that stays open; the SIGTERM handler then."""
+def test_an_application_gets_its_handlers_back_after_main(
+    original_handlers: dict[signal.Signals, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`awa worker` holds SIGTERM from before the application's import; after main() ran
+    in an application's process — a worker that failed to start, a supervisor — the held
+    handler (or SIG_DFL) stayed, and a later SIGTERM printed "before the worker started"
+    and exited 0 (two reviews)."""
+
+    def mine(signum: int, frame: Any) -> None:
+        return None
+
+    signal.signal(signal.SIGTERM, mine)
+    assert main(["worker", "no_such_module_anywhere:client"]) != 0
+    assert signal.getsignal(signal.SIGTERM) is mine
+    capsys.readouterr()
+
+
+def test_the_handlers_stay_after_the_block_until_the_loop_closes(
+    original_handlers: dict[signal.Signals, Any],
+) -> None:
+    """The awa process's own: a second signal while the exit waits for tasks and threads
+    left running must still exit at once, not reach the import hold's handler."""
+    early_signals.hold()
     loop = asyncio.new_event_loop()
     try:
 
-        async def body() -> Any:
-            with stop_signals.handled(
-                asyncio.get_running_loop(), asyncio.Event(), 1, restore=restore
-            ):
+        async def body() -> tuple[Any, Any]:
+            with stop_signals.handled(asyncio.get_running_loop(), asyncio.Event(), 1):
                 inside = signal.getsignal(signal.SIGTERM)
             return inside, signal.getsignal(signal.SIGTERM)
 
-        return loop.run_until_complete(body())
+        inside, after = loop.run_until_complete(body())
     finally:
         loop.close()
-
-
-def test_an_application_gets_back_the_handler_it_had_before_the_import_hold(
-    original_handlers: dict[signal.Signals, Any],
-) -> None:
-    """`awa worker` holds SIGTERM during the application's import; after main() ran in an
-    application's process, that held handler stayed: a SIGTERM then printed "before the
-    worker started" and exited 0 (a review)."""
-    early_signals.hold()
-    inside, after = _run(restore=True)
-    assert inside not in (original_handlers[signal.SIGTERM], early_signals._exit)
-    assert after is original_handlers[signal.SIGTERM]
-
-
-def test_the_awa_process_keeps_its_handlers_while_the_exit_waits(
-    original_handlers: dict[signal.Signals, Any],
-) -> None:
-    """Its own process: a second signal while the exit waits for tasks and threads left
-    running must still exit at once, not reach the import hold's handler."""
-    early_signals.hold()
-    inside, after = _run(restore=False)
-    assert after is inside
+    assert inside is not early_signals._exit and after is inside
 
 
 def test_a_hangup_ignored_by_nohup_stays_ignored(

@@ -14,7 +14,6 @@ import os
 import signal
 import sys
 from types import FrameType
-from typing import Any
 
 
 def _exit(signum: int, frame: FrameType | None) -> None:
@@ -26,19 +25,6 @@ def _exit(signum: int, frame: FrameType | None) -> None:
     os._exit(0)
 
 
-_replaced: Any = signal.SIG_DFL  # the SIGTERM handler hold() replaced
-
-
 def hold() -> None:
     """Exit 0 on SIGTERM until the worker's own handler replaces this one."""
-    global _replaced
-    current = signal.getsignal(signal.SIGTERM)
-    if current is not _exit:
-        _replaced = current
     signal.signal(signal.SIGTERM, _exit)
-
-
-def unheld(sig: signal.Signals, handler: Any) -> Any:
-    """``handler``, or the one :func:`hold` replaced when it is hold's own: what to put
-    back when an application's process goes on after ``main()``."""
-    return _replaced if sig == signal.SIGTERM and handler is _exit else handler

@@ -6,6 +6,7 @@ import argparse
 import inspect
 import logging
 import os
+import signal
 import sys
 import threading
 from collections.abc import Sequence
@@ -119,6 +120,24 @@ def main(argv: Sequence[str] | None = None, *, own_process: bool | None = None) 
     _reopen_closed_standard_streams()
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.own_process = own_process if own_process is not None else argv is None
+    if args.own_process:
+        return _run(args)
+    # An application's process goes on: the signal handlers a command set (`awa worker`
+    # holds SIGTERM from before the import to its loop's close) are its own again after.
+    handlers = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS}
+    try:
+        return _run(args)
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _run(args: argparse.Namespace) -> int:
     needs_db = getattr(args, "needs_db", lambda a: True)(args)
     # The pool's own retry warnings would add lines to the one-line errors; an
     # application that configures logging still gets them.
@@ -131,7 +150,6 @@ def main(argv: Sequence[str] | None = None, *, own_process: bool | None = None) 
         # A command returns a coroutine to run on the event loop, or (the supervisor,
         # which picks its own loop) its exit status.
         threads = set(threading.enumerate())
-        args.own_process = own_process if own_process is not None else argv is None
         outcome = args.handler(args, url)
         status: int = run_async(outcome) if inspect.iscoroutine(outcome) else outcome
         sys.stdout.flush()  # here, where a reader that left is caught, not at exit

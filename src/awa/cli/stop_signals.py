@@ -19,12 +19,9 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any
-
-from awa.cli import early_signals
 
 
 def stop_signals() -> list[signal.Signals]:
@@ -49,7 +46,6 @@ def handled(
     timeout_ms: int,
     *,
     supervised: bool = False,
-    restore: bool = True,
 ) -> Iterator[None]:
     """Within the block: the first stop signal sets ``stop`` (on ``loop``); a second one
     exits with 128 + its number — unless a supervisor runs this process: it forwards its
@@ -57,10 +53,10 @@ def handled(
     KillMode=control-group signals every process of the unit) gets two, and it is the
     supervisor that kills on a second signal.
 
-    ``restore``: put the handlers found back after (an application calling ``main()``
-    goes on; the one :mod:`~awa.cli.early_signals` held SIGTERM with is replaced by the
-    one before it). The ``awa`` process's own keeps them until its loop closes: a second
-    signal while the exit waits for tasks and threads left running still exits at once."""
+    The handlers stay after the block, until the loop closes (which puts the defaults
+    back): a second signal while the exit waits for tasks and threads left running still
+    exits at once. An application that called ``main()`` gets its own back from there.
+    """
     received = 0
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -83,22 +79,13 @@ def handled(
             )
             os._exit(128 + signum)
 
-    before: dict[signal.Signals, Callable[[int, FrameType | None], Any] | int | None] = {}
-    try:
-        for sig in stop_signals():
-            before[sig] = signal.getsignal(sig)
-            # The loop's own handler only wakes the loop (a loop idle in epoll runs no
-            # Python until an event: two signals then came in as one, a second SIGTERM
-            # lost); the interpreter-level handler set over it does the counting.
-            loop.add_signal_handler(sig, _woken)
-            signal.signal(sig, on_signal)
-        yield
-    finally:
-        if restore:
-            for sig, handler in before.items():
-                loop.remove_signal_handler(sig)
-                previous = early_signals.unheld(sig, handler)
-                signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
+    for sig in stop_signals():
+        # The loop's own handler only wakes the loop (a loop idle in epoll runs no
+        # Python until an event: two signals then came in as one, a second SIGTERM
+        # lost); the interpreter-level handler set over it does the counting.
+        loop.add_signal_handler(sig, _woken)
+        signal.signal(sig, on_signal)
+    yield
 
 
 def _woken() -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import shlex
 
-from awa.explain.facts import Facts
+from awa.explain.facts import AHEAD_CAP, Facts
 from awa.explain.finding import Finding, finding
 from awa.explain.waiting import waits
 from awa.explain.wording import ago, count, duration, rate
@@ -53,23 +53,25 @@ def concurrency_limit(f: Facts) -> Finding | None:
     if f.queue.running < fleet.concurrency:
         return None
     q = f.queue.name
-    unattended = f.unattended()
+    unattended, capped = f.unattended(), f.unattended_capped()
     return finding(
         ReasonCode.CONCURRENCY_LIMIT,
         f"Queue '{q}' may run {count(fleet.concurrency, 'job')} at once across the fleet"
         f"{_set(f)}, and {f.queue.running} {'is' if f.queue.running == 1 else 'are'} "
-        f"running{_unattended(unattended)}: it starts when one of them "
+        f"running{_unattended(unattended, capped)}: it starts when one of them "
         f"{'ends or is rescued' if unattended else 'ends'} "
         f"(awa queue limits show {shlex.quote(q)}).",
         waits(f, f"queue '{q}' is at its fleet limit of {fleet.concurrency} running"),
         concurrency=fleet.concurrency,
         running=f.queue.running,
         unattended=unattended,
+        unattended_capped=capped,
     )
 
 
-def _unattended(n: int) -> str:
-    """The running jobs no live process runs, as a clause (empty when none)."""
+def _unattended(n: int, capped: bool = False) -> str:
+    """The running jobs no live process runs, as a clause (empty when none); ``capped``:
+    only the first of the running jobs were looked at."""
     if not n:
         return ""
     if n == 1:
@@ -83,6 +85,8 @@ def _unattended(n: int) -> str:
             "until the rescuer returns them, once their heartbeats are older than the "
             "staleness limit"
         )
+    if capped:
+        return f", at least {n} of them (of the first {AHEAD_CAP}) in no live process ({why})"
     return f", {n} of them in no live process ({why})"
 
 
@@ -95,8 +99,9 @@ def partition_limit(f: Facts) -> Finding | None:
     unattended = 0
     if fleet.concurrency is not None and fleet.partition_running >= fleet.concurrency:
         unattended = f.unattended(fleet.partition)
+        capped = f.unattended_capped()
         limits.append(
-            f"it runs {fleet.partition_running} of its jobs{_unattended(unattended)}, its "
+            f"it runs {fleet.partition_running} of its jobs{_unattended(unattended, capped)}, its "
             f"limit of {fleet.concurrency} per partition"
         )
     turn = _turn(f)

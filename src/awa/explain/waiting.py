@@ -289,6 +289,16 @@ def _no_rate(f: Facts) -> str:
     return f"none of the queue's last {q.completed_recently} completions was of its partition"
 
 
+def _paced_by_the_bucket(f: Facts, completion: float | None) -> bool:
+    """The fleet bucket makes the jobs ahead wait longer than the recent completions say
+    they take (with a cap holding the queue too, the completions may be the slower)."""
+    fleet, ahead = f.fleet, f.queue.ahead
+    if fleet.rate_limit is None or fleet.tokens is None or fleet.tokens >= ahead + 1:
+        return False
+    turn = (ahead + 1 - fleet.tokens) / fleet.rate_limit
+    return not completion or turn >= ahead / completion
+
+
 def queued_behind(f: Facts) -> Finding | None:
     """Jobs ahead of it in claim order (priority, then the earliest due) go first."""
     ahead = f.queue.ahead
@@ -298,10 +308,9 @@ def queued_behind(f: Facts) -> Finding | None:
     completion = q.completion_rate(f.now)
     partitioned = q.completed_in_partition is not None
     line = f"partition {f.fleet.partition_label()} of {_queue(f)}" if partitioned else _queue(f)
-    tokens = f.fleet.tokens
-    if f.fleet.rate_limit is not None and tokens is not None and tokens < ahead + 1:
-        # The fleet bucket gives its turn (its own reason): a rate from past completions,
-        # idle time included, contradicted it (a review: 15 s against the bucket's 4 s).
+    if _paced_by_the_bucket(f, completion):
+        # The fleet bucket's turn (its own reason) is the longer wait: a rate from past
+        # completions, idle time included, contradicted it (a review: 15 s against 4 s).
         completion = None
         estimate = "the fleet rate limit paces them, so its turn is the bucket's (above)"
     elif completion:

@@ -297,8 +297,12 @@ class Worker:
         )
 
     async def _publish(self) -> None:
-        snap = self.snapshot()
         async with self.pool.connection() as conn:
+            # Built once the connection is here: readers take a claim older than the row's
+            # last_seen_at (less a second) and not in the snapshot for a job no process runs,
+            # and a snapshot built before a wait for a busy pool missed the claims made
+            # during it (explain called a live worker's job unattended, a review).
+            snap = self.snapshot()
             await conn.execute(
                 sql.RUNTIME_INSTANCE_UPSERT,
                 {

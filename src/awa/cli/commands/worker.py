@@ -236,13 +236,7 @@ async def run_worker(client: awa.AsyncClient, args: argparse.Namespace) -> int:
     stop = asyncio.Event()
     link = ChildLink.from_environ()  # set when a supervisor started this process
     loop = asyncio.get_running_loop()
-    with stop_signals.handled(
-        loop,
-        stop,
-        args.shutdown_timeout_ms,
-        supervised=link is not None,
-        restore=not getattr(args, "own_process", False),
-    ):
+    with stop_signals.handled(loop, stop, args.shutdown_timeout_ms, supervised=link is not None):
         return await _serve(client, args, stop, link)
 
 
