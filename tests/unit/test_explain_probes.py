@@ -9,7 +9,15 @@ from typing import Any
 import pytest
 
 from awa.explain import PROBES, explain
-from awa.explain.facts import AHEAD_CAP, RATE_SAMPLE, Facts, FleetFacts, QueueFacts, permits_for
+from awa.explain.facts import (
+    AHEAD_CAP,
+    RATE_SAMPLE,
+    Facts,
+    FleetFacts,
+    QueueFacts,
+    overflow_holders,
+    permits_for,
+)
 from awa.explain.wording import duration
 from awa.types import (
     HardReserved,
@@ -455,3 +463,25 @@ def test_a_minimum_lowered_under_what_a_queue_runs_leaves_no_overflow_free() -> 
         global_max=2,
     )
     assert permits_for(inst, "wb") == (0, 0)
+
+
+def test_a_minimum_raised_above_what_the_others_leave_promises_no_free_permit() -> None:
+    """'a' at a minimum raised from 1 to 3 while it runs 4 of global 4: explain said a
+    free permit waited for the next poll (a review)."""
+    inst = instance(
+        1,
+        {"a": runtime(Weighted(3, 1, 3), 4), "b": runtime(Weighted(0, 1, 0), 0)},
+        global_max=4,
+    )
+    assert permits_for(inst, "a") == (4, 4)
+    found = explain(facts(job(queue="a"), queue(name="a", running=4), live=[inst]))
+    assert found.reasons[0].code == ReasonCode.WORKERS_BUSY
+
+
+def test_the_overflow_a_lowered_minimum_leaves_running_is_named_as_held() -> None:
+    inst = instance(
+        1,
+        {"a": runtime(Weighted(1, 1, 0), 4), "b": runtime(Weighted(0, 1, 0), 0)},
+        global_max=4,
+    )
+    assert overflow_holders(inst, "b") == {"a": 3}

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +14,7 @@ import pytest
 
 from awa.cli import early_signals, stop_signals
 from awa.cli.main import main
+from tests.helpers import CHILD_PYTHONPATH
 
 
 @pytest.fixture
@@ -72,3 +76,33 @@ def test_the_fence_hold_outlasts_the_clis_exit_waits() -> None:
     from awa.worker.shutdown import CLI_EXIT_WAIT_S
 
     assert CLI_EXIT_WAIT_S == 2 * EXIT_GRACE_S
+
+
+EXIT_WAIT = """
+import os, signal, sys, threading, time
+from awa.cli import loop
+threading.Thread(target=time.sleep, args=(60,)).start()  # a handler's stray thread
+
+def interrupt():
+    while signal.getsignal(signal.SIGINT) is not loop._exit_now:
+        time.sleep(0.01)
+    os.kill(os.getpid(), signal.SIGINT)
+
+threading.Thread(target=interrupt, daemon=True).start()
+loop.leave_stray_threads(set(), 7)
+"""
+
+
+def test_a_signal_while_the_exit_waits_for_stray_threads_exits_at_once() -> None:
+    """With asyncio's loop closed, its default handlers were back: a SIGINT raised
+    KeyboardInterrupt out of the wait, and the interpreter then waited for the thread
+    without limit (a review: 25 s)."""
+    done = subprocess.run(
+        [sys.executable, "-c", EXIT_WAIT],
+        env={**os.environ, "PYTHONPATH": CHILD_PYTHONPATH},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 128 + signal.SIGINT.value, done.stderr
+    assert "SIGINT: exiting now" in done.stderr

@@ -16,11 +16,15 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Collection, Coroutine
+from types import FrameType
 from typing import Any
+
+from awa.cli.stop_signals import say, stop_signals
 
 EXIT_GRACE_S = 2.0  # (awa.worker.shutdown.FENCE_HOLD_S counts on it: test_stop_signals)
 logger = logging.getLogger("awa")
@@ -68,6 +72,11 @@ def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
             )  # fmt: skip
 
 
+def _exit_now(signum: int, frame: FrameType | None) -> None:
+    say(f"{signal.Signals(signum).name}: exiting now")
+    os._exit(128 + signum)
+
+
 def leave_stray_threads(before: Collection[threading.Thread], status: int) -> None:
     """For the ``awa`` command's own process (never an application that calls ``main()``:
     its threads are its own). Return when every non-daemon thread started since
@@ -76,6 +85,12 @@ def leave_stray_threads(before: Collection[threading.Thread], status: int) -> No
     the interpreter would wait for each at exit, without limit. (Closing the loop told
     its idle ``to_thread`` threads to end; ``shutdown_default_executor`` would wait for
     the busy ones, without limit before Python 3.12.)"""
+    # The loop is closed (asyncio's close put the default handlers back): a signal now
+    # would raise KeyboardInterrupt out of this wait, and the interpreter then waited
+    # for the threads without limit (a review). It exits at once instead.
+    if threading.current_thread() is threading.main_thread():
+        for sig in stop_signals():
+            signal.signal(sig, _exit_now)
     deadline = time.monotonic() + EXIT_GRACE_S
     stray = [t for t in threading.enumerate() if t not in before and not t.daemon]
     for thread in stray:

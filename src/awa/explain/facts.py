@@ -241,11 +241,12 @@ def overflow_holders(instance: RuntimeInstance, queue: str) -> dict[str, int]:
     snap = instance.snapshot
     if snap is None or not isinstance(snap.queues[queue].capacity, Weighted):
         return {}
-    return {
-        name: q.capacity.overflow_held
+    held = {
+        name: _overflow_in_use(q)
         for name, q in sorted(snap.queues.items())
-        if name != queue and isinstance(q.capacity, Weighted) and q.capacity.overflow_held
+        if name != queue and isinstance(q.capacity, Weighted)
     }
+    return {name: n for name, n in held.items() if n}
 
 
 def _may_run_unlisted(instance: RuntimeInstance, claimed: datetime | None) -> bool:
@@ -282,9 +283,15 @@ def permits_for(instance: RuntimeInstance, queue: str) -> tuple[int, int]:
     if isinstance(capacity, HardReserved):
         return runtime.in_flight, capacity.max_workers
     queues = [q for q in snap.queues.values() if isinstance(q.capacity, Weighted)]
-    pool = (snap.global_max_workers or 0) - sum(_min(q) for q in queues)
+    total = snap.global_max_workers or 0
+    pool = total - sum(_min(q) for q in queues)
     unheld = max(0, pool - sum(_overflow_in_use(q) for q in queues))
-    return runtime.in_flight, capacity.min_workers + _overflow_in_use(runtime) + unheld
+    limit = capacity.min_workers + _overflow_in_use(runtime) + unheld
+    # Never more than the process can hand out: a minimum raised above what the others
+    # leave counts as permits its running handlers do not give back (a review: a free
+    # permit promised while all of global_max_workers ran).
+    free = max(0, total - sum(q.in_flight for q in queues))
+    return runtime.in_flight, min(limit, runtime.in_flight + free)
 
 
 def _min(runtime: QueueRuntime) -> int:
