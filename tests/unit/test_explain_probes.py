@@ -451,7 +451,9 @@ def test_past_the_running_jobs_looked_at_the_unattended_count_says_at_least() ->
     )
     reason = explain(held).reasons[0]
     assert reason.details["unattended_capped"] is True
-    assert ", at least 1 of them (of the first 10000) in no live process" in reason.message
+    assert ", at least 1 of them (of the 10000 heard from least lately) in no live process" in (
+        reason.message
+    )
 
 
 def test_a_minimum_lowered_under_what_a_queue_runs_leaves_no_overflow_free() -> None:

@@ -52,7 +52,8 @@ class QueueFacts:
     # In a partitioned queue, how many of those completions were of the job's partition
     # (None in a queue without partitions).
     completed_in_partition: int | None = None
-    # The queue's running jobs: (id, claimed at, partition key), for a waiting job.
+    # The queue's running jobs, the AHEAD_CAP with the oldest heartbeats: (id, claimed at,
+    # partition key), for a waiting job.
     running_jobs: tuple[tuple[int, datetime | None, str | None], ...] = ()
 
     def completion_rate(self, now: datetime) -> float | None:
@@ -203,8 +204,8 @@ class Facts:
     def unattended(self, partition: str | None = None) -> int:
         """How many of the queue's running jobs (of ``partition`` when given) no live
         process runs: the process that claimed them stopped, and they hold their slots
-        until the rescuer returns them. Of the first :data:`AHEAD_CAP` running jobs only
-        (:meth:`unattended_capped` says when there are more)."""
+        until the rescuer returns them. Of the :data:`AHEAD_CAP` running jobs with the
+        oldest heartbeats only (:meth:`unattended_capped` says when there are more)."""
         listed: set[int] = set()
         for instance in self.live:
             if instance.snapshot is not None:

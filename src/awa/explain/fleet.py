@@ -86,7 +86,10 @@ def _unattended(n: int, capped: bool = False) -> str:
             "staleness limit"
         )
     if capped:
-        return f", at least {n} of them (of the first {AHEAD_CAP}) in no live process ({why})"
+        return (
+            f", at least {n} of them (of the {AHEAD_CAP} heard from least lately) in no live "
+            f"process ({why})"
+        )
     return f", {n} of them in no live process ({why})"
 
 

@@ -11,8 +11,10 @@
 --                   on jobs_ordered_claim_idx (ordering_pick claims them in the same
 --                   order); each counted up to %(ahead_cap)s;
 --   queue_running   the queue's running jobs on jobs_running_idx (queue, heartbeat_at),
---                   and the first %(ahead_cap)s of them as (id, claimed at, partition key):
---                   whether a live process runs them is read off the workers' snapshots;
+--                   and, in the same index's order, the %(ahead_cap)s with the oldest
+--                   heartbeats as (id, claimed at, partition key): whether a live process
+--                   runs them is read off the workers' snapshots (a stopped process's
+--                   jobs have the oldest heartbeats, so the bound leaves them in);
 --   part_running    the running jobs of its partition, in the same range;
 --   completed_*     the queue's newest completions within %(rate_window_s)s, at most
 --                   %(rate_sample)s of them, read backwards on an index of finalized_at,
@@ -50,8 +52,8 @@ WITH found AS (
 SELECT j.*, now() AS db_now,
     coalesce(m.paused, false) AS paused, m.paused_at, m.paused_by,
     coalesce(plain.n, 0) + coalesce(adopted.n, 0) + coalesce(ordered.n, 0) AS ahead,
-    running.n AS queue_running, running.ids AS running_ids,
-    running.claimed AS running_claimed, running.parts AS running_parts,
+    running.n AS queue_running, running_list.ids AS running_ids,
+    running_list.claimed AS running_claimed, running_list.parts AS running_parts,
     part_running.n AS part_running,
     done.n AS completed_recently, done.oldest AS completed_since,
     done.part_n AS completed_in_partition,
@@ -98,13 +100,19 @@ LEFT JOIN LATERAL (
     ) AS s
 ) AS ordered ON true
 LEFT JOIN LATERAL (
-    SELECT count(*) AS n,
-        (array_agg(r.id ORDER BY r.id))[1:%(ahead_cap)s] AS ids,
-        (array_agg(r.attempted_at ORDER BY r.id))[1:%(ahead_cap)s] AS claimed,
-        (array_agg(r.partition_key ORDER BY r.id))[1:%(ahead_cap)s] AS parts
-    FROM awa.jobs AS r
+    SELECT count(*) AS n FROM awa.jobs AS r
     WHERE j.state = 'available' AND r.state = 'running' AND r.queue = j.queue
 ) AS running ON true
+LEFT JOIN LATERAL (
+    SELECT array_agg(o.id) AS ids, array_agg(o.attempted_at) AS claimed,
+        array_agg(o.partition_key) AS parts
+    FROM (
+        SELECT r.id, r.attempted_at, r.partition_key FROM awa.jobs AS r
+        WHERE j.state = 'available' AND r.state = 'running' AND r.queue = j.queue
+        ORDER BY r.heartbeat_at
+        LIMIT %(ahead_cap)s
+    ) AS o
+) AS running_list ON true
 LEFT JOIN LATERAL (
     SELECT count(*) AS n FROM awa.jobs AS r
     WHERE j.state = 'available' AND j.part IS NOT NULL AND r.state = 'running'
