@@ -14,7 +14,7 @@ import awa
 import awa.testing
 from awa.client import insert as insert_path
 from awa.client.insert import _COPY_CHUNK
-from tests.helpers import wait_for
+from tests.helpers import statements_running, wait_for
 
 
 @dataclasses.dataclass
@@ -472,7 +472,7 @@ async def test_a_block_left_while_a_call_is_cut_short_rolls_back_after_it_unwind
                     call = asyncio.create_task(
                         tx.insert_many([SendEmail("a"), SendEmail("b")], unique_opts={})
                     )
-                    await wait_for(lambda: _waits_for_a_lock(db))
+                    await wait_for(lambda: statements_running(db, "-- job_copy_in", on_a_lock=True))
                     call.cancel()
                     locker.rollback()
                     raise RuntimeError("left")
@@ -482,14 +482,6 @@ async def test_a_block_left_while_a_call_is_cut_short_rolls_back_after_it_unwind
         await call
     assert count_jobs(db) == 0
     assert (await client.insert(SendEmail("after"))).id > 0
-
-
-async def _waits_for_a_lock(db: psycopg.Connection[Any]) -> bool:
-    row = db.execute(
-        "SELECT count(*) FROM pg_stat_activity "
-        "WHERE wait_event_type = 'Lock' AND datname = current_database()"
-    ).fetchone()
-    return row is not None and row[0] > 0
 
 
 async def test_a_block_cancelled_while_it_waits_for_a_call_still_ends_the_transaction(
@@ -506,7 +498,7 @@ async def test_a_block_cancelled_while_it_waits_for_a_call_still_ends_the_transa
         async with client.transaction() as tx:
             ended.append(tx)
             calls.append(asyncio.create_task(tx.execute("LOCK TABLE orders")))  # waits
-            await wait_for(lambda: _waits_for_a_lock(db))
+            await wait_for(lambda: statements_running(db, "LOCK TABLE orders", on_a_lock=True))
             left.set()  # the exit then runs to its wait for the call in this same step
             raise RuntimeError("left")
 

@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 
 import awa
-from tests.helpers import noop_task, wait_for
+from tests.helpers import noop_task, statements_running, wait_for
 
 
 def _rows(db: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
@@ -77,15 +77,7 @@ async def test_a_resume_racing_an_override_is_not_lost(
         await writer.execute("UPDATE awa.queue_meta SET override_rate_limit = 5 WHERE queue = 't'")
         resume = asyncio.create_task(client.resume_queue("t"))
 
-        async def resume_waits() -> bool:
-            row = db.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                "AND query LIKE '%%queue_meta%%' AND pid <> pg_backend_pid()"
-            ).fetchone()
-            db.commit()
-            return row is not None and row[0] > 0
-
-        await wait_for(resume_waits)
+        await wait_for(lambda: statements_running(db, "-- queue_meta_resume", on_a_lock=True))
         await writer.commit()
         await asyncio.wait_for(resume, timeout=15)
     assert _rows(db) == [("t", False, False, 5.0)]
@@ -99,15 +91,9 @@ async def test_a_clear_racing_a_pause_is_not_lost(
         await writer.execute("UPDATE awa.queue_meta SET paused = true WHERE queue = 't'")
         clear = asyncio.create_task(client.clear_runtime_overrides("t"))
 
-        async def clear_waits() -> bool:
-            row = db.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                "AND query LIKE '%%queue_meta%%' AND pid <> pg_backend_pid()"
-            ).fetchone()
-            db.commit()
-            return row is not None and row[0] > 0
-
-        await wait_for(clear_waits)
+        await wait_for(
+            lambda: statements_running(db, "-- queue_meta_clear_overrides", on_a_lock=True)
+        )
         await writer.commit()
         cleared = await asyncio.wait_for(clear, timeout=15)
     assert cleared.rate_limit is None

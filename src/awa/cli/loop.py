@@ -24,7 +24,7 @@ from collections.abc import Callable, Collection, Coroutine
 from types import FrameType
 from typing import Any
 
-from awa.cli.stop_signals import say, stop_signals
+from awa.cli.stop_signals import exit_now, stop_signals
 
 EXIT_GRACE_S = 2.0  # (awa.worker.shutdown.FENCE_HOLD_S counts on it: test_stop_signals)
 logger = logging.getLogger("awa")
@@ -73,8 +73,7 @@ def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
 
 
 def _exit_now(signum: int, frame: FrameType | None) -> None:
-    say(f"{signal.Signals(signum).name}: exiting now")
-    os._exit(128 + signum)
+    exit_now(signum, f"{signal.Signals(signum).name}: exiting now")
 
 
 def leave_stray_threads(before: Collection[threading.Thread], status: int) -> None:

@@ -30,6 +30,7 @@ from awa.cli.commands import (
 from awa.cli.database import database_url
 from awa.cli.loop import leave_stray_threads, run_async
 from awa.cli.output import fail
+from awa.cli.stop_signals import STOP_SIGNALS
 
 COMMANDS = (migrate, worker, queue, pool, job, batch, cron, dlq, runtime, health, serve, demo)
 
@@ -125,16 +126,13 @@ def main(argv: Sequence[str] | None = None, *, own_process: bool | None = None) 
         return _run(args)
     # An application's process goes on: the signal handlers a command set (`awa worker`
     # holds SIGTERM from before the import to its loop's close) are its own again after.
-    handlers = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS}
+    handlers = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
     try:
         return _run(args)
     finally:
         if threading.current_thread() is threading.main_thread():
             for sig, handler in handlers.items():
                 signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-
-
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def _run(args: argparse.Namespace) -> int:

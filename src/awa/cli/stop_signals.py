@@ -23,13 +23,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
 
 def stop_signals() -> list[signal.Signals]:
-    """SIGTERM, SIGINT, and SIGHUP unless this process ignores it (``nohup``)."""
-    signals = [signal.SIGTERM, signal.SIGINT]
-    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
-        signals.append(signal.SIGHUP)
-    return signals
+    """:data:`STOP_SIGNALS`, SIGHUP left out when this process ignores it (``nohup``)."""
+    hangup_ignored = signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    return [sig for sig in STOP_SIGNALS if not (sig is signal.SIGHUP and hangup_ignored)]
+
+
+def exit_now(signum: int, text: str) -> None:
+    """Say ``text`` and exit with 128 + ``signum``, at once (nothing is waited for)."""
+    say(text)
+    os._exit(128 + signum)
 
 
 def say(text: str) -> None:
@@ -73,11 +79,11 @@ def handled(
         elif supervised:
             say(f"{name} again: already shutting down")
         else:
-            say(
+            exit_now(
+                signum,
                 f"{name} again: exiting now; jobs still running here are returned by the "
-                "rescuer once their heartbeats are stale"
+                "rescuer once their heartbeats are stale",
             )
-            os._exit(128 + signum)
 
     for sig in stop_signals():
         # The loop's own handler only wakes the loop (a loop idle in epoll runs no

@@ -109,6 +109,13 @@ class FleetFacts:
             return f"jobs without {self.partition_by}"
         return f"{self.partition_by}={self.partition!r}"
 
+    def turn_s(self, ahead: int) -> float | None:
+        """Seconds until the bucket holds a token for a job with ``ahead`` jobs before it,
+        or None when it holds them now (or there is no fleet rate limit)."""
+        if self.rate_limit is None or self.tokens is None or self.tokens >= ahead + 1:
+            return None
+        return (ahead + 1 - self.tokens) / self.rate_limit
+
     @property
     def effective_burst(self) -> int | None:
         """The bucket's size: ``burst``, or ``ceil(rate_limit)`` when none was given."""
@@ -285,19 +292,13 @@ def permits_for(instance: RuntimeInstance, queue: str) -> tuple[int, int]:
         return runtime.in_flight, capacity.max_workers
     queues = [q for q in snap.queues.values() if isinstance(q.capacity, Weighted)]
     total = snap.global_max_workers or 0
-    pool = total - sum(_min(q) for q in queues)
-    unheld = max(0, pool - sum(_overflow_in_use(q) for q in queues))
+    unheld = max(0, (overflow_pool(instance) or 0) - sum(_overflow_in_use(q) for q in queues))
     limit = capacity.min_workers + _overflow_in_use(runtime) + unheld
     # Never more than the process can hand out: a minimum raised above what the others
     # leave counts as permits its running handlers do not give back (a review: a free
     # permit promised while all of global_max_workers ran).
     free = max(0, total - sum(q.in_flight for q in queues))
     return runtime.in_flight, min(limit, runtime.in_flight + free)
-
-
-def _min(runtime: QueueRuntime) -> int:
-    assert isinstance(runtime.capacity, Weighted)
-    return runtime.capacity.min_workers
 
 
 def _overflow_in_use(runtime: QueueRuntime) -> int:

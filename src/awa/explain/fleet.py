@@ -24,12 +24,9 @@ def _turn(f: Facts) -> tuple[float, float, str] | None:
     """(seconds to its turn, seconds to the next token, words) when the bucket lacks the
     tokens for this job and those ahead of it; None when it has them."""
     fleet = f.fleet
-    if fleet.rate_limit is None or fleet.tokens is None:
+    turn = fleet.turn_s(f.queue.ahead)
+    if turn is None or fleet.rate_limit is None or fleet.tokens is None:
         return None
-    needed = f.queue.ahead + 1
-    if fleet.tokens >= needed:
-        return None
-    turn = (needed - fleet.tokens) / fleet.rate_limit
     next_token = (math.floor(fleet.tokens) + 1 - fleet.tokens) / fleet.rate_limit
     ahead = f.queue.ahead
     verb = "takes" if ahead == 1 else "take"

@@ -292,11 +292,8 @@ def _no_rate(f: Facts) -> str:
 def _paced_by_the_bucket(f: Facts, completion: float | None) -> bool:
     """The fleet bucket makes the jobs ahead wait longer than the recent completions say
     they take (with a cap holding the queue too, the completions may be the slower)."""
-    fleet, ahead = f.fleet, f.queue.ahead
-    if fleet.rate_limit is None or fleet.tokens is None or fleet.tokens >= ahead + 1:
-        return False
-    turn = (ahead + 1 - fleet.tokens) / fleet.rate_limit
-    return not completion or turn >= ahead / completion
+    turn = f.fleet.turn_s(f.queue.ahead)
+    return turn is not None and (not completion or turn >= f.queue.ahead / completion)
 
 
 def queued_behind(f: Facts) -> Finding | None:

@@ -60,7 +60,7 @@ async def shut_down(worker: Worker, timeout_ms: int) -> list[Attempt]:
         grace_end, "fence unfinished jobs", _fence(worker, unfinished, fenced_ids)
     )
     abandoned = await worker.executor.abandon(ABANDON_WAIT_S)
-    stopped = [a for a in unfinished if a.job.id in fenced_ids and a not in abandoned]
+    stopped = [a for a in unfinished if a.key[0] in fenced_ids and a not in abandoned]
     await _within(grace_end, "release stopped jobs", _release(worker, stopped))
     await worker.executor.stop()
     await worker.completer.stop()
