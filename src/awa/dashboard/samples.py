@@ -2,10 +2,10 @@
 
 The dashboard process samples every ``interval_s`` seconds and keeps ``keep_s`` seconds
 of samples, so the charts cover the last minutes since the dashboard started. Nothing is
-written to the database. A sample costs the database what ``queue_stats()`` costs, which
-grows with the finished jobs retained (about a second for 3 million): the next sample
-waits at least ``COST_SHARE`` times as long as the last one took, so an unwatched
-dashboard never takes more than a twentieth of a core from the workers.
+written to the database. A sample costs the database what ``queue_stats()`` costs (its
+waiting and running jobs; the finished ones are counted as they change, ADR 0054): the
+next sample waits at least ``COST_SHARE`` times as long as the last one took, so an
+unwatched dashboard never takes more than a twentieth of a core from the workers.
 
 The chart's throughput is each sample's count of completions in the last minute (the
 pages' "per min" is the same count, read with the page). Differences of the retained

@@ -110,6 +110,7 @@ JOBS_VACUUM_DUE = load("jobs_vacuum_due")
 JOBS_VACUUM = load("jobs_vacuum")
 CONTROL_TABLES_STALE = load("control_tables_stale")
 CONTROL_TABLES_ANALYZE = load("control_tables_analyze")
+FINISHED_COUNTS_FOLD = load("finished_counts_fold")
 
 # Runtime registry
 RUNTIME_INSTANCE_UPSERT = load("runtime_instance_upsert")

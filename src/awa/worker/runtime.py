@@ -25,7 +25,7 @@ from awa.db import migrations, sql
 from awa.db.errors import mapped
 from awa.db.lane import ConnectionLane
 from awa.db.pool import Pool
-from awa.maintenance import control_stats, promoter, pruner, rescuer
+from awa.maintenance import control_stats, finished_counts, promoter, pruner, rescuer
 from awa.maintenance.leader import Leader
 from awa.maintenance.vacuum import CHECK_INTERVAL_S, JobsVacuum
 from awa.periodic import PeriodicJob
@@ -215,6 +215,11 @@ class Worker:
             Periodic("prune", PRUNE_INTERVAL_S, self._prune),
             Periodic("vacuum", CHECK_INTERVAL_S, self.vacuum.tick),
             Periodic("control-stats", control_stats.CHECK_INTERVAL_S, self.control_stats.tick),
+            Periodic(
+                "fold-finished-counts",
+                finished_counts.FOLD_INTERVAL_S,
+                lambda: finished_counts.fold(self.pool),
+            ),
             *self.upkeep.maintenance(lambda: self.leader.epoch),
         ]
 

@@ -1,9 +1,7 @@
 -- queue_stats: counts per state for every queue that has jobs or a queue_meta row.
 -- One branch per partial index (claim, due, running, waiting, finished): each count is an
--- index (mostly index-only) scan of its own state set instead of a pass over the table;
--- finished jobs stay bounded by retention. Cheap enough to poll every 100 ms while the
--- retained finished jobs are few; the finished counts read every one of them (about a
--- second for 3 million, see README "Status").
+-- index (mostly index-only) scan of its own state set instead of a pass over the table.
+-- The finished jobs are not read: their counts are kept as they change (ADR 0054).
 WITH waiting AS (
     SELECT queue,
         count(*) AS available,
@@ -31,17 +29,9 @@ WITH waiting AS (
     SELECT queue, count(*) AS waiting_external
     FROM awa.jobs WHERE state = 'waiting_external' GROUP BY queue
 ), finished AS (
-    SELECT queue,
-        count(*) FILTER (WHERE state = 'completed') AS completed,
-        count(*) FILTER (
-            WHERE state = 'completed' AND finalized_at > now() - interval '1 hour'
-        ) AS completed_last_hour,
-        count(*) FILTER (
-            WHERE state = 'completed' AND finalized_at > now() - interval '1 minute'
-        ) AS completed_last_minute,
-        count(*) FILTER (WHERE state = 'failed') AS failed,
-        count(*) FILTER (WHERE state = 'cancelled') AS cancelled
-    FROM awa.jobs WHERE state IN ('completed', 'failed', 'cancelled') GROUP BY queue
+    -- kept as they change (migration 0038): a few hundred rows per queue, however many
+    -- finished jobs are retained
+    SELECT * FROM awa.finished_counts_by_queue()
 ), queues AS (
     SELECT queue FROM waiting UNION SELECT queue FROM due UNION SELECT queue FROM running
     UNION SELECT queue FROM parked UNION SELECT queue FROM finished
