@@ -309,3 +309,68 @@ async def test_counts_hold_under_concurrent_completions_and_folds(
                          asyncio.to_thread(folds), asyncio.to_thread(folds))  # fmt: skip
     assert _truth(db) == [("q", 400, 400, 400, 0, 0)]
     await _agree(client, db)
+
+
+def _at_0037(url: str, monkeypatch: pytest.MonkeyPatch) -> tuple[migrations.Migration, ...]:
+    every = migrations.migrations()
+    monkeypatch.setattr(migrations, "migrations", lambda: [m for m in every if m.version < 38])
+    return every
+
+
+async def test_an_upgrade_under_repeatable_read_counts_what_committed_while_it_waited(
+    empty_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database whose default isolation is repeatable read: migrate() still reads the
+    jobs after its locks (a review: 4 completions committed while 0038 waited for their
+    writer were never counted, and pruning them later made the counts negative)."""
+    every = _at_0037(empty_database_url, monkeypatch)
+    async with awa.AsyncClient(empty_database_url) as client:
+        await client.migrate()
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO awa.jobs (kind, queue) SELECT 'k', 'q' FROM generate_series(1, 10)"
+        )
+        dbname = conn.info.dbname
+        conn.execute(
+            f"ALTER DATABASE \"{dbname}\" SET default_transaction_isolation = 'repeatable read'"
+        )
+    monkeypatch.setattr(migrations, "migrations", lambda: every)
+    with psycopg.connect(empty_database_url) as writer:  # a worker of the release before
+        writer.execute(
+            "UPDATE awa.jobs SET state = 'completed', attempt = 1, attempted_at = now(), "
+            "finalized_at = now() WHERE id IN (SELECT id FROM awa.jobs ORDER BY id LIMIT 4)"
+        )
+        async with awa.AsyncClient(empty_database_url) as client:
+            upgrade = asyncio.create_task(client.migrate())
+            with psycopg.connect(empty_database_url, autocommit=True) as watch:
+                await wait_for(lambda: statements_running(watch, "-- 0038", on_a_lock=True))
+            writer.commit()
+            assert await upgrade == [38]
+            with psycopg.connect(empty_database_url) as conn:
+                assert _truth(conn) == [("q", 4, 4, 4, 0, 0)]
+                assert await _counted(client) == _truth(conn)
+
+
+async def test_a_publication_of_all_tables_takes_the_upgrade_and_the_folds(
+    empty_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under `CREATE PUBLICATION … FOR ALL TABLES` (CDC), a delete needs a replica
+    identity: the changes table has one (a review: the upgrade failed on it, and later
+    every fold)."""
+    every = _at_0037(empty_database_url, monkeypatch)
+    async with awa.AsyncClient(empty_database_url) as client:
+        await client.migrate()
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        conn.execute("CREATE PUBLICATION awa_test_cdc FOR ALL TABLES")
+        conn.execute(
+            "INSERT INTO awa.jobs (kind, queue, state, attempt, attempted_at, finalized_at) "
+            "VALUES ('k', 'q', 'completed', 1, now(), now())"
+        )
+    monkeypatch.setattr(migrations, "migrations", lambda: every)
+    async with awa.AsyncClient(empty_database_url) as client:
+        assert await client.migrate() == [38]
+        with psycopg.connect(empty_database_url) as conn:
+            conn.execute("DELETE FROM awa.jobs")
+            conn.commit()
+            assert _fold(conn) == 1
+            assert await _counted(client) == []

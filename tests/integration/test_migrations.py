@@ -55,7 +55,9 @@ def test_render_sql_contains_every_migration() -> None:
     for m in migrations.migrations():
         assert f"-- {m.version:04d}_{m.name}" in script
     assert "CREATE TABLE awa.jobs" in script
-    assert script.startswith("BEGIN;") and script.rstrip().endswith("COMMIT;")
+    assert script.startswith("BEGIN ISOLATION LEVEL READ COMMITTED;") and script.rstrip().endswith(
+        "COMMIT;"
+    )
 
 
 async def test_the_sql_for_a_partly_migrated_schema_is_its_pending_migrations(

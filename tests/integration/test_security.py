@@ -355,6 +355,15 @@ FORBIDDEN = [
 ]
 
 
+# The counts of finished jobs are written with their owner's rights (migration 0038): a
+# role that may not update the jobs may not call what writes them.
+WRITES_OF_THE_COUNTS = [
+    "SELECT awa.fold_finished_counts()",
+    "SELECT awa.count_finished_outcomes(ARRAY['q'], ARRAY['completed']::awa.job_state[], "
+    "ARRAY[now()], ARRAY[-1000]::bigint[])",
+]
+
+
 async def test_least_privilege_roles_work_and_cannot_do_more(roles: dict[str, str]) -> None:
     async with awa.AsyncClient(roles["awa_owner"]) as owner:
         assert await owner.migrate()
@@ -399,7 +408,8 @@ async def test_least_privilege_roles_work_and_cannot_do_more(roles: dict[str, st
         for statement in ["UPDATE awa.jobs SET state = 'running'", "DELETE FROM awa.jobs",
                           "SELECT * FROM awa.queue_meta", "SELECT channel FROM awa.handoff_seats",
                           "SELECT seat_id FROM awa.handoff_seats",
-                          "SELECT * FROM awa.queue_limits", *FORBIDDEN[:3]]:  # fmt: skip
+                          "SELECT * FROM awa.queue_limits", *FORBIDDEN[:3],
+                          *WRITES_OF_THE_COUNTS]:  # fmt: skip
             with pytest.raises(pg.InsufficientPrivilege):
                 conn.execute(statement)
 
@@ -557,6 +567,10 @@ async def test_the_documented_read_only_grants_show_every_page_and_a_refusal_is_
             with psycopg.connect(roles["awa_owner"], autocommit=True) as conn:
                 conn.execute(f'REVOKE SELECT ON awa.dlq FROM "{reader}"')
             refused = http.get("/queues/q")
+        with psycopg.connect(url, autocommit=True) as conn:
+            for statement in WRITES_OF_THE_COUNTS:
+                with pytest.raises(pg.InsufficientPrivilege):
+                    conn.execute(statement)
     finally:
         with psycopg.connect(empty_database_url, autocommit=True) as admin:
             admin.execute(f'DROP OWNED BY "{reader}" CASCADE')

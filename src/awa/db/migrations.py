@@ -74,7 +74,10 @@ def render_sql(from_version: int = 0) -> str:
     pending = [m for m in migrations() if m.version > from_version]
     if not pending:
         return f"-- the awa schema is at version {from_version}: nothing to apply\n"
-    parts = ["BEGIN;", f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY});"]
+    parts = [
+        "BEGIN ISOLATION LEVEL READ COMMITTED;",  # as migrate() (see _migrate_once)
+        f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY});",
+    ]
     # An upgrade's schema exists, and creating it "if not exists" needs CREATE on the
     # database, which the owner of the schema may not have (migrate() does not ask).
     parts.append((_SCHEMA + ";\n" if from_version == 0 else "") + _VERSION_TABLE.strip() + ";")
@@ -157,6 +160,10 @@ def _first_line(exc: BaseException) -> str:
 async def _migrate_once(conn: AsyncConnection[Any], *, upgrade: bool) -> list[int]:
     applied: list[int] = []
     async with conn.transaction():
+        # Read committed whatever the database's default: a migration that derives rows
+        # from the jobs (0038's counts) reads them once its locks keep writers out, and
+        # under a snapshot taken before it waited for them it missed their commits.
+        await conn.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
         if upgrade:  # taken after the advisory lock: a second migrate waits as before
             await conn.execute(
