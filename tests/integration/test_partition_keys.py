@@ -223,3 +223,41 @@ async def test_an_operators_lock_timeout_on_the_writer_lock_is_not_retried(
             db.execute("SELECT pg_advisory_xact_lock(1635213684, hashtext('p'))")
             with pytest.raises(awa.DatabaseError, match="LockNotAvailable"):
                 await asyncio.wait_for(client.set_queue_limits("p", concurrency=2), 10)
+
+
+async def test_only_inserts_into_partitioned_queues_call_for_a_key(
+    database_url: str, db: psycopg.Connection[Any]
+) -> None:
+    """Migration 0039: a single insert asks awa.partitioned_queues first, and calls the
+    keying function (a SECURITY DEFINER call, ~10 µs) only for a queue it lists. Counted
+    by PostgreSQL's function statistics."""
+    db.execute(f"ALTER DATABASE \"{db.info.dbname}\" SET track_functions = 'pl'")
+    db.commit()
+    async with awa.AsyncClient(database_url) as client:  # connections that track calls
+        await client.set_queue_limits("p", concurrency=1, partition_by="k")
+        await client.set_queue_limits("capped", concurrency=1)  # listed in limits, not keyed
+        for i in range(3):
+            await client.insert({"k": f"k{i}"}, kind="k", queue="p")
+        for i in range(5):
+            await client.insert({"k": f"k{i}"}, kind="k", queue="plain")
+            await client.insert({"k": f"k{i}"}, kind="k", queue="capped")
+        await client.close()  # its backends report their statistics as they end
+
+    async def client_backends_gone() -> bool:
+        row = db.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+            "AND backend_type = 'client backend'"
+        ).fetchone()
+        db.commit()
+        return row == (0,)
+
+    await wait_for(client_backends_gone)  # a backend's statistics are written as it exits
+    db.execute("SELECT pg_stat_clear_snapshot()")
+    row = db.execute(
+        "SELECT calls FROM pg_stat_user_functions "
+        "WHERE schemaname = 'awa' AND funcname = 'partition_key_at_insert'"
+    ).fetchone()
+    assert row == (3,)
+    keys = db.execute("SELECT queue, count(partition_key) FROM awa.jobs GROUP BY 1 ORDER BY 1")
+    assert keys.fetchall() == [("capped", 0), ("p", 3), ("plain", 0)]
