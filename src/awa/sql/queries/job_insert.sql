@@ -11,8 +11,7 @@
 -- not left to a claim's adoption: behind a backlog of jobs not yet adopted, it would wait
 -- until they all were (one key's backlog delaying another's job). The function holds the
 -- queue's partitioning lock shared (migration 0025), so a change of partition_by
--- (queue_partition_lock) waits for this transaction and then re-keys its job. Only a
--- queue awa.partitioned_queues lists calls it (migration 0039: ~10 µs an insert).
+-- (queue_partition_lock) waits for this transaction and then re-keys its job.
 -- sql.JOB_INSERT_UNSEATED is this statement less its seat part (ADR 0049).
 INSERT INTO awa.jobs AS j (
     kind, queue, args, state, priority, original_priority, max_attempts,
@@ -26,8 +25,7 @@ VALUES (
     %(tags)s::text[], %(metadata)s::jsonb, coalesce(%(run_at)s::timestamptz, now()),
     %(unique_key)s::bytea, %(unique_states)s::bit(8), %(ordering_key)s::text,
     CASE WHEN %(run_at)s::timestamptz > now() THEN NULL
-        WHEN EXISTS (SELECT FROM awa.partitioned_queues AS p WHERE p.queue = %(queue)s::awa.job_queue)
-        THEN awa.partition_key_at_insert(%(queue)s::awa.job_queue, %(args)s::jsonb) END
+        ELSE awa.partition_key_at_insert(%(queue)s::awa.job_queue, %(args)s::jsonb) END
 )
 RETURNING j.id, j.state, j.created_at, j.run_at,
     CASE WHEN j.state <> 'available' THEN NULL
