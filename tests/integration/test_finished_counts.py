@@ -345,7 +345,7 @@ async def test_an_upgrade_under_repeatable_read_counts_what_committed_while_it_w
             with psycopg.connect(empty_database_url, autocommit=True) as watch:
                 await wait_for(lambda: statements_running(watch, "-- 0038", on_a_lock=True))
             writer.commit()
-            assert await upgrade == [38]
+            assert await upgrade == [m.version for m in every if m.version >= 38]
             with psycopg.connect(empty_database_url) as conn:
                 assert _truth(conn) == [("q", 4, 4, 4, 0, 0)]
                 assert await _counted(client) == _truth(conn)
@@ -368,7 +368,7 @@ async def test_a_publication_of_all_tables_takes_the_upgrade_and_the_folds(
         )
     monkeypatch.setattr(migrations, "migrations", lambda: every)
     async with awa.AsyncClient(empty_database_url) as client:
-        assert await client.migrate() == [38]
+        assert await client.migrate() == [m.version for m in every if m.version >= 38]
         with psycopg.connect(empty_database_url) as conn:
             conn.execute("DELETE FROM awa.jobs")
             conn.commit()

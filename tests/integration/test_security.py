@@ -414,6 +414,63 @@ async def test_least_privilege_roles_work_and_cannot_do_more(roles: dict[str, st
                 conn.execute(statement)
 
 
+async def test_after_the_upgrade_that_counts_outcomes_the_app_role_still_completes_jobs(
+    roles: dict[str, str],
+    pg_server: PgServer,
+    empty_database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Migration 0038's two functions that write counts are not PUBLIC's: the upgrade grants
+    them to the roles that may update the jobs, so a fleet granted before it keeps
+    completing jobs without re-running the grant block; here through a login role that is
+    the app role only by SET ROLE (a review: a check of session_user refused it)."""
+    every = migrations.migrations()
+    monkeypatch.setattr(migrations, "migrations", lambda: [m for m in every if m.version < 38])
+    async with awa.AsyncClient(roles["awa_owner"]) as owner:
+        await owner.migrate()
+    names = {r: roles[f"{r}:name"] for r in ("awa_owner", "awa_app", "awa_producer")}
+    _, app_grants, _ = _sql_blocks()
+    with psycopg.connect(roles["awa_owner"], autocommit=True) as conn:
+        for statement in _statements(app_grants, names):
+            if "finished" not in statement:  # the block as it was before 0038
+                conn.execute(statement)  # test-only: grants from our own docs
+    login, password = f"awa_login_{uuid.uuid4().hex[:8]}", roles["change-me:name"]
+    dbname = str(conninfo.conninfo_to_dict(empty_database_url)["dbname"])
+    with psycopg.connect(pg_server.admin_url, autocommit=True) as admin:
+        admin.execute(  # test-only DDL
+            f"CREATE ROLE \"{login}\" LOGIN NOINHERIT PASSWORD '{password}' "
+            f'IN ROLE "{names["awa_app"]}"'
+        )
+        admin.execute(f'GRANT CONNECT ON DATABASE "{dbname}" TO "{login}"')
+    try:
+        monkeypatch.setattr(migrations, "migrations", lambda: every)
+        async with awa.AsyncClient(roles["awa_owner"]) as owner:
+            assert await owner.migrate() == [m.version for m in every if m.version >= 38]
+        url = conninfo.make_conninfo(
+            empty_database_url, user=login, password=password,
+            options=f"-c role={names['awa_app']}",
+        )  # fmt: skip
+        await _run_everything_as(url)
+        with psycopg.connect(roles["awa_owner"], autocommit=True) as conn:
+            conn.execute(
+                "REVOKE EXECUTE ON FUNCTION awa.count_finished_outcomes(text[], "
+                f'awa.job_state[], timestamptz[], bigint[]) FROM "{names["awa_app"]}"'
+            )
+        async with awa.AsyncClient(url) as client:  # refused at start, naming the grant
+            client.task(None, kind="k", queue="plain")(lambda job: None)
+            with pytest.raises(awa.DatabaseError, match="GRANT EXECUTE ON FUNCTION"):
+                await client.start(["plain"])
+    finally:
+        with psycopg.connect(empty_database_url, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                (login,),
+            )
+        with psycopg.connect(pg_server.admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP OWNED BY "{login}" CASCADE')
+            admin.execute(f'DROP ROLE IF EXISTS "{login}"')
+
+
 async def test_migrate_of_a_newer_schema_says_upgrade_whatever_the_role(
     roles: dict[str, str],
 ) -> None:

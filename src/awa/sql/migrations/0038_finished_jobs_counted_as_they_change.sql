@@ -22,7 +22,11 @@
 -- on a row lock (and a statement trigger with transition tables on every update cost
 -- claims and heartbeats 8 % of a W1 drain, measured); a fold that runs beside them takes only committed rows (DELETE …
 -- RETURNING), so nothing is counted twice or lost. The functions are SECURITY DEFINER:
--- a role granted what docs/security.md lists needs no grant on the two new tables.
+-- a role granted what docs/security.md lists needs no grant on the two new tables. The two
+-- a role could call to write counts (the outcomes' and the fold) are not PUBLIC's: they
+-- are granted to the roles that may update awa.jobs (a read-only or producer-only role
+-- could otherwise write any count; a check of session_user inside them refused workers
+-- that SET ROLE, and was passed by a function of a producer's run by autovacuum).
 -- Written to apply again over itself (the Django integration's test replays the newest):
 -- the counts are rebuilt from the jobs, under the trigger's table lock.
 
@@ -44,21 +48,6 @@ CREATE TABLE IF NOT EXISTS awa.finished_count_changes (
 -- logical replication) a delete needs a replica identity, which a key would make every
 -- append pay for.
 ALTER TABLE awa.finished_count_changes REPLICA IDENTITY FULL;
-
--- Writing the counts outside the triggers is for the roles that may write the jobs: the
--- two functions below run with their owner's rights and, like every function, may be
--- called by any role, so they ask whether the role connected may update awa.jobs (a
--- read-only or producer-only role may not, docs/security.md). A role that may can make
--- the counts disagree with the jobs anyway (awa.outcomes_counted), as it can the jobs.
-CREATE OR REPLACE FUNCTION awa.may_write_finished_counts() RETURNS void
-LANGUAGE plpgsql STABLE AS $$
-BEGIN
-    IF NOT has_table_privilege(session_user, 'awa.jobs', 'UPDATE') THEN
-        RAISE EXCEPTION 'permission denied: only a role that may update awa.jobs writes '
-            'the counts of finished jobs' USING ERRCODE = 'insufficient_privilege';
-    END IF;
-END
-$$;
 
 -- The bucket a count of jobs finalized at p_at is kept in, folded at p_now. Each band is
 -- chosen by the truncated time, so a bucket's start is its own bucket (the fold relies on
@@ -128,7 +117,6 @@ CREATE OR REPLACE FUNCTION awa.count_finished_outcomes(
 ) RETURNS integer
 LANGUAGE plpgsql STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    PERFORM awa.may_write_finished_counts();
     INSERT INTO awa.finished_count_changes (queue, state, at, n)
     SELECT * FROM unnest(p_queues, p_states, p_at, p_n);
     RETURN 1;
@@ -165,7 +153,6 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_folded bigint;
 BEGIN
-    PERFORM awa.may_write_finished_counts();
     WITH changes AS (
         DELETE FROM awa.finished_count_changes RETURNING queue, state, at, n
     ), aged AS (
@@ -322,6 +309,34 @@ BEGIN
         FROM awa.claim(
             c.queue, c."limit", c.deadline_ms, p_synchronous_commit, c.instance, c.held,
             (SELECT count(*)::integer FROM unnest(v_queues) AS f(q) WHERE f.q = c.queue)) AS k;
+    END LOOP;
+END
+$$;
+
+-- Executable by the roles that may write the jobs (now; docs/security.md's grant block
+-- names the functions for roles granted later), table- or column-wise, directly or as a
+-- group that login roles inherit or SET ROLE to.
+REVOKE EXECUTE ON FUNCTION awa.count_finished_outcomes(text[], awa.job_state[],
+    timestamptz[], bigint[]), awa.fold_finished_counts() FROM PUBLIC;
+DO $$
+DECLARE
+    r record;
+BEGIN
+    -- From the catalog, not information_schema, which lists only the grants whose
+    -- grantor or grantee is a role the migrating role is (or is a member of).
+    FOR r IN
+        SELECT DISTINCT g.grantee FROM (
+            SELECT a.grantee FROM pg_class AS c, aclexplode(c.relacl) AS a
+            WHERE c.oid = 'awa.jobs'::regclass AND a.privilege_type = 'UPDATE'
+            UNION ALL
+            SELECT a.grantee FROM pg_attribute AS t, aclexplode(t.attacl) AS a
+            WHERE t.attrelid = 'awa.jobs'::regclass AND a.privilege_type = 'UPDATE'
+        ) AS g
+    LOOP
+        -- regrole's text is the role's name quoted as an identifier
+        EXECUTE 'GRANT EXECUTE ON FUNCTION awa.count_finished_outcomes(text[], '
+            'awa.job_state[], timestamptz[], bigint[]), awa.fold_finished_counts() TO '
+            || CASE WHEN r.grantee = 0 THEN 'PUBLIC' ELSE r.grantee::regrole::text END;
     END LOOP;
 END
 $$;
