@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
-from awa.db import sql
+from awa.db import migrations, sql
 
 ROOT = Path(__file__).resolve().parents[1]
 CHILD_PYTHONPATH = f"{ROOT / 'src'}{os.pathsep}{ROOT}"
@@ -111,3 +112,19 @@ async def statements_running(
     ).fetchone()
     assert row is not None
     return int(row[0])
+
+
+def stop_migrations_before(
+    monkeypatch: pytest.MonkeyPatch, version: int
+) -> Callable[[], list[int]]:
+    """Make ``migrate()`` stop before migration ``version`` (to test an upgrade from the
+    schema before it); the returned function puts every migration back and returns the
+    versions an upgrade then applies."""
+    every = migrations.migrations()
+    monkeypatch.setattr(migrations, "migrations", lambda: [m for m in every if m.version < version])
+
+    def go_on() -> list[int]:
+        monkeypatch.setattr(migrations, "migrations", lambda: every)
+        return [m.version for m in every if m.version >= version]
+
+    return go_on

@@ -12,8 +12,14 @@ import psycopg
 import pytest
 
 import awa
-from awa.db import migrations, sql
-from tests.helpers import FAST_WORKER, lead_maintenance, statements_running, wait_for
+from awa.db import sql
+from tests.helpers import (
+    FAST_WORKER,
+    lead_maintenance,
+    statements_running,
+    stop_migrations_before,
+    wait_for,
+)
 
 TRUTH = """
 SELECT queue::text,
@@ -260,8 +266,7 @@ async def test_the_leader_folds(client: awa.AsyncClient, db: psycopg.Connection[
 async def test_the_upgrade_counts_the_jobs_finished_before_it(
     empty_database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    every = migrations.migrations()
-    monkeypatch.setattr(migrations, "migrations", lambda: [m for m in every if m.version < 38])
+    go_on = stop_migrations_before(monkeypatch, 38)
     async with awa.AsyncClient(empty_database_url) as client:
         await client.migrate()
     with psycopg.connect(empty_database_url, autocommit=True) as conn:
@@ -271,9 +276,9 @@ async def test_the_upgrade_counts_the_jobs_finished_before_it(
             "::awa.job_state, 1, now(), now() - g * interval '1 minute'"
             " FROM generate_series(1, 90) AS g"
         )
-    monkeypatch.setattr(migrations, "migrations", lambda: every)
+    pending = go_on()
     async with awa.AsyncClient(empty_database_url) as client:
-        assert await client.migrate() == [m.version for m in every if m.version >= 38]
+        assert await client.migrate() == pending
         with psycopg.connect(empty_database_url) as conn:
             truth = _truth(conn)
             assert await _counted(client) == truth
@@ -311,19 +316,13 @@ async def test_counts_hold_under_concurrent_completions_and_folds(
     await _agree(client, db)
 
 
-def _at_0037(url: str, monkeypatch: pytest.MonkeyPatch) -> tuple[migrations.Migration, ...]:
-    every = migrations.migrations()
-    monkeypatch.setattr(migrations, "migrations", lambda: [m for m in every if m.version < 38])
-    return every
-
-
 async def test_an_upgrade_under_repeatable_read_counts_what_committed_while_it_waited(
     empty_database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A database whose default isolation is repeatable read: migrate() still reads the
     jobs after its locks (a review: 4 completions committed while 0038 waited for their
     writer were never counted, and pruning them later made the counts negative)."""
-    every = _at_0037(empty_database_url, monkeypatch)
+    go_on = stop_migrations_before(monkeypatch, 38)
     async with awa.AsyncClient(empty_database_url) as client:
         await client.migrate()
     with psycopg.connect(empty_database_url, autocommit=True) as conn:
@@ -334,7 +333,7 @@ async def test_an_upgrade_under_repeatable_read_counts_what_committed_while_it_w
         conn.execute(
             f"ALTER DATABASE \"{dbname}\" SET default_transaction_isolation = 'repeatable read'"
         )
-    monkeypatch.setattr(migrations, "migrations", lambda: every)
+    pending = go_on()
     with psycopg.connect(empty_database_url) as writer:  # a worker of the release before
         writer.execute(
             "UPDATE awa.jobs SET state = 'completed', attempt = 1, attempted_at = now(), "
@@ -345,7 +344,7 @@ async def test_an_upgrade_under_repeatable_read_counts_what_committed_while_it_w
             with psycopg.connect(empty_database_url, autocommit=True) as watch:
                 await wait_for(lambda: statements_running(watch, "-- 0038", on_a_lock=True))
             writer.commit()
-            assert await upgrade == [m.version for m in every if m.version >= 38]
+            assert await upgrade == pending
             with psycopg.connect(empty_database_url) as conn:
                 assert _truth(conn) == [("q", 4, 4, 4, 0, 0)]
                 assert await _counted(client) == _truth(conn)
@@ -357,7 +356,7 @@ async def test_a_publication_of_all_tables_takes_the_upgrade_and_the_folds(
     """Under `CREATE PUBLICATION … FOR ALL TABLES` (CDC), a delete needs a replica
     identity: the changes table has one (a review: the upgrade failed on it, and later
     every fold)."""
-    every = _at_0037(empty_database_url, monkeypatch)
+    go_on = stop_migrations_before(monkeypatch, 38)
     async with awa.AsyncClient(empty_database_url) as client:
         await client.migrate()
     with psycopg.connect(empty_database_url, autocommit=True) as conn:
@@ -366,9 +365,9 @@ async def test_a_publication_of_all_tables_takes_the_upgrade_and_the_folds(
             "INSERT INTO awa.jobs (kind, queue, state, attempt, attempted_at, finalized_at) "
             "VALUES ('k', 'q', 'completed', 1, now(), now())"
         )
-    monkeypatch.setattr(migrations, "migrations", lambda: every)
+    pending = go_on()
     async with awa.AsyncClient(empty_database_url) as client:
-        assert await client.migrate() == [m.version for m in every if m.version >= 38]
+        assert await client.migrate() == pending
         with psycopg.connect(empty_database_url) as conn:
             conn.execute("DELETE FROM awa.jobs")
             conn.commit()

@@ -11,7 +11,7 @@ import pytest
 import awa
 from awa.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY
 from awa.db import migrations
-from tests.helpers import statements_running, wait_for
+from tests.helpers import statements_running, stop_migrations_before, wait_for
 
 
 async def test_migrate_is_idempotent_and_concurrent_safe(empty_database_url: str) -> None:
@@ -125,8 +125,7 @@ async def test_0016_keeps_the_table_and_its_rows(
 ) -> None:
     """Upgrading a populated schema relabels columns in place: same table file, same rows,
     and the claim functions re-created by 0016 still claim them."""
-    every = migrations.migrations()
-    monkeypatch.setattr(migrations, "migrations", lambda: [m for m in every if m.version < 16])
+    go_on = stop_migrations_before(monkeypatch, 16)
     async with awa.AsyncClient(empty_database_url) as client:
         await client.migrate()
     with psycopg.connect(empty_database_url, autocommit=True) as conn:
@@ -136,9 +135,9 @@ async def test_0016_keeps_the_table_and_its_rows(
             " FROM generate_series(1, 50) AS g"
         )
         before = conn.execute("SELECT pg_relation_filenode('awa.jobs')").fetchone()
-    monkeypatch.setattr(migrations, "migrations", lambda: every)
+    pending = go_on()
     async with awa.AsyncClient(empty_database_url) as client:
-        assert await client.migrate() == [m.version for m in every if m.version >= 16]
+        assert await client.migrate() == pending
     with psycopg.connect(empty_database_url, autocommit=True) as conn:
         assert conn.execute("SELECT pg_relation_filenode('awa.jobs')").fetchone() == before
         claimed = conn.execute(
