@@ -164,9 +164,10 @@ def test_throughput_and_series() -> None:
 
 
 async def test_a_slow_sample_spaces_the_next_ones_out() -> None:
-    """queue_stats() reads every retained finished job (about a second for 3 million):
-    sampled every 5 s with nobody watching, it took a third of a drain's throughput (a
-    review). The next sample waits COST_SHARE times as long as the last one took."""
+    """A slow queue_stats() (before ADR 0054 it read every retained finished job, a second
+    for 3 million) sampled every 5 s with nobody watching took a third of a drain's
+    throughput (a review). The next sample waits COST_SHARE times as long as the last one
+    took."""
 
     class SlowStats:
         delay_s = 0.5

@@ -373,3 +373,26 @@ async def test_a_publication_of_all_tables_takes_the_upgrade_and_the_folds(
             conn.commit()
             assert _fold(conn) == 1
             assert await _counted(client) == []
+
+
+async def test_a_read_before_a_fold_gives_what_it_gives_after(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """Jobs finished in the minute the hour's window starts in, folded into that minute's
+    bucket, then some deleted: the pending -3 read by its second while the +5 sat in its
+    minute took completed_last_hour to -3 (a review). Read in the bucket a fold puts them
+    in, the counts are the same before the fold and after."""
+    await client.insert_many([{"i": i} for i in range(5)], kind="k", queue="q")
+    db.execute(  # the second after the window's start: its minute starts before it (59 in 60)
+        "UPDATE awa.jobs SET state = 'completed', attempt = 1, attempted_at = now(), "
+        "finalized_at = date_trunc('second', now() - interval '1 hour') + interval '1 second'"
+    )
+    db.commit()
+    _fold(db)
+    db.execute("DELETE FROM awa.jobs WHERE id IN (SELECT id FROM awa.jobs ORDER BY id LIMIT 3)")
+    db.commit()
+    before = await _counted(client)
+    _fold(db)
+    assert await _counted(client) == before
+    [(_, completed, last_hour, last_minute, _, _)] = before
+    assert (completed, last_minute) == (2, 0) and 0 <= last_hour <= 2

@@ -450,15 +450,18 @@ async def test_after_the_upgrade_that_counts_outcomes_the_app_role_still_complet
             options=f"-c role={names['awa_app']}",
         )  # fmt: skip
         await _run_everything_as(url)
-        with psycopg.connect(roles["awa_owner"], autocommit=True) as conn:
-            conn.execute(
-                "REVOKE EXECUTE ON FUNCTION awa.count_finished_outcomes(text[], "
-                f'awa.job_state[], timestamptz[], bigint[]) FROM "{names["awa_app"]}"'
-            )
-        async with awa.AsyncClient(url) as client:  # refused at start, naming the grant
-            client.task(None, kind="k", queue="plain")(lambda job: None)
-            with pytest.raises(awa.DatabaseError, match="GRANT EXECUTE ON FUNCTION"):
-                await client.start(["plain"])
+        for function in (
+            "awa.count_finished_outcomes(text[], awa.job_state[], timestamptz[], bigint[])",
+            "awa.fold_finished_counts()",
+        ):  # each refused at start, naming the grant
+            with psycopg.connect(roles["awa_owner"], autocommit=True) as conn:
+                conn.execute(f'REVOKE EXECUTE ON FUNCTION {function} FROM "{names["awa_app"]}"')
+            async with awa.AsyncClient(url) as client:
+                client.task(None, kind="k", queue="plain")(lambda job: None)
+                with pytest.raises(awa.DatabaseError, match="GRANT EXECUTE ON FUNCTION"):
+                    await client.start(["plain"])
+            with psycopg.connect(roles["awa_owner"], autocommit=True) as conn:
+                conn.execute(f'GRANT EXECUTE ON FUNCTION {function} TO "{names["awa_app"]}"')
     finally:
         with psycopg.connect(empty_database_url, autocommit=True) as admin:
             admin.execute(
