@@ -43,6 +43,7 @@ from awa.db.pool import Pool
 from awa.db.rows import job_rows
 from awa.errors import JobNotFound, SerializationError, ValidationError
 from awa.kinds import derive_kind
+from awa.maintenance import finished_counts
 from awa.serialization import args_to_dict, encode_json
 from awa.types import Job, JobState
 from awa.worker.attempt import AttemptServices
@@ -316,12 +317,13 @@ async def clean(client: AnyClient) -> int:
     core = _core(client)
 
     async def run() -> int:
-        async with (await core._get_pool()).connection() as conn:
+        pool = await core._get_pool()
+        async with pool.connection() as conn:
             cur = await conn.execute(sql.SCHEMA_CLEAN)
             row = await cur.fetchone()
-            # The deletes appended their changes to the finished counts (ADR 0054): folded,
-            # they cancel out and both tables are empty too.
-            await conn.execute(sql.FINISHED_COUNTS_FOLD)
+        # The deletes appended their changes to the finished counts (ADR 0054): folded,
+        # they cancel out and both tables are empty too.
+        await finished_counts.fold(pool)
         return int(row[0]) if row is not None else 0
 
     return await _on_client_loop(client, run())

@@ -1,6 +1,6 @@
 """The leader folds the finished jobs' count changes into their counts (ADR 0054).
 
-Every statement that changes finished jobs appends a row or a few to
+Whatever finishes a job, or takes one out of a finished state, appends rows to
 ``awa.finished_count_changes``; ``queue_stats()`` adds them to ``awa.finished_counts``.
 Folded every ``FOLD_INTERVAL_S``, the changes stay a few thousand rows at the fastest
 drain measured here, and the counts' buckets coarsen as they age (seconds, then minutes,
@@ -9,9 +9,13 @@ then hours), so a reader sums a few hundred rows per queue.
 
 from __future__ import annotations
 
+from typing import Any
+
+from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from awa.db import sql
+from awa.errors import DatabaseError
 
 FOLD_INTERVAL_S = 2.0
 
@@ -22,3 +26,15 @@ async def fold(pool: AsyncConnectionPool) -> int:
         cur = await conn.execute(sql.FINISHED_COUNTS_FOLD)
         row = await cur.fetchone()
     return int(row[0]) if row else 0
+
+
+async def check_grants(conn: AsyncConnection[Any]) -> None:
+    """Raise unless this role may run the two functions that write the counts, neither
+    ``PUBLIC``'s: the outcomes' count (every completion calls it) and the leader's fold."""
+    cur = await conn.execute(sql.ROLE_MAY_RECORD_OUTCOMES)
+    if await cur.fetchone() != (True,):
+        raise DatabaseError(
+            "this role may not record outcomes: as the owner of awa's schema, GRANT "
+            "EXECUTE ON FUNCTION awa.fold_finished_counts(), awa.count_finished_outcomes("
+            "text[], awa.job_state[], timestamptz[], bigint[]) TO it (docs/security.md)"
+        )

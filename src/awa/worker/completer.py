@@ -23,7 +23,6 @@ from awa.db.direct import DirectStatement
 from awa.db.lane import ConnectionLane
 from awa.db.pool import Pool
 from awa.db.rows import WriteRow, write_rows
-from awa.errors import DatabaseError
 from awa.log import fault, traceback_unless_expected
 from awa.service import LoopService
 from awa.worker.args_budget import args_sizes
@@ -91,17 +90,7 @@ class Completer(LoopService):
     # -- lifecycle -------------------------------------------------------------------
 
     async def prepare(self) -> None:
-        """Before the first claim: this role may record outcomes, and the durability check
-        learns the server's checkpoint."""
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(sql.ROLE_MAY_RECORD_OUTCOMES)
-            row = await cur.fetchone()
-        if row != (True,):
-            raise DatabaseError(
-                "this role may not record outcomes: as the owner of awa's schema, GRANT "
-                "EXECUTE ON FUNCTION awa.fold_finished_counts(), awa.count_finished_outcomes("
-                "text[], awa.job_state[], timestamptz[], bigint[]) TO it (docs/security.md)"
-            )
+        """Before the first claim: the durability check learns the server's checkpoint."""
         if self.durable is not None:
             await self.durable.prime()
 

@@ -329,6 +329,7 @@ class Worker:
         async with self.pool.connection() as conn:
             with mapped():
                 await migrations.check_schema(conn)
+                await finished_counts.check_grants(conn)
         await self.upkeep.prepare()
         await self.control.refresh()  # dispatchers start knowing pauses, overrides, limits
         await self.completer.prepare()

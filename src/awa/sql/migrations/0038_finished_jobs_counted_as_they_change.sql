@@ -50,6 +50,13 @@ CREATE TABLE IF NOT EXISTS awa.finished_count_changes (
 -- append pay for.
 ALTER TABLE awa.finished_count_changes REPLICA IDENTITY FULL;
 
+-- The second a change is appended under: that of finalized_at ('-infinity' for a finished
+-- row written without one, counted in the totals and never in a window).
+CREATE OR REPLACE FUNCTION awa.finished_second(p_at timestamptz)
+RETURNS timestamptz LANGUAGE sql STABLE AS $$
+    SELECT coalesce(date_trunc('second', p_at, 'UTC'), '-infinity')
+$$;
+
 -- The bucket a count of jobs finalized at p_at is kept in, folded at p_now. Each band is
 -- chosen by the truncated time, so a bucket's start is its own bucket (the fold relies on
 -- it: the buckets it writes are never among those it coarsens).
@@ -77,12 +84,12 @@ BEGIN
     IF TG_OP = 'UPDATE' AND OLD.state IN ('completed', 'failed', 'cancelled') THEN
         INSERT INTO awa.finished_count_changes (queue, state, at, n)
         VALUES (OLD.queue::text, OLD.state,
-            coalesce(date_trunc('second', OLD.finalized_at), '-infinity'), -1);
+            awa.finished_second(OLD.finalized_at), -1);
     END IF;
     IF NEW.state IN ('completed', 'failed', 'cancelled') THEN
         INSERT INTO awa.finished_count_changes (queue, state, at, n)
         VALUES (NEW.queue::text, NEW.state,
-            coalesce(date_trunc('second', NEW.finalized_at), '-infinity'), 1);
+            awa.finished_second(NEW.finalized_at), 1);
     END IF;
     RETURN NULL;
 END
@@ -94,7 +101,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     INSERT INTO awa.finished_count_changes (queue, state, at, n)
     SELECT r.queue::text, r.state,
-        coalesce(date_trunc('second', r.finalized_at), '-infinity'), -count(*)
+        awa.finished_second(r.finalized_at), -count(*)
     FROM old_rows AS r WHERE r.state IN ('completed', 'failed', 'cancelled')
     GROUP BY 1, 2, 3;
     RETURN NULL;
@@ -266,7 +273,7 @@ BEGIN
         SELECT awa.count_finished_outcomes(
             array_agg(g.queue), array_agg(g.state), array_agg(g.at), array_agg(g.n))
         FROM (
-            SELECT d.queue::text AS queue, d.state, date_trunc('second', d.finalized_at) AS at,
+            SELECT d.queue::text AS queue, d.state, awa.finished_second(d.finalized_at) AS at,
                 count(*) AS n
             FROM done AS d WHERE d.state IN ('completed', 'failed', 'cancelled')
             GROUP BY 1, 2, 3
@@ -353,7 +360,7 @@ DELETE FROM awa.finished_count_changes;
 DELETE FROM awa.finished_counts;
 INSERT INTO awa.finished_counts (queue, state, at, n)
 SELECT queue::text, state,
-    awa.finished_bucket(coalesce(finalized_at, '-infinity'), now()), count(*)
+    awa.finished_bucket(awa.finished_second(finalized_at), now()), count(*)
 FROM awa.jobs
 WHERE state IN ('completed', 'failed', 'cancelled')
 GROUP BY 1, 2, 3;
