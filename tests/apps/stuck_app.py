@@ -5,7 +5,8 @@ Each records that it started (progress 1, written at once), then never returns:
 ``stuck_in_thread`` waits on a blocked ``asyncio.to_thread`` call and ``own_thread``
 leaves a non-daemon thread of its own running. ``beating_sync`` records in ``beats`` that
 it runs, every 50 ms; ``stops_async`` ends when cancelled, ``stops_sync`` when asked to;
-``blocks_loop`` blocks the event loop itself.
+``blocks_loop`` blocks the event loop itself. ``sleeps_2s`` is the exception: it returns
+after 2 s, a job a graceful stop lets finish.
 """
 
 from __future__ import annotations
@@ -108,3 +109,11 @@ def stops_sync(job: awa.Job[Any]) -> None:
     job.flush_progress_sync()
     while not job.is_cancelled():  # seen up to 0.3 s late: after its task has ended
         time.sleep(0.3)
+
+
+@client.task(None, kind="sleeps_2s", queue="stuck")
+async def sleeps_2s(job: awa.Job[Any]) -> None:
+    """Records that it started, then returns after 2 s."""
+    job.set_progress(1)
+    await job.flush_progress()
+    await asyncio.sleep(2)

@@ -102,14 +102,20 @@ def test_a_stop_during_a_restart_delay_is_a_clean_stop(supervise: Any) -> None:
         assert sup.wait_line(r"exit statuses \[0, 'not running'\]")
 
 
-@pytest.mark.parametrize("signalled", ["the supervisor", "every process at once", "by SIGHUP"])
+@pytest.mark.parametrize(
+    "signalled",
+    ["the supervisor", "every process at once", "by SIGHUP", "twice", "by SIGHUP twice"],
+)
 async def test_sigterm_drains_every_child_and_exits_0(
     signalled: str, client: awa.AsyncClient, db: psycopg.Connection[Any], supervise: Any
 ) -> None:
     """Also when a service manager signals every process of the unit (systemd's
     KillMode=control-group): a child then gets SIGTERM twice, its own and the supervisor's,
     and took the second as "exit now", leaving its jobs running (a review). SIGHUP (the
-    terminal hung up) killed the supervisor on the spot; it now stops as SIGTERM does."""
+    terminal hung up) killed the supervisor on the spot; it now stops as SIGTERM does.
+    One event delivers some signals twice (``timeout`` sends SIGTERM to the command and
+    then to its group; a hang-up comes from the shell and from the kernel): the copy
+    killed every child mid-job (a review: two runs in three)."""
     install_audit(db)
     sup = supervise("--processes", "2", "--queue", "fleet=3", "--shutdown-timeout-ms", "20000")
     pids = sup.child_pids(2)
@@ -130,7 +136,11 @@ async def test_sigterm_drains_every_child_and_exits_0(
     if signalled == "every process at once":
         for pid in pids.values():
             os.kill(pid, signal.SIGTERM)
-    assert sup.stop(sig=signal.SIGHUP if signalled == "by SIGHUP" else signal.SIGTERM) == 0
+    sig = signal.SIGHUP if signalled.startswith("by SIGHUP") else signal.SIGTERM
+    if signalled.endswith("twice"):  # the copy once the first was taken (never merged)
+        sup.proc.send_signal(sig)
+        sup.wait_line(rf"{sig.name}: stopping 2 worker processes")
+    assert sup.stop(sig=sig) == 0
     # Every handler ran to its end in the process that claimed it, both processes busy.
     ran = _pids_that_ran(db)
     assert ran == {pids[0]: 3, pids[1]: 3}
@@ -139,6 +149,8 @@ async def test_sigterm_drains_every_child_and_exits_0(
     assert not any(_pid_alive(pid) for pid in pids.values())
     assert await client.list_runtime_instances() == []  # each deregistered on its way out
     assert sup.wait_line(r"all worker processes stopped \(exit statuses \[0, 0\]\)")
+    if signalled.endswith("twice"):
+        assert sup.wait_line(rf"{sig.name} again within 1 s: the same stop")
 
 
 async def test_one_metrics_endpoint_covers_every_child(

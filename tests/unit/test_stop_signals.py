@@ -106,3 +106,33 @@ def test_a_signal_while_the_exit_waits_for_stray_threads_exits_at_once() -> None
     )
     assert done.returncode == 128 + signal.SIGINT.value, done.stderr
     assert "SIGINT: exiting now" in done.stderr
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_copy_of_the_first_signal_within_the_window_is_the_same_stop(
+    sig: signal.Signals,
+) -> None:
+    """One event delivers SIGTERM (``timeout``) or SIGHUP (a hang-up) twice."""
+    clock = _Clock()
+    count = stop_signals.StopCount(clock)
+    assert count.receive(sig) == "first"
+    clock.now += stop_signals.REPEAT_WINDOW_S / 2
+    assert count.receive(sig) == "copy"
+    assert count.receive(signal.SIGTERM) == "copy"  # either kind, as one stop
+    clock.now += stop_signals.REPEAT_WINDOW_S
+    assert count.receive(sig) == "again"
+
+
+def test_a_second_sigint_always_counts() -> None:
+    """Ctrl-C pressed twice is a person asking to exit now, however quick the presses."""
+    count = stop_signals.StopCount(_Clock())
+    assert count.receive(signal.SIGTERM) == "first"
+    assert count.receive(signal.SIGINT) == "again"

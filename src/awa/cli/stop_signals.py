@@ -11,6 +11,12 @@ second one exits the process.
 SIGHUP (the terminal hung up) stops the worker as SIGTERM does, unless it is ignored
 (``nohup``): it used to kill the process on the spot, its jobs left ``running`` until
 their heartbeats went stale.
+
+One event can deliver the same signal twice: a terminal's hang-up reaches a foreground
+job from its shell and from the kernel, and ``timeout`` signals the command and then its
+process group. A SIGTERM or SIGHUP within :data:`REPEAT_WINDOW_S` of the first stop signal
+is that event's copy, not a second signal (a review: a closed terminal killed the handlers
+of two runs in three). SIGINT is a person's key: a second press always counts.
 """
 
 from __future__ import annotations
@@ -19,11 +25,39 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Literal
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+REPEAT_WINDOW_S = 1.0
+_SENT_TWICE_BY_ONE_EVENT = frozenset({signal.SIGTERM, signal.SIGHUP})
+
+
+class StopCount:
+    """The stop signals a process received: the first stops it; a later one is a second
+    signal unless it is a copy of the first event (a SIGTERM or SIGHUP within
+    :data:`REPEAT_WINDOW_S` of the first)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._first_at: float | None = None
+
+    def receive(self, sig: int) -> Literal["first", "copy", "again"]:
+        now = self._clock()
+        if self._first_at is None:
+            self._first_at = now
+            return "first"
+        if sig in _SENT_TWICE_BY_ONE_EVENT and now - self._first_at < REPEAT_WINDOW_S:
+            return "copy"
+        return "again"
+
+
+def copy_note(name: str) -> str:
+    """What a process says of a copy of its first stop signal."""
+    return f"{name} again within {REPEAT_WINDOW_S:g} s: the same stop"
 
 
 def stop_signals() -> list[signal.Signals]:
@@ -63,19 +97,20 @@ def handled(
     back): a second signal while the exit waits for tasks and threads left running still
     exits at once. An application that called ``main()`` gets its own back from there.
     """
-    received = 0
+    count = StopCount()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        nonlocal received
-        received += 1
+        received = count.receive(signum)
         name = signal.Signals(signum).name
-        if received == 1:
+        if received == "first":
             again = (
                 "the supervisor's second signal kills" if supervised else "a second signal exits"
             )
             say(f"{name}: shutting down (running jobs get {timeout_ms} ms); {again} at once")
             with contextlib.suppress(RuntimeError):  # the loop closed: nothing to stop
                 loop.call_soon_threadsafe(stop.set)
+        elif received == "copy":
+            say(copy_note(name))
         elif supervised:
             say(f"{name} again: already shutting down")
         else:

@@ -16,7 +16,8 @@ there when its worker runs, and it shuts itself down when the supervisor's end c
   timeout; the supervisor exits 0 when every child did. A child still starting (its
   worker not yet running, so holding no job) exits 0 on that SIGTERM (or dies of it, if
   it comes before ``awa worker`` handles it: awa.cli.early_signals), a clean stop too. A
-  second signal kills them.
+  second signal kills them; a SIGTERM or SIGHUP within a second of the first is that
+  event's copy (:class:`awa.cli.stop_signals.StopCount`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from awa.cli.stop_signals import stop_signals
+from awa.cli.stop_signals import StopCount, copy_note, stop_signals
 from awa.supervisor.link import LINK_ENV, parse_message
 
 RESTART_MIN_S = 0.5
@@ -108,7 +109,7 @@ class Supervisor:
         self._note = note
         self._stop: asyncio.Event | None = None
         self._stopping = False
-        self._signals = 0
+        self._signals = StopCount()
         self._fatal: int | None = None
 
     async def run(self) -> int:
@@ -144,10 +145,12 @@ class Supervisor:
 
     def _on_signal(self, sig: signal.Signals) -> None:
         assert self._stop is not None
-        self._signals += 1
-        if self._signals == 1:
+        received = self._signals.receive(sig)
+        if received == "first":
             self._note(f"{sig.name}: stopping {len(self.children)} worker processes")
             self._stop.set()
+        elif received == "copy":
+            self._note(copy_note(sig.name))
         else:
             self._note(f"{sig.name} again: killing the worker processes")
             self._kill_all()
