@@ -91,6 +91,10 @@ BAD_VALUES = [
       "w:min=5"], "argument --global-max-workers"),
     (["worker", "x:y", "--global-max-workers", "0"], "--global-max-workers"),
     (["worker", "tests.apps.worker_app:client", "--metrics-port", "70000"], "--metrics-port"),
+    (["worker", "tests.apps.worker_app:client", "--metrics-port", "0", "--metrics-host",
+      "no-such-host.invalid"], "argument --metrics-host"),  # was blamed on the port
+    (["worker", "tests.apps.worker_app:client", "--metrics-port", "0", "--metrics-host",
+      "no-such-host.invalid", "--processes", "2"], "argument --metrics-host"),
     (["worker", "tests.apps.worker_app:client", "--queue", "w=2", "--queue", "w=3"],
      "argument --queue"),
     (["worker", "tests.apps.worker_app:client", "--queue", "w=2", "--queue", "w=3",

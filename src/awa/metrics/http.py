@@ -7,6 +7,7 @@ loop; it refreshes the queue statistics on that loop (see :mod:`awa.metrics.gaug
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Protocol
@@ -38,7 +39,7 @@ class MetricsServer:
 
     def __init__(self, metrics: Renderer, *, port: int, host: str = "127.0.0.1") -> None:
         self.metrics = metrics
-        self._httpd = ThreadingHTTPServer((host, port), _handler(metrics))
+        self._httpd = _listening(host, port, _handler(metrics))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -85,6 +86,21 @@ class MetricsServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class _IPv6HTTPServer(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
+def _listening(
+    host: str, port: int, handler: type[BaseHTTPRequestHandler]
+) -> ThreadingHTTPServer:
+    """A server bound to ``host``, in its address family: ``ThreadingHTTPServer`` is
+    IPv4's only, and ``::1`` failed to bind (a review). A host that does not resolve
+    raises :class:`socket.gaierror`."""
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    server = _IPv6HTTPServer if family[0][0] == socket.AF_INET6 else ThreadingHTTPServer
+    return server((host, port), handler)
 
 
 def _handler(metrics: Renderer) -> type[BaseHTTPRequestHandler]:

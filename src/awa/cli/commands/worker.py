@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import importlib
 import os
+import socket
 import sys
 from collections.abc import Coroutine
 from typing import Any
@@ -219,7 +220,7 @@ def supervise(args: argparse.Namespace) -> int:
         try:
             server = MetricsServer(fleet, port=args.metrics_port, host=args.metrics_host).start()
         except OSError as exc:
-            return fail(f"argument --metrics-port: cannot listen: {exc}", 2)
+            return _cannot_serve_metrics(args, exc)
         sys.stderr.write(f"awa: metrics of all worker processes on {server.url}\n")
     # The standard event loop, whatever policy the application's module set when the check
     # above imported it (uvloop cannot start a child in a process group of its own). The
@@ -230,6 +231,13 @@ def supervise(args: argparse.Namespace) -> int:
     finally:
         if server is not None:
             server.stop()
+
+
+def _cannot_serve_metrics(args: argparse.Namespace, exc: OSError) -> int:
+    """Exit 2 naming the flag at fault: the host when it does not resolve, else the port."""
+    if isinstance(exc, socket.gaierror):
+        return fail(f"argument --metrics-host: cannot resolve {args.metrics_host!r}: {exc}", 2)
+    return fail(f"argument --metrics-port: cannot listen: {exc}", 2)
 
 
 async def run_worker(client: awa.AsyncClient, args: argparse.Namespace) -> int:
@@ -262,7 +270,7 @@ async def _serve(
         try:
             metrics_server = metrics.serve(client, port=args.metrics_port, host=args.metrics_host)
         except OSError as exc:
-            return fail(f"argument --metrics-port: cannot listen: {exc}", 2)
+            return _cannot_serve_metrics(args, exc)
         if link is None:
             sys.stderr.write(f"awa: metrics on {metrics_server.url}\n")
     await client.start(
