@@ -92,9 +92,7 @@ class _IPv6HTTPServer(ThreadingHTTPServer):
     address_family = socket.AF_INET6
 
 
-def _listening(
-    host: str, port: int, handler: type[BaseHTTPRequestHandler]
-) -> ThreadingHTTPServer:
+def _listening(host: str, port: int, handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
     """A server bound to ``host``, in its address family: ``ThreadingHTTPServer`` is
     IPv4's only, and ``::1`` failed to bind (a review). A host that does not resolve
     raises :class:`socket.gaierror`."""
