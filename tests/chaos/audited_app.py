@@ -5,7 +5,8 @@ maintenance settings — ``AWA_TEST_WORKER_SETTINGS`` (JSON) overrides them —,
 shutdown on SIGTERM, prints "ready" once running).
 
 Kind ``audited``: args ``ms`` (an ``await asyncio.sleep``), and ``block_ms``: on the
-job's first attempt only, the handler calls ``time.sleep`` — it blocks the whole event
+job's first claim only (``run_lease`` 1: a rescue before the first heartbeat gives the
+attempt number back, not the lease), the handler calls ``time.sleep`` — it blocks the whole event
 loop, heartbeats included — and then returns at once, so its outcome reaches the
 completer before any heartbeat can tell it that its lease is gone. Each execution is
 recorded with its attempt's ``(run_lease, attempted_at)`` just before the handler
@@ -32,7 +33,7 @@ recorder = Recorder(client.database_url)
 
 @client.task(None, kind="audited", queue="chaos")
 async def audited(job: awa.Job[Any]) -> None:
-    if job.attempt == 1 and job.args.get("block_ms"):
+    if job.run_lease == 1 and job.args.get("block_ms"):
         time.sleep(job.args["block_ms"] / 1000)  # noqa: ASYNC251 (the point: block the loop)
     else:
         await asyncio.sleep(job.args.get("ms", 0) / 1000)

@@ -63,9 +63,10 @@ async def test_blocked_loop_is_rescued_by_another_process_and_the_late_attempt_f
     history = check_history(db, ids)
     job = await client.get_job(blocker.id)
     assert job.state is awa.JobState.COMPLETED
-    # Rescued once while its process was alive but silent…
-    assert [e["type"] for e in job.errors] == ["HeartbeatStale"]
-    assert job.attempt == 2 and job.run_lease == 3  # claim, rescue, claim
+    # Rescued once while its process was alive but silent, before its first heartbeat: its
+    # attempt given back (once in its life)…
+    assert [e["type"] for e in job.errors] == ["NeverHeartbeated"]
+    assert job.attempt == 1 and job.run_lease == 3  # claim, rescue, claim
     # …both attempts ran to the end, and only the second one's outcome was written.
     (first, second) = sorted(history["executions"][blocker.id])
     assert first[0] == 1 and second == (job.run_lease, job.attempted_at)
@@ -83,7 +84,7 @@ async def test_blocked_loop_of_the_leader_itself(
 
     @client.task(None, kind="blocky", queue="q")
     async def blocky(job: awa.Job[Any]) -> None:
-        if job.attempt == 1 and job.args.get("block_ms"):
+        if job.run_lease == 1 and job.args.get("block_ms"):  # its first claim only
             time.sleep(job.args["block_ms"] / 1000)  # noqa: ASYNC251 (blocks this very loop)
         else:
             await asyncio.sleep(0.01)
@@ -102,12 +103,17 @@ async def test_blocked_loop_of_the_leader_itself(
     history = check_history(db, ids)
     job = await client.get_job(blocker.id)
     assert job.state is awa.JobState.COMPLETED
-    if job.attempt == 1:  # not rescued: the heartbeat won the race
-        assert job.errors == []
-    else:  # rescued once, the late attempt fenced
-        assert [e["type"] for e in job.errors] == ["HeartbeatStale"] and job.attempt == 2
-    # Every attempt ran to its end; the one that finished the job holds its lease.
-    assert len(history["executions"][blocker.id]) == job.attempt
+    if job.run_lease == 1:  # not rescued: the heartbeat won the race
+        assert job.errors == [] and job.attempt == 1
+    else:  # rescued once, the late attempt fenced; before any heartbeat, its attempt given
+        # back (the usual case: the handler blocked the loop from its start)
+        assert job.run_lease == 3
+        assert [(e["type"], job.attempt) for e in job.errors] in (
+            [("NeverHeartbeated", 1)],
+            [("HeartbeatStale", 2)],
+        )
+    # Every claim ran to its end; the one that finished the job holds its lease.
+    assert len(history["executions"][blocker.id]) == (job.run_lease + 1) // 2
     assert history["executions"][blocker.id][-1] == (job.run_lease, job.attempted_at)
 
 

@@ -113,9 +113,9 @@ async def test_rescued_last_attempt_is_dead_lettered_too(
     client: awa.AsyncClient, db: psycopg.Connection[Any]
 ) -> None:
     ghost = await client.insert({}, kind="ghost", queue="q", max_attempts=1)
-    db.execute(
+    db.execute(  # heartbeated once after its claim (never, it would get its attempt back)
         "UPDATE awa.jobs SET state = 'running', attempt = 1, run_lease = 1, "
-        "heartbeat_at = now() - interval '1 hour', attempted_at = now() - interval '1 hour' "
+        "heartbeat_at = now() - interval '1 hour', attempted_at = now() - interval '2 hours' "
         "WHERE id = %s",
         (ghost.id,),
     )

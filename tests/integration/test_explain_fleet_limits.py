@@ -16,6 +16,7 @@ from tests.integration.test_explain import (
     LIVE,
     codes,
     explained,
+    live,
     register_blocking,
     register_quick,
 )
@@ -106,6 +107,60 @@ async def test_pool_limit_gives_the_pool_and_what_its_members_run(
             message
         )
         assert "it runs 1, and the members run 1 of 1" in message
+    finally:
+        gate.set()
+        await client.shutdown()
+
+
+async def test_pool_limit_names_the_parts_when_the_pool_has_room(
+    client: awa.AsyncClient, gate: asyncio.Event, db: psycopg.Connection[Any]
+) -> None:
+    """The pool has room, but every process that could take the job runs its part of the
+    member's share (ADR 0037) — here beside a process that stopped with its part: explain
+    said "a live process has a free permit: its next poll claims it" for the 30 s its part
+    stayed reserved (a review)."""
+    register_blocking(client, gate)
+    await client.set_fleet_pool(4, {"q": awa.PoolMember()})
+    await client.start([("q", 4)], **LIVE)
+    try:
+        await live(client, "q")
+        (me,) = [i.instance_id for i in await client.list_runtime_instances()]
+        # A second process serving q that stopped (SIGKILL) a moment ago: its row, a copy
+        # of this one's, is live for 30 s more and keeps its part of the share reserved.
+        copy_row = (
+            "INSERT INTO awa.runtime_instances (instance_id, hostname, pid, started_at,"
+            " last_seen_at, snapshot) SELECT %s, hostname, 1, started_at, now(),"
+            " jsonb_set(snapshot, '{instance_id}', to_jsonb(%s::text))"
+            " FROM awa.runtime_instances WHERE instance_id = %s"
+            " ON CONFLICT (instance_id) DO UPDATE SET snapshot = excluded.snapshot,"
+            " last_seen_at = excluded.last_seen_at"
+        )
+        stopped = "00000000-0000-0000-0000-0000000000ee"
+        db.execute(copy_row, (stopped, stopped, me))
+        jobs = await client.insert_many([{}] * 3, kind="block", queue="q")
+
+        async def held_at_its_part() -> bool:
+            db.execute(copy_row, (stopped, stopped, me))  # not yet pruned by the leader
+            running = [await _running(client, j.id) for j in jobs]
+            (mine,) = [i for i in await client.list_runtime_instances() if i.instance_id == me]
+            fleet = mine.snapshot.queues["q"].fleet if mine.snapshot else None
+            return running == [True, True, False] and fleet is not None and fleet.blocked == "pool"
+
+        await wait_for(held_at_its_part)  # 2 of the pool's 4: this process's part
+
+        async def explained_at_the_parts() -> awa.Explanation | None:
+            db.execute(copy_row, (stopped, stopped, me))  # the stopped one, held there too
+            found = await client.explain(jobs[2].id)
+            top = found.reasons[0]
+            return found if top.code == C.POOL_LIMIT and "its part" in top.message else None
+
+        found = await wait_for(explained_at_the_parts)
+        reason = found.reasons[0]
+        assert "the fleet pool of 4, which has room for 2 more" in reason.message
+        assert "each of the 2 processes with a free permit runs its part" in reason.message
+        assert "keeps its part until its row is 30 s old" in reason.message
+        assert reason.details["processes_at_part"] == 2
+        assert "runs its part of the fleet pool" in found.summary
     finally:
         gate.set()
         await client.shutdown()

@@ -392,7 +392,8 @@ async def test_a_job_handed_to_a_worker_that_died_is_rescued(
     client: awa.AsyncClient, db: psycopg.Connection[Any]
 ) -> None:
     """A seat outlives its worker until it lapses: a job claimed for it then runs nowhere
-    until its heartbeat is stale, and the rescuer returns it (never lost)."""
+    until its heartbeat is stale, and the rescuer returns it (never lost) with its attempt
+    given back: it never ran."""
     db.execute(
         "INSERT INTO awa.handoff_seats (queue, channel, expires_at) "
         "VALUES ('q', 'awa_handoff_dead', now() + interval '1 minute')"
@@ -404,7 +405,8 @@ async def test_a_job_handed_to_a_worker_that_died_is_rescued(
     await _start(client, ran, handoff_seats=0)
     try:
         done = await wait_for(lambda: _completed(client, job.id))
-        assert ran == [job.id] and done.attempt == 2
+        assert ran == [job.id] and done.attempt == 1
+        assert done.errors[-1]["type"] == "NeverHeartbeated"
     finally:
         await client.shutdown()
 

@@ -111,9 +111,13 @@ def register(client: awa.AsyncClient, db: psycopg.Connection[Any], gate: asyncio
 
     @client.task(None, kind="stale", queue="metrics")
     async def stale(job: awa.Job[Any]) -> None:
-        # Another process took the lease. Blocking on purpose: no heartbeat can run
+        # Another process took the lease (and heartbeats it: silent since its claim, a
+        # rescue would give its attempt back). Blocking on purpose: no heartbeat can run
         # between this and the return, so the outcome is the one refused as stale.
-        db.execute("UPDATE awa.jobs SET run_lease = run_lease + 1 WHERE id = %s", (job.id,))
+        db.execute(
+            "UPDATE awa.jobs SET run_lease = run_lease + 1, heartbeat_at = now() WHERE id = %s",
+            (job.id,),
+        )
 
     @client.task(None, kind="gate", queue="metrics")
     async def gated(job: awa.Job[Any]) -> None:
@@ -121,11 +125,12 @@ def register(client: awa.AsyncClient, db: psycopg.Connection[Any], gate: asyncio
 
 
 async def insert_workload(client: awa.AsyncClient, db: psycopg.Connection[Any]) -> None:
-    # A job claimed by a worker that died: running, silent for an hour, last attempt.
+    # A job claimed by a worker that died: running, silent for an hour (after heartbeats
+    # since its claim), last attempt.
     ghost = await client.insert({}, kind="ghost", queue="elsewhere", max_attempts=1)
     db.execute(
         "UPDATE awa.jobs SET state = 'running', attempt = 1, run_lease = 1, "
-        "heartbeat_at = now() - interval '1 hour', attempted_at = now() - interval '1 hour' "
+        "heartbeat_at = now() - interval '1 hour', attempted_at = now() - interval '2 hours' "
         "WHERE id = %s",
         (ghost.id,),
     )

@@ -118,14 +118,23 @@ def _serving(db: psycopg.Connection[Any], instance: str, queues: dict[str, int])
     )
 
 
-def _serving_weighted(db: psycopg.Connection[Any], instance: str, queue: str, ceiling: int) -> None:
-    """A live weighted-mode instance: its capacity has no max_workers, only a ceiling."""
+def _serving_weighted(
+    db: psycopg.Connection[Any], instance: str, queue: str, ceiling: int, **now: int
+) -> None:
+    """A live weighted-mode instance: its capacity has no max_workers, only a ceiling.
+    ``now`` (absent from older snapshots): ``global_max_workers``, ``in_flight`` of
+    ``queue`` and ``elsewhere``, what its other queue runs."""
     capacity = {"mode": "weighted", "min_workers": 0, "weight": 1, "overflow_held": 0,
                 "ceiling": ceiling}  # fmt: skip
+    queues: dict[str, Any] = {queue: {"capacity": capacity}}
+    if now:
+        queues[queue]["in_flight"] = now["in_flight"]
+        queues["other"] = {"capacity": capacity, "in_flight": now["elsewhere"]}
+    snapshot = {"queues": queues, "global_max_workers": now.get("global_max_workers")}
     db.execute(
         "INSERT INTO awa.runtime_instances (instance_id, hostname, pid, started_at,"
         " last_seen_at, snapshot) VALUES (%s, 'h', 1, now(), now(), %s)",
-        (instance, Jsonb({"queues": {queue: {"capacity": capacity}}})),
+        (instance, Jsonb(snapshot)),
     )
 
 
@@ -186,6 +195,29 @@ async def test_a_weighted_process_counts_as_no_more_than_it_can_run(
     _serving_weighted(db, weighted, "a", 3)  # global_max_workers 3: at most 3 of a's jobs
     rows = _claim_as(db, "a", me, 0)
     assert len([r for r in rows if r[0] is not None]) == 7  # 10 − 3, not an even 5
+
+
+@pytest.mark.parametrize(("in_flight", "elsewhere", "mine"), [(0, 4, 8), (1, 3, 7), (0, 0, 4)])
+async def test_a_weighted_process_holds_back_no_more_than_it_can_take_now(
+    in_flight: int,
+    elsewhere: int,
+    mine: int,
+    client: awa.AsyncClient,
+    db: psycopg.Connection[Any],
+) -> None:
+    """A weighted process whose global permits another queue holds kept a full part of the
+    member it could not run: the pool of 8 ran 4 with jobs waiting, for as long as that
+    queue kept the permits (a review). It holds back what it runs of the member plus its
+    global permits nobody holds."""
+    me, weighted = "00000000-0000-0000-0000-00000000000a", "00000000-0000-0000-0000-00000000000d"
+    await client.set_fleet_pool(8, {"a": awa.PoolMember()})
+    await client.insert_many([{}] * 40, kind="k", queue="a")
+    _serving(db, me, {"a": 10})
+    _serving_weighted(
+        db, weighted, "a", 4, global_max_workers=4, in_flight=in_flight, elsewhere=elsewhere
+    )
+    rows = _claim_as(db, "a", me, 0)
+    assert len([r for r in rows if r[0] is not None]) == mine
 
 
 def _jobs_seq_scans_in(db: psycopg.Connection[Any], statement: str, *params: Any) -> int:

@@ -285,12 +285,13 @@ async def test_heartbeats_refresh_and_silent_jobs_are_rescued(
         await gate.wait()
 
     job = await client.insert({}, kind="k", queue="q")
-    # A job "claimed" by a process that died: running, with an old heartbeat, last attempt.
+    # A job "claimed" by a process that died: running, with an old heartbeat (one at least
+    # after its claim: never heartbeated, it would get its attempt back), last attempt.
     ghost = await client.insert({}, kind="ghost", queue="elsewhere", max_attempts=1)
     orphan = await client.insert({}, kind="ghost", queue="elsewhere", max_attempts=5)
     db.execute(
         "UPDATE awa.jobs SET state = 'running', attempt = 1, run_lease = 1, "
-        "heartbeat_at = now() - interval '1 hour', attempted_at = now() - interval '1 hour' "
+        "heartbeat_at = now() - interval '1 hour', attempted_at = now() - interval '2 hours' "
         "WHERE id = ANY(%s)",
         ([ghost.id, orphan.id],),
     )
@@ -318,6 +319,76 @@ async def test_heartbeats_refresh_and_silent_jobs_are_rescued(
         await _await_state(client, job.id, awa.JobState.COMPLETED)
     finally:
         await client.shutdown()
+
+
+async def test_a_claim_never_answered_gets_its_attempt_back_once(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], database_url: str
+) -> None:
+    """A claim commits on the server while its reply is lost with its connection (a
+    pooler restarted, a socket cut): no worker runs the job, and it never heartbeats. The
+    rescue used up its attempt: with ``max_attempts=1`` it ended failed without having run
+    (a review, through a real PgBouncer). Once in a job's life the attempt comes back; a
+    second time the rescue counts it, so a job that kills its worker at once still ends."""
+    from awa.maintenance import rescuer
+
+    await client.set_queue_limits("lost", concurrency=1)
+    job = await client.insert({}, kind="k", queue="lost", max_attempts=1)
+    pool = await client._get_pool()
+    epoch = lead_maintenance(db)
+
+    def claim_and_lose_the_reply() -> None:
+        db.execute("UPDATE awa.jobs SET state = 'available' WHERE id = %s", (job.id,))
+        db.execute("SELECT * FROM awa.claim('lost', 1, 0, 'on')")
+        db.execute(  # as old as staleness needs, its heartbeat still the claim's own
+            "UPDATE awa.jobs SET attempted_at = now() - interval '1 hour', "
+            "heartbeat_at = now() - interval '1 hour' WHERE id = %s", (job.id,),
+        )  # fmt: skip
+
+    claim_and_lose_the_reply()
+    with psycopg.connect(database_url, autocommit=True) as listener:
+        listener.execute("LISTEN awa_control")
+        rescued = await rescuer.rescue_stale_heartbeats(pool, 60_000, epoch)
+        notices = [n.payload for n in listener.notifies(timeout=2, stop_after=1)]
+    assert rescued == [(job.id, "lost", "k", "retryable")]
+    assert notices == ['{"freed" : "lost"}']  # its capped queue's slot, as any rescue's
+    back = await client.get_job(job.id)
+    assert (back.attempt, back.run_lease) == (0, 2)  # the lost claim's lease is fenced
+    assert back.errors[-1]["type"] == "NeverHeartbeated"
+
+    claim_and_lose_the_reply()  # the same again: counted this time
+    assert await rescuer.rescue_stale_heartbeats(pool, 60_000, epoch) == [
+        (job.id, "lost", "k", "failed")
+    ]
+    ended = await client.get_job(job.id)
+    assert (ended.attempt, ended.errors[-1]["type"]) == (1, "HeartbeatStale")
+
+
+async def test_a_job_given_its_attempt_back_runs(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    from awa.maintenance import promoter, rescuer
+
+    ran = asyncio.Event()
+
+    @client.task(None, kind="once", queue="q")
+    async def once(job: awa.Job[Any]) -> None:
+        ran.set()
+
+    job = await client.insert({}, kind="once", queue="q", max_attempts=1)
+    db.execute("SELECT * FROM awa.claim('q', 1, 0, 'on')")  # its reply lost
+    db.execute(
+        "UPDATE awa.jobs SET attempted_at = now() - interval '1 hour', "
+        "heartbeat_at = now() - interval '1 hour'"
+    )
+    pool, epoch = await client._get_pool(), lead_maintenance(db)
+    await rescuer.rescue_stale_heartbeats(pool, 60_000, epoch)
+    assert await promoter.promote_due(pool, epoch) == 1  # the test holds the leader's lease
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+        done = await _await_state(client, job.id, awa.JobState.COMPLETED)
+    finally:
+        await client.shutdown()
+    assert ran.is_set() and done.attempt == 1
 
 
 async def test_health_and_runtime_registry(client: awa.AsyncClient) -> None:

@@ -126,10 +126,13 @@ def partition_limit(f: Facts) -> Finding | None:
 
 
 def pool_limit(f: Facts) -> Finding | None:
-    """The fleet pool gives the queue no more room now (its minimum and share are in use)."""
+    """The fleet pool gives the queue no more room now (its minimum and share are in use),
+    or it has room but every process that could take the job runs its part of the share."""
     fleet = f.fleet
-    if fleet.pool_total is None or fleet.pool_room is None or fleet.pool_room > 0:
+    if fleet.pool_total is None or fleet.pool_room is None:
         return None
+    if fleet.pool_room > 0:
+        return _at_pool_parts(f)
     q = f.queue.name
     return finding(
         ReasonCode.POOL_LIMIT,
@@ -143,6 +146,34 @@ def pool_limit(f: Facts) -> Finding | None:
         running=f.queue.running,
         min_workers=fleet.pool_min_workers,
         weight=fleet.pool_weight,
+    )
+
+
+def _at_pool_parts(f: Facts) -> Finding | None:
+    """The pool has room, but each serving process with a free permit was held back at its
+    part of the member's share (ADR 0037) at its last claim: explain said "its next poll
+    claims it" while no process would (a review). As the processes' snapshots say, so it
+    lags by up to one snapshot."""
+    able = [s for s in f.serving() if s.free > 0]
+    if not able or any(s.runtime.fleet is None or s.runtime.fleet.blocked != "pool" for s in able):
+        return None
+    fleet = f.fleet
+    q = f.queue.name
+    processes = count(len(able), "process", "processes")
+    return finding(
+        ReasonCode.POOL_LIMIT,
+        f"Queue '{q}' is a member of the fleet pool of {fleet.pool_total}, which has room "
+        f"for {fleet.pool_room} more, but its share is split over the processes serving it "
+        f"(ADR 0037) and each of the {processes} with a free permit runs its part: it "
+        f"runs {f.queue.running}, the members {fleet.pool_running} of {fleet.pool_total}. "
+        f"One of them claims it when it finishes a job of '{q}'; a process that stopped "
+        "keeps its part until its row is 30 s old (awa runtime list).",
+        waits(f, f"each process serving queue '{q}' runs its part of the fleet pool"),
+        pool_total=fleet.pool_total,
+        pool_room=fleet.pool_room,
+        pool_running=fleet.pool_running,
+        running=f.queue.running,
+        processes_at_part=len(able),
     )
 
 
