@@ -220,6 +220,36 @@ async def test_a_weighted_process_holds_back_no_more_than_it_can_take_now(
     assert len([r for r in rows if r[0] is not None]) == mine
 
 
+async def test_another_queues_idle_minimum_is_not_the_members_to_take(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """0039 counted a weighted process's free permits as global_max_workers less what its
+    queues run: another queue's idle minimum counted as the member's, and with the
+    overflow held by a queue outside the pool, a pool of 8 ran 4 again (a review)."""
+    me, weighted = "00000000-0000-0000-0000-00000000000a", "00000000-0000-0000-0000-00000000000d"
+    await client.set_fleet_pool(8, {"a": awa.PoolMember()})
+    await client.insert_many([{}] * 40, kind="k", queue="a")
+    _serving(db, me, {"a": 10})
+
+    def weighted_queue(min_workers: int, in_flight: int) -> dict[str, Any]:
+        capacity = {"mode": "weighted", "min_workers": min_workers, "weight": 1,
+                    "overflow_held": max(0, in_flight - min_workers), "ceiling": 4}  # fmt: skip
+        return {"capacity": capacity, "in_flight": in_flight}
+
+    snapshot = {
+        "global_max_workers": 8,
+        "queues": {"a": weighted_queue(0, 0), "idle": weighted_queue(4, 0),
+                   "hog": weighted_queue(0, 4)},
+    }  # fmt: skip
+    db.execute(
+        "INSERT INTO awa.runtime_instances (instance_id, hostname, pid, started_at,"
+        " last_seen_at, snapshot) VALUES (%s, 'h', 1, now(), now(), %s)",
+        (weighted, Jsonb(snapshot)),
+    )
+    rows = _claim_as(db, "a", me, 0)
+    assert len([r for r in rows if r[0] is not None]) == 8
+
+
 def _jobs_seq_scans_in(db: psycopg.Connection[Any], statement: str, *params: Any) -> int:
     """Sequential scans of awa.jobs made by ``statement`` (this transaction's counters)."""
     with db.transaction():

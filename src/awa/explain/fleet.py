@@ -159,15 +159,16 @@ def _at_pool_parts(f: Facts) -> Finding | None:
         return None
     fleet = f.fleet
     q = f.queue.name
-    processes = count(len(able), "process", "processes")
+    who = f"each of the {len(able)} processes" if len(able) > 1 else "the one process"
     return finding(
         ReasonCode.POOL_LIMIT,
         f"Queue '{q}' is a member of the fleet pool of {fleet.pool_total}, which has room "
         f"for {fleet.pool_room} more, but its share is split over the processes serving it "
-        f"(ADR 0037) and each of the {processes} with a free permit runs its part: it "
+        f"(ADR 0037) and {who} with a free permit runs its part: it "
         f"runs {f.queue.running}, the members {fleet.pool_running} of {fleet.pool_total}. "
-        f"One of them claims it when it finishes a job of '{q}'; a process that stopped "
-        "keeps its part until its row is 30 s old (awa runtime list).",
+        f"It waits for a part to free: a job of '{q}' ending in one of them, or the "
+        "processes serving it changing (a process that stopped keeps its part until its "
+        "row is 30 s old: awa runtime list).",
         waits(f, f"each process serving queue '{q}' runs its part of the fleet pool"),
         pool_total=fleet.pool_total,
         pool_room=fleet.pool_room,

@@ -95,7 +95,9 @@ class _IPv6HTTPServer(ThreadingHTTPServer):
 def _listening(host: str, port: int, handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
     """A server bound to ``host``, in its address family: ``ThreadingHTTPServer`` is
     IPv4's only, and ``::1`` failed to bind (a review). A host that does not resolve
-    raises :class:`socket.gaierror`."""
+    raises :class:`socket.gaierror`; ``""`` is every IPv4 interface, as it always was."""
+    if not host:
+        return ThreadingHTTPServer((host, port), handler)
     family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     server = _IPv6HTTPServer if family[0][0] == socket.AF_INET6 else ThreadingHTTPServer
     return server((host, port), handler)

@@ -10,7 +10,8 @@
 -- rescued under it (session 24's review).
 -- A stale job never heartbeated since its claim (every claim writes heartbeat_at =
 -- attempted_at; a worker's first beat comes within its heartbeat interval) gets its attempt
--- back instead, once in its life (the NeverHeartbeated entry of its errors): a claim whose
+-- back instead, once while its errors keep the mark (a NeverHeartbeated entry among the
+-- last 20 it keeps: a job whose every claim dies first gets one more run per 21): a claim whose
 -- reply was lost with its connection (a pooler restarted, a socket cut) committed on the
 -- server, and its job, never run, used up an attempt; with max_attempts = 1 it ended
 -- failed without having run (a review). Its worker may also have died before that first
