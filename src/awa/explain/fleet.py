@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import shlex
 
-from awa.explain.facts import AHEAD_CAP, Facts
+from awa.explain.facts import AHEAD_CAP, LIVE_WITHIN_MS, Facts
 from awa.explain.finding import Finding, finding
 from awa.explain.waiting import waits
 from awa.explain.wording import ago, count, duration, rate
@@ -168,7 +168,7 @@ def _at_pool_parts(f: Facts) -> Finding | None:
         f"runs {f.queue.running}, the members {fleet.pool_running} of {fleet.pool_total}. "
         f"It waits for a part to free: a job of '{q}' ending in one of them, or the "
         "processes serving it changing (a process that stopped keeps its part until its "
-        "row is 30 s old: awa runtime list).",
+        f"row is {LIVE_WITHIN_MS // 1000} s old: awa runtime list).",
         waits(f, f"each process serving queue '{q}' runs its part of the fleet pool"),
         pool_total=fleet.pool_total,
         pool_room=fleet.pool_room,

@@ -10,41 +10,36 @@
 -- rescued under it (session 24's review).
 -- A stale job never heartbeated since its claim (every claim writes heartbeat_at =
 -- attempted_at; a worker's first beat comes within its heartbeat interval) gets its attempt
--- back instead, once while its errors keep the mark (a NeverHeartbeated entry among the
--- last 20 it keeps: a job whose every claim dies first gets one more run per 21): a claim whose
--- reply was lost with its connection (a pooler restarted, a socket cut) committed on the
--- server, and its job, never run, used up an attempt; with max_attempts = 1 it ended
--- failed without having run (a review). Its worker may also have died before that first
--- beat: once, not again, so a job that kills its worker at once still ends.
+-- back instead (end_lost_attempts' p_give_back, migration 0040), once while its errors
+-- keep the mark (a NeverHeartbeated entry among the last 20 it keeps: a job whose every
+-- claim dies first gets one more run per 21): a claim whose reply was lost with its
+-- connection (a pooler restarted, a socket cut) committed on the server, and its job,
+-- never run, used up an attempt; with max_attempts = 1 it ended failed without having run
+-- (a review). Its worker may also have died before that first beat: once, not again, so
+-- a job that kills its worker at once still ends.
 -- Expects jobs_running_idx (heartbeat_at) WHERE state = 'running'.
 -- Fenced: does nothing unless the given epoch is still the leader lease's (ADR 0019).
 WITH stale AS (
-    SELECT id, 'rescued: no heartbeat since ' || heartbeat_at::text AS error,
-        (heartbeat_at = attempted_at) IS TRUE  -- a row written by hand may lack either
-            AND NOT errors @> '[{"type": "NeverHeartbeated"}]' AS given_back
-    FROM awa.jobs
-    WHERE state = 'running'
-      AND heartbeat_at < now() - %(staleness_ms)s::bigint * interval '1 millisecond'
-      AND heartbeat_at < now() - interval '1 millisecond' * coalesce((
-          SELECT max((i.snapshot ->> 'heartbeat_staleness_ms')::bigint)
-          FROM awa.runtime_instances AS i
-          WHERE i.last_seen_at > now() - %(instances_kept_ms)s::bigint * interval '1 millisecond'
-            AND i.snapshot -> 'queues' ? awa.jobs.queue), 0)
-      AND (SELECT awa.leader_holds(%(epoch)s::bigint))
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-), returned AS (
-    UPDATE awa.jobs AS j
-    SET state = 'retryable', run_at = now(), attempt = j.attempt - 1,
-        run_lease = j.run_lease + 1,  -- fenced as a lost attempt is
-        heartbeat_at = NULL, callback_id = NULL, callback_timeout_at = NULL,
-        errors = awa.errors_append(j.errors, jsonb_build_array(jsonb_build_object(
-            'error', 'rescued: claimed at ' || j.attempted_at::text
-                || ' and never heartbeated; the attempt is given back (once)',
-            'attempt', j.attempt, 'at', now(), 'type', 'NeverHeartbeated')))
-    FROM stale AS s
-    WHERE j.id = s.id AND s.given_back AND j.state = 'running'
-    RETURNING j.id, j.queue::text AS queue, j.kind::text AS kind, j.state
+    SELECT id, given_back, CASE WHEN given_back
+            THEN 'rescued: claimed at ' || attempted_at::text
+                || ' and never heartbeated; the attempt is given back (once)'
+            ELSE 'rescued: no heartbeat since ' || heartbeat_at::text END AS error
+    FROM (
+        SELECT id, heartbeat_at, attempted_at,
+            (heartbeat_at = attempted_at) IS TRUE  -- a row written by hand may lack either
+                AND NOT errors @> '[{"type": "NeverHeartbeated"}]' AS given_back
+        FROM awa.jobs
+        WHERE state = 'running'
+          AND heartbeat_at < now() - %(staleness_ms)s::bigint * interval '1 millisecond'
+          AND heartbeat_at < now() - interval '1 millisecond' * coalesce((
+              SELECT max((i.snapshot ->> 'heartbeat_staleness_ms')::bigint)
+              FROM awa.runtime_instances AS i
+              WHERE i.last_seen_at > now() - %(instances_kept_ms)s::bigint * interval '1 millisecond'
+                AND i.snapshot -> 'queues' ? awa.jobs.queue), 0)
+          AND (SELECT awa.leader_holds(%(epoch)s::bigint))
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS r
 )
 SELECT r.id, r.queue, r.kind, r.state
 FROM awa.end_lost_attempts(
@@ -53,6 +48,8 @@ FROM awa.end_lost_attempts(
     'HeartbeatStale'
 ) AS r
 UNION ALL
-SELECT g.id, g.queue, g.kind, g.state
-FROM returned AS g
-CROSS JOIN (SELECT awa.announce_freed_in(array_agg(DISTINCT x.queue)) FROM returned AS x) AS freed
+SELECT r.id, r.queue, r.kind, r.state
+FROM awa.end_lost_attempts(
+    (SELECT coalesce(jsonb_object_agg(s.id, s.error), '{}') FROM stale AS s WHERE s.given_back),
+    'NeverHeartbeated', p_give_back => true
+) AS r
