@@ -31,16 +31,17 @@ def spawn_worker(database_url: str) -> Iterator[SpawnWorker]:
         app: str = "tests.apps.worker_app",
         name: str | None = None,
         settings: dict[str, Any] | None = None,
+        url: str | None = None,
+        env: dict[str, str] | None = None,
     ) -> subprocess.Popen[str]:
         """``name`` becomes the connections' ``application_name`` (to tell in the database
-        which process did what); ``settings`` override the app's worker settings."""
-        url = (
-            database_url
-            if name is None
-            else conninfo.make_conninfo(database_url, application_name=name)
-        )
+        which process did what); ``settings`` override the app's worker settings; ``url``
+        replaces the test database's (a proxy's, say); ``env`` is added to its environment."""
+        url = url or database_url
+        if name is not None:
+            url = conninfo.make_conninfo(url, application_name=name)
         env = {**os.environ, "AWA_DATABASE_URL": url, "PYTHONPATH": CHILD_PYTHONPATH,
-               "AWA_TEST_WORKER_SETTINGS": json.dumps(settings or {})}  # fmt: skip
+               "AWA_TEST_WORKER_SETTINGS": json.dumps(settings or {}), **(env or {})}  # fmt: skip
         proc = subprocess.Popen(
             [sys.executable, "-m", app, *queues],
             cwd=ROOT,

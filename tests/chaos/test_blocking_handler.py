@@ -197,6 +197,7 @@ async def test_a_stale_outcome_waiting_to_be_written_does_not_hide_the_new_attem
         ).fetchone()
         keys.append(row)
     cancelled: list[tuple[int, int | None]] = []
+    confirmed: list[Any] = []
 
     class Executor:
         def in_flight(self) -> list[Any]:
@@ -206,13 +207,16 @@ async def test_a_stale_outcome_waiting_to_be_written_does_not_hide_the_new_attem
             cancelled.append((job_id, lease))
             return True
 
+        def lease_confirmed(self, keys: list[Any], alive: set[int], sent: float) -> None:
+            confirmed.extend(key for key in keys if key[0] in alive)
+
     class Completer:
         def attempts(self) -> list[Any]:
             return [keys[0]]
 
     pool = await client._get_pool()
     lost = await heartbeat.beat(pool, Executor(), Completer())  # type: ignore[arg-type]
-    assert (lost, cancelled) == (0, [])
+    assert (lost, cancelled, confirmed) == (0, [], [keys[1]])
     row = db.execute(
         "SELECT heartbeat_at > now() - interval '10 seconds' FROM awa.jobs WHERE id = %s",
         (job.id,),

@@ -29,6 +29,12 @@ from awa.worker.permits import Permit
 
 R = TypeVar("R")
 
+LEASE_UNCONFIRMED = "lease unconfirmed"
+"""Why an attempt is stopped when no heartbeat confirmed its lease for too long."""
+STOPPED_BY_WORKER = frozenset({"deadline", LEASE_UNCONFIRMED})
+"""Stops the worker decides alone, the row still its own: it writes their outcome (every
+other stop — a cancel, a lost lease, shutdown — follows a row that moved on already)."""
+
 
 class AttemptServices:
     """The worker's I/O for attempts: immediate progress writes and callback ids.
@@ -105,14 +111,16 @@ class Attempt:
         "callback_wake",
         "cancel_reason",
         "claimed_at",
+        "deadline_at",
         "deadline_ms",
-        "due",
         "identity",
         "interruptible",
         "job",
         "key",
+        "lease_until",
         "permit",
         "started",
+        "stop_at",
         "stuck",
         "task",
         "thread",
@@ -137,7 +145,14 @@ class Attempt:
         self.started = time.monotonic()
         # When the claim was sent (monotonic): the oldest this claim can be.
         self.claimed_at = self.started if claimed_at is None else claimed_at
-        self.due = self.started + deadline_ms / 1000 if deadline_ms > 0 else None
+        # The deadline clock (None: no deadline, or paused while waiting for a callback).
+        self.deadline_at = self.started + deadline_ms / 1000 if deadline_ms > 0 else None
+        # Past this the worker can no longer vouch for the lease (no heartbeat confirmed it
+        # since): the job may be rescued soon, so the handler is stopped first. Set by the
+        # executor; moved on by each heartbeat that finds the attempt still running.
+        self.lease_until: float | None = None
+        # Asked to stop: when to give up waiting for the handler (None: never again).
+        self.stop_at: float | None = None
         self.interruptible = False  # True while an async handler runs: cancel it at the due
         # Set while the handler waits in wait_for_callback: a stop from outside wakes the
         # wait, which reads the row and raises CallbackEnded, instead of cancelling it.
@@ -151,6 +166,18 @@ class Attempt:
         self.callback_id: str | None = None
         self._services = services
         job._attempt = self
+
+    @property
+    def due(self) -> float | None:
+        """When the deadline watcher must next look at this attempt (``time.monotonic()``):
+        its deadline or its lease's limit, whichever comes first; once it was asked to stop,
+        the time to give up on its handler."""
+        if self.cancel_reason is not None:
+            return self.stop_at
+        deadline, lease = self.deadline_at, self.lease_until
+        if deadline is None or (lease is not None and lease < deadline):
+            return lease
+        return deadline
 
     @property
     def handler_running(self) -> bool:
@@ -233,19 +260,19 @@ class Attempt:
 
     def pause_deadline(self) -> float | None:
         """Stop the deadline clock; the seconds that were left (None: no deadline)."""
-        if self.due is None or self.cancel_reason is not None:
+        if self.deadline_at is None or self.cancel_reason is not None:
             return None
-        left, self.due = max(self.due - time.monotonic(), 0.0), None
+        left, self.deadline_at = max(self.deadline_at - time.monotonic(), 0.0), None
         return left
 
     def resume_deadline(self, left: float | None) -> None:
         """Run the deadline clock again with ``left`` seconds (None: no deadline)."""
         if left is None or self.cancel_reason is not None:
             return
-        self.due = time.monotonic() + left
+        self.deadline_at = time.monotonic() + left
         noticed = self._services.deadline_noticed if self._services is not None else None
         if noticed is not None:
-            noticed(self.due)
+            noticed(self.deadline_at)
 
     # -- the outcome -----------------------------------------------------------------
 
@@ -265,6 +292,18 @@ class Attempt:
     def failed(self, message: str, kind: str, *, terminal: bool) -> results.Finalization:
         """The outcome of a failure the worker detected itself."""
         return self.outcome(results.failure(self._settled(), message, kind, terminal=terminal))
+
+    def cut_short(self, note: str = "") -> results.Finalization:
+        """The outcome of an attempt the worker stopped itself (:data:`STOPPED_BY_WORKER`):
+        retried with backoff, or failed on its last attempt."""
+        if self.cancel_reason == LEASE_UNCONFIRMED:
+            message = (
+                "stopped: no heartbeat confirmed its lease in time (cut off from the "
+                f"database?), so it could be rescued and run elsewhere{note}"
+            )
+            return self.failed(message, "LeaseUnconfirmed", terminal=False)
+        message = f"deadline of {self.deadline_ms} ms exceeded{note}"
+        return self.failed(message, "DeadlineExceeded", terminal=False)
 
     def _settled(self) -> Job[Any]:
         """The job with the attempt's own identity put back: a handler that set

@@ -22,7 +22,9 @@ from awa.service import LoopService
 class Deadlined(Protocol):
     """What the watcher needs of an attempt."""
 
-    due: float | None  # time.monotonic() when it is next due, None for never
+    @property
+    def due(self) -> float | None:
+        """``time.monotonic()`` when it is next due, None for never."""
 
 
 class DeadlineWatch(LoopService):

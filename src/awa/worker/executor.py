@@ -23,7 +23,7 @@ from awa.serialization import decode_args
 from awa.types import Job
 from awa.worker import results
 from awa.worker.abandon import ABANDON_AFTER_S, Abandoned
-from awa.worker.attempt import Attempt, AttemptServices
+from awa.worker.attempt import LEASE_UNCONFIRMED, STOPPED_BY_WORKER, Attempt, AttemptServices
 from awa.worker.completer import Completer
 from awa.worker.deadlines import Deadlined, DeadlineWatch
 from awa.worker.observe import Observer
@@ -63,6 +63,9 @@ class Executor:
         # about to start is first checked against the database (see _may_start).
         self.revalidate: Callable[[list[results.AttemptKey]], Awaitable[set[int]]] | None = None
         self.revalidate_after_s = math.inf
+        # Set by the worker: how long a handler may run with no heartbeat confirming its
+        # lease before it is stopped (see heartbeat.unconfirmed_limit_s).
+        self.lease_limit_s = math.inf
 
     def launch(
         self, job: Job[Any], permit: Permit, deadline_ms: int, claimed_at: float | None = None
@@ -70,14 +73,17 @@ class Executor:
         """Run ``job``'s handler in a new task that owns ``permit`` (``claimed_at``: the
         ``time.monotonic()`` at which its claim was sent)."""
         attempt = Attempt(job, permit, deadline_ms, self.services, claimed_at)
+        if self.lease_limit_s != math.inf:
+            attempt.lease_until = attempt.claimed_at + self.lease_limit_s
         earlier = self.attempts.get(job.id)
         if earlier is not None:
             self._supersede(earlier)
         self.attempts[job.id] = attempt
         self.started += 1
         attempt.task = asyncio.create_task(self._run(attempt))
-        if attempt.due is not None:
-            self.deadlines.noticed(attempt.due)
+        due = attempt.due
+        if due is not None:
+            self.deadlines.noticed(due)
 
     def _supersede(self, earlier: Attempt) -> None:
         """``earlier``'s job was just claimed again, so its lease is gone: it is stopped as
@@ -87,8 +93,8 @@ class Executor:
         if earlier.request_cancel("lease lost"):
             _interrupt(earlier)
             self._stop_requested(earlier)
-        elif earlier.due is not None:
-            self.deadlines.noticed(earlier.due)
+        elif earlier.stop_at is not None:
+            self.deadlines.noticed(earlier.stop_at)
 
     def _watched(self) -> list[Attempt]:
         """Every attempt the deadline watcher looks after: current and superseded."""
@@ -171,8 +177,8 @@ class Executor:
                 value = await self._run_async(task, attempt)
             else:
                 value = await self._run_sync(task, attempt)
-        except _DeadlineExceeded:
-            return _cut_short(attempt)
+        except _StoppedByWorker:
+            return attempt.cut_short()
         except asyncio.CancelledError as exc:
             if attempt.cancel_reason is not None:
                 return None  # cancelled by an operator or a lost lease: the row moved on already
@@ -182,7 +188,7 @@ class Executor:
             # concurrent future): an error like any other, not a silent exit.
             return attempt.raised(exc)
         except Exception as exc:
-            if attempt.cancel_reason not in (None, "deadline"):
+            if attempt.cancel_reason is not None and attempt.cancel_reason not in STOPPED_BY_WORKER:
                 # Raised because it was stopped (CallbackEnded from a wait, a plain def
                 # seeing is_cancelled()): the row moved on; reported as the stop it was.
                 return None
@@ -193,11 +199,11 @@ class Executor:
             logger.warning("%s: handler raised %s; the worker goes on",
                            attempt.describe(), type(exc).__name__)  # fmt: skip
             return attempt.raised(exc)
-        if attempt.cancel_reason == "deadline":
-            # Returned after its deadline stopped it (a plain def flagged, or an async one
+        if attempt.cancel_reason in STOPPED_BY_WORKER:
+            # Returned after the worker stopped it (a plain def flagged, or an async one
             # that caught the cancellation): whether the work got done, a return after the
             # stop cannot say. One rule for both kinds.
-            return _cut_short(attempt)
+            return attempt.cut_short()
         if attempt.cancel_reason is not None:  # stopped meanwhile: the row moved on
             return None
         return attempt.returned(value)
@@ -211,7 +217,8 @@ class Executor:
         if attempt.cancel_reason not in (None, "deadline"):
             self._not_started(attempt, f"stopped before it began ({attempt.cancel_reason})")
             return False
-        waited = time.monotonic() - attempt.claimed_at
+        sent = time.monotonic()
+        waited = sent - attempt.claimed_at
         if waited <= self.revalidate_after_s or self.revalidate is None:
             return True
         try:
@@ -229,6 +236,7 @@ class Executor:
             ours = False
         attempt.claimed_at = time.monotonic()
         if ours:
+            self._lease_confirmed(attempt, sent)
             return True
         attempt.request_cancel("lease lost")
         self._not_started(attempt, f"its claim waited {waited:.1f} s and is no longer ours")
@@ -242,48 +250,73 @@ class Executor:
         )  # fmt: skip
 
     def _expire(self, attempt: Deadlined) -> None:
-        """``attempt`` is due: at its deadline, flag it (and cancel it when it is a
-        coroutine); when it was asked to stop ``ABANDON_AFTER_S`` ago, give up on it."""
+        """``attempt`` is due: at its deadline or its lease's limit, flag it (and cancel
+        it when it is a coroutine); when it was asked to stop ``ABANDON_AFTER_S`` ago, give
+        up on it."""
         assert isinstance(attempt, Attempt)
-        if attempt.request_cancel("deadline"):
+        lease = attempt.lease_until
+        lapsing = lease is not None and lease <= time.monotonic()
+        reason = LEASE_UNCONFIRMED if lapsing else "deadline"
+        if attempt.request_cancel(reason):
+            if reason == LEASE_UNCONFIRMED:
+                logger.warning(
+                    "%s: no heartbeat confirmed its lease for %.1f s (cut off from the "
+                    "database?); stopping its handler before the job can be rescued and run "
+                    "elsewhere", attempt.describe(), self.lease_limit_s,
+                    extra={"event": "lease_unconfirmed", "job_id": attempt.job.id},
+                )  # fmt: skip
+            # Not _interrupt: a handler waiting for its callback would be woken to read its
+            # row, which a worker cut off from the database cannot do.
             if attempt.interruptible and attempt.task is not None:
                 attempt.task.cancel()
             self._stop_requested(attempt)
         else:
             self._give_up(attempt)
 
+    def lease_confirmed(self, keys: list[results.AttemptKey], alive: set[int], sent: float) -> None:
+        """A heartbeat sent at ``sent`` (monotonic) for ``keys`` found the attempts of
+        ``alive`` still running under them: their leases hold until ``sent`` plus the limit."""
+        for key in keys:
+            attempt = self.attempts.get(key[0])
+            if attempt is not None and attempt.key == key and key[0] in alive:
+                self._lease_confirmed(attempt, sent)
+
+    def _lease_confirmed(self, attempt: Attempt, sent: float) -> None:
+        if attempt.lease_until is not None:
+            attempt.lease_until = max(attempt.lease_until, sent + self.lease_limit_s)
+
     def _stop_requested(self, attempt: Attempt) -> None:
         """Give the handler ``ABANDON_AFTER_S`` to notice before it is abandoned."""
-        attempt.due = time.monotonic() + ABANDON_AFTER_S
-        self.deadlines.noticed(attempt.due)
+        attempt.stop_at = time.monotonic() + ABANDON_AFTER_S
+        self.deadlines.noticed(attempt.stop_at)
 
     def _give_up(self, attempt: Attempt) -> None:
         if not attempt.handler_running:  # returning right now: it ends by itself
-            attempt.due = None
+            attempt.stop_at = None
             return
         if self.abandoned.full:
             self.abandoned.refused(attempt)
             self._stop_requested(attempt)  # look again later: the limit may have room
             return
-        attempt.due = None
+        attempt.stop_at = None
         attempt.stuck = False
         self._forget(attempt)  # no more heartbeats, fencing or deadlines
         self.abandoned.take(attempt)
 
     async def _run_async(self, task: Task, attempt: Attempt) -> Any:
         if attempt.cancel_reason == "deadline":  # expired before the handler started
-            raise _DeadlineExceeded()
+            raise _StoppedByWorker()
         if attempt.cancel_reason is not None:  # asked to stop while _may_start awaited
             raise asyncio.CancelledError()
         attempt.interruptible = True
         try:
             return await task.handler(attempt.job)
         except asyncio.CancelledError:
-            if attempt.cancel_reason == "deadline":
+            if attempt.cancel_reason in STOPPED_BY_WORKER:
                 current = asyncio.current_task()
                 if current is not None:
                     current.uncancel()
-                raise _DeadlineExceeded() from None
+                raise _StoppedByWorker() from None
             raise
         finally:
             attempt.interruptible = False
@@ -390,12 +423,6 @@ def _retrieved(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-def _cut_short(attempt: Attempt) -> results.Finalization:
-    """The outcome of an attempt its deadline stopped: retried (or failed on its last)."""
-    message = f"deadline of {attempt.deadline_ms} ms exceeded"
-    return attempt.failed(message, "DeadlineExceeded", terminal=False)
-
-
 def _interrupt(attempt: Attempt) -> None:
     """Stop a handler asked to stop (its cancel_reason set): an async one at its next
     await. One waiting for its callback is woken instead: the wait raises CallbackEnded
@@ -410,8 +437,8 @@ def _interrupt(attempt: Attempt) -> None:
         attempt.task.cancel()
 
 
-class _DeadlineExceeded(Exception):
-    """Internal: the attempt ran past its deadline."""
+class _StoppedByWorker(Exception):
+    """Internal: the worker stopped the attempt itself (its deadline, its lease's limit)."""
 
 
 def _being_cancelled() -> bool:

@@ -2,11 +2,17 @@
 
 An attempt whose row no longer matches (rescued elsewhere, cancelled) has lost its
 lease: its handler is told to stop, and its outcome will be fenced anyway.
+
+An attempt the heartbeat cannot reach the database for is stopped too, before its job can
+be rescued: a worker cut off from the server (a network partition, a pool held by the
+application, a statement that hangs) cannot learn that its lease was taken, and its
+handler would run on beside the job's next run elsewhere (:func:`unconfirmed_limit_s`).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
 from psycopg_pool import AsyncConnectionPool
 
@@ -29,6 +35,16 @@ async def still_running(
         return {row[0] for row in await cur.fetchall()}
 
 
+def unconfirmed_limit_s(interval_ms: int, staleness_ms: int) -> float:
+    """How long a handler may run with no heartbeat confirming its lease: from when the
+    claim or the last confirming beat was *sent* (the row's heartbeat_at is no older), the
+    staleness less a margin for the handler to stop — the heartbeat interval or a quarter
+    of the staleness, whichever is longer (60 s of the default 90), but never so close to
+    the interval that an ordinary late beat stops it."""
+    staleness, interval = staleness_ms / 1000, interval_ms / 1000
+    return max(staleness - max(interval, staleness / 4), (staleness + interval) / 2)
+
+
 async def _cancelled(pool: AsyncConnectionPool, keys: list[AttemptKey]) -> set[int]:
     """A cancel the heartbeat learns of before its notice still stops the handler as one."""
     async with pool.connection() as conn:
@@ -49,7 +65,9 @@ async def beat(
     keys = list(dict.fromkeys([*running, *completer.attempts()]))
     if not keys:
         return 0
+    sent = time.monotonic()
     alive = await still_running(pool, keys, synchronous_commit)
+    executor.lease_confirmed(running, alive, sent)
     gone = [key for key in running if key[0] not in alive]
     cancelled = await _cancelled(pool, gone) if gone else set()
     lost = 0

@@ -156,6 +156,11 @@ class Worker:
             pool, keys, config.synchronous_commit
         )
         executor.revalidate_after_s = config.heartbeat_staleness_ms / 2000
+        # A handler whose lease no heartbeat confirmed for this long is stopped before its
+        # job can be rescued: it never runs beside the job's next run (a network partition).
+        executor.lease_limit_s = heartbeat.unconfirmed_limit_s(
+            config.heartbeat_interval_ms, config.heartbeat_staleness_ms
+        )
         # Handlers abandoned at a time (ADR 0016): the permits, not the thread ceiling.
         executor.abandoned.limit = max(config.total_permits, 1)
         return executor

@@ -1,0 +1,161 @@
+"""A handler whose lease no heartbeat confirms for too long is stopped by its own worker
+(heartbeat.unconfirmed_limit_s): cut off from the database, the worker cannot learn that
+its job was rescued, and the handler would run beside the job's next run elsewhere."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from awa.types import Job, JobState
+from awa.worker import results
+from awa.worker.executor import Executor
+from awa.worker.heartbeat import unconfirmed_limit_s
+from awa.worker.registry import TaskRegistry
+from tests.helpers import wait_for
+
+
+class _Permit:
+    def __init__(self) -> None:
+        self.released = 0
+
+    def release(self) -> None:
+        self.released += 1
+
+
+class _Completer:
+    def __init__(self) -> None:
+        self.outcomes: list[results.Finalization] = []
+
+    async def submit(self, outcome: results.Finalization) -> None:
+        self.outcomes.append(outcome)
+
+    def attempts(self) -> list[results.AttemptKey]:
+        return []
+
+
+def _job(job_id: int = 7, attempted_at: datetime | None = None) -> Job[Any]:
+    at = attempted_at or datetime.now(UTC)
+    return Job(
+        id=job_id, kind="k", queue="q", args={}, state=JobState.RUNNING, priority=2, attempt=1,
+        max_attempts=25, run_lease=1, tags=[], metadata={}, progress=None, errors=[],
+        created_at=at, run_at=at, attempted_at=at, deadline_at=None, finalized_at=None,
+    )  # fmt: skip
+
+
+def _executor(handler: Any, lease_limit_s: float) -> tuple[Executor, _Completer]:
+    registry = TaskRegistry()
+    registry.register(None, handler, kind="k", queue="q")
+    completer = _Completer()
+    executor = Executor(registry, completer, threads=2)  # type: ignore[arg-type]
+    executor.lease_limit_s = lease_limit_s
+    return executor, completer
+
+
+def _stop(executor: Executor) -> None:
+    for attempt in executor.attempts.values():
+        assert attempt.task is not None
+        attempt.task.cancel()
+
+
+@pytest.mark.parametrize(
+    ("interval_ms", "staleness_ms", "limit_s"),
+    [
+        (30_000, 90_000, 60.0),  # the defaults: the staleness less one interval
+        (200, 1_500, 1.125),  # the tests' fast settings: less a quarter of the staleness
+        (1_000, 1_200, 1.1),  # staleness barely past the interval: never below it
+    ],
+)
+def test_the_limit_leaves_the_handler_time_to_stop_before_a_rescue(
+    interval_ms: int, staleness_ms: int, limit_s: float
+) -> None:
+    limit = unconfirmed_limit_s(interval_ms, staleness_ms)
+    assert limit == pytest.approx(limit_s)
+    assert interval_ms / 1000 < limit < staleness_ms / 1000
+
+
+async def test_each_confirming_beat_moves_the_limit_from_when_it_was_sent() -> None:
+    async def handler(job: Job[Any]) -> None:
+        await asyncio.Event().wait()
+
+    executor, _ = _executor(handler, lease_limit_s=10.0)
+    claimed_at = time.monotonic()
+    job = _job()
+    executor.launch(job, _Permit(), deadline_ms=0, claimed_at=claimed_at)  # type: ignore[arg-type]
+    attempt = executor.attempts[job.id]
+    assert attempt.lease_until == claimed_at + 10 and attempt.due == attempt.lease_until
+    key = attempt.key
+    executor.lease_confirmed([key], {job.id}, claimed_at + 5)
+    assert attempt.lease_until == claimed_at + 15
+    executor.lease_confirmed([key], {job.id}, claimed_at + 1)  # a slower, older beat
+    assert attempt.lease_until == claimed_at + 15
+    executor.lease_confirmed([key], set(), claimed_at + 8)  # the beat did not find it
+    other_claim = (job.id, 1, key[2] - timedelta(seconds=1))  # an older attempt's key
+    executor.lease_confirmed([other_claim], {job.id}, claimed_at + 8)
+    assert attempt.lease_until == claimed_at + 15
+    _stop(executor)
+
+
+async def test_the_deadline_stays_due_first_when_it_is_nearer() -> None:
+    async def handler(job: Job[Any]) -> None:
+        await asyncio.Event().wait()
+
+    executor, _ = _executor(handler, lease_limit_s=60.0)
+    executor.launch(_job(), _Permit(), deadline_ms=1_000)  # type: ignore[arg-type]
+    attempt = executor.attempts[7]
+    assert attempt.due == attempt.deadline_at and attempt.deadline_at is not None
+    assert attempt.lease_until is not None and attempt.deadline_at < attempt.lease_until
+    _stop(executor)
+
+
+async def test_no_limit_when_the_worker_sets_none() -> None:
+    async def handler(job: Job[Any]) -> None:
+        await asyncio.Event().wait()
+
+    executor, _ = _executor(handler, lease_limit_s=math.inf)
+    executor.launch(_job(), _Permit(), deadline_ms=0)  # type: ignore[arg-type]
+    attempt = executor.attempts[7]
+    assert attempt.lease_until is None and attempt.due is None
+    _stop(executor)
+
+
+@pytest.mark.parametrize("kind", ["async", "sync"])
+async def test_an_unconfirmed_lease_stops_the_handler_and_retries_the_job(kind: str) -> None:
+    stopped: list[str] = []
+
+    async def async_handler(job: Job[Any]) -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            stopped.append("cancelled")
+            raise
+
+    def sync_handler(job: Job[Any]) -> None:
+        while not job.is_cancelled():
+            time.sleep(0.01)
+        stopped.append("flagged")
+
+    handler = async_handler if kind == "async" else sync_handler
+    executor, completer = _executor(handler, lease_limit_s=0.05)
+    executor.start()
+    permit = _Permit()
+    try:
+        executor.launch(_job(), permit, deadline_ms=60_000)  # type: ignore[arg-type]
+
+        async def ended() -> bool:
+            return permit.released == 1
+
+        await wait_for(ended, timeout=10)
+    finally:
+        await executor.stop()
+        executor.close()
+    assert stopped == ["cancelled" if kind == "async" else "flagged"]
+    [outcome] = completer.outcomes
+    assert outcome.state is JobState.RETRYABLE
+    assert outcome.error is not None and outcome.error["type"] == "LeaseUnconfirmed"
+    assert executor.in_flight() == []
