@@ -213,10 +213,11 @@ class BlockingCallOnLoop(AwaError, RuntimeError):
 
 class WrongEventLoop(AwaError, RuntimeError):
     """An :class:`~awa.AsyncClient` was used on an event loop other than the one its
-    connection pool runs on, while that one still runs (the pool's background tasks live
+    connection pool runs on, while that one is not closed (the pool's background tasks live
     there). Use one client per event loop, or the blocking :class:`~awa.Client` from other
-    threads. (After the first loop has closed — ``asyncio.run`` called again — the client
-    opens a new pool on the new loop by itself.)"""
+    threads; with pytest-asyncio, a client fixture needs the ``loop_scope`` of its tests.
+    (After the first loop has closed — ``asyncio.run`` called again — the client opens a
+    new pool on the new loop by itself.)"""
 
 
 class BuildError(AwaError, ValueError):

@@ -38,6 +38,7 @@ from awa.client.async_client import AsyncClient
 from awa.client.sync_client import Client
 from awa.config import DEFAULT_QUEUE, QueueConfig
 from awa.db import sql
+from awa.db.errors import mapped
 from awa.db.lane import ConnectionLane
 from awa.db.pool import Pool
 from awa.db.rows import job_rows
@@ -126,9 +127,12 @@ class _Runner:
             return None
         try:
             return await self.client.get_job(job.id)
-        except JobNotFound:  # moved to the dead letter queue
-            job.state = JobState.FAILED
-            return job
+        except JobNotFound:  # moved to the dead letter queue: the job as stored there
+            try:
+                return (await self.client.get_dlq_job(job.id)).job
+            except JobNotFound:  # purged or retried from it meanwhile
+                job.state = JobState.FAILED
+                return job
 
     async def claim_and_run(self, queue: str) -> Job[Any] | None:
         """One poll of a real dispatcher with one permit, then the job's outcome."""
@@ -202,11 +206,18 @@ class _LastOutcome(Observer):
 
 
 async def _on_client_loop(client: AnyClient, coro: Coroutine[Any, Any, R]) -> R:
-    """Run ``coro`` where the client's pool lives: a sync Client's private loop."""
+    """Run ``coro`` where the client's pool lives: a sync Client's private loop. Driver
+    errors come out as awa's (a schema never migrated: ``SchemaNotMigrated``), as from the
+    client's own calls."""
     if isinstance(client, Client):
-        future = asyncio.run_coroutine_threadsafe(coro, client._portal.loop)
+        future = asyncio.run_coroutine_threadsafe(_mapped(coro), client._portal.loop)
         return await asyncio.wrap_future(future)
-    return await coro
+    return await _mapped(coro)
+
+
+async def _mapped(coro: Coroutine[Any, Any, R]) -> R:
+    with mapped():
+        return await coro
 
 
 def _one_task(
@@ -298,22 +309,31 @@ async def work_one(
     without touching the client's registered handlers; returns a :class:`WorkResult`.
     """
     core = _core(client)
+    return await _on_client_loop(client, _work_one(core, target, handler, queue, kind))
+
+
+async def _work_one(
+    core: AsyncClient,
+    target: str | type[Any] | None,
+    handler: Handler | None,
+    queue: str | None,
+    kind: str | None,
+) -> Job[Any] | WorkResult | None:
     if target is None or isinstance(target, str):
         if handler is not None or kind is not None:
             raise ValidationError("handler", "handler= and kind= go with an args type")
-        name = target or queue or DEFAULT_QUEUE
-
-        async def run_queue() -> Job[Any] | None:
-            async with _Runner(core, await core._get_pool()) as runner:
-                return await runner.claim_and_run(name)
-
-        return await _on_client_loop(client, run_queue())
-    return await _on_client_loop(client, _work_type(core, target, handler, queue, kind))
+        async with _Runner(core, await core._get_pool()) as runner:
+            return await runner.claim_and_run(target or queue or DEFAULT_QUEUE)
+    return await _work_type(core, target, handler, queue, kind)
 
 
 async def clean(client: AnyClient) -> int:
     """Delete every job, dead letter, queue control row, cron schedule and runtime instance
-    (the schema stays): a clean slate for the next test. Returns how many jobs went."""
+    (the schema stays): a clean slate for the next test. Returns how many jobs went.
+
+    A worker this client runs stored its cron schedules and its queues' ``dlq`` flags at
+    ``start()`` and does not store them again: they are stored again here, or its cron
+    would stop firing and its failed jobs stop reaching the dead letter queue."""
     core = _core(client)
 
     async def run() -> int:
@@ -324,6 +344,9 @@ async def clean(client: AnyClient) -> int:
         # The deletes appended their changes to the finished counts (ADR 0054): folded,
         # they cancel out and both tables are empty too.
         await finished_counts.fold(pool)
+        worker = core._worker
+        if worker is not None:
+            await worker.upkeep.store_registrations()
         return int(row[0]) if row is not None else 0
 
     return await _on_client_loop(client, run())
@@ -332,7 +355,8 @@ async def clean(client: AnyClient) -> int:
 async def drain_queue(
     client: AnyClient, queue: str = "default", *, limit: int = 10_000
 ) -> list[Job[Any]]:
-    """Run available jobs of ``queue`` one by one until none is left (at most ``limit``)."""
+    """Run available jobs of ``queue`` one by one until none is left (at most ``limit``).
+    (Not ``client.drain_queue(queue)``, an operator's call that *cancels* them.)"""
     core = _core(client)
 
     async def run() -> list[Job[Any]]:
@@ -439,13 +463,18 @@ async def assert_enqueued(
     (None when ``count=0`` asserted that there is none).
 
     ``args`` matches as a subset of the stored args: a mapping (its values compared as
-    insert would store them), or the dataclass or pydantic instance that was inserted.
+    insert would store them), or the dataclass or pydantic instance that was inserted
+    (which also stands for its kind, as insert derives it, unless ``kind=`` is given).
     ``state`` defaults to any state.
     Raises AssertionError describing what was found instead.
     """
     if kind is None and queue is None and args is None:
         raise ValidationError("kind", "assert_enqueued needs kind=, queue= or args=")
     core = _core(client)
+    if kind is None and args is not None and not isinstance(args, Mapping):
+        # An instance names its kind as insert would: a Charge is not a Refund whose
+        # fields happen to be equal.
+        kind = core.registry.default_kind(type(args)) or derive_kind(type(args))
     jobs = await _on_client_loop(
         client, core.list_jobs(state=state, kind=kind, queue=queue, limit=10_000)
     )
@@ -462,4 +491,108 @@ async def assert_enqueued(
     return matching[0]
 
 
-__all__ = ["WorkResult", "assert_enqueued", "clean", "drain_queue", "inline", "work_one"]
+# -- blocking twins, for tests that are plain functions ----------------------------------
+# The helpers above are coroutines: called without ``await`` in a plain test they return
+# one that never runs, and the test passes having checked nothing (a review). These run
+# them on a sync Client's own loop and wait.
+
+
+def _blocking(client: Client, name: str, coro: Coroutine[Any, Any, R]) -> R:
+    if not isinstance(client, Client):
+        coro.close()
+        raise ValidationError(
+            "client", f"{name}_sync takes a sync awa.Client; with an AsyncClient, "
+            f"await awa.testing.{name}(...)"
+        )  # fmt: skip
+    return client._portal.call(_mapped(coro))
+
+
+@overload
+def work_one_sync(client: Client, queue: str = "default", /) -> Job[Any] | None: ...
+@overload
+def work_one_sync(client: Client, /, *, queue: str) -> Job[Any] | None: ...
+@overload
+def work_one_sync(
+    client: Client,
+    args_type: type[Any],
+    /,
+    *,
+    handler: Handler | None = None,
+    queue: str | None = None,
+    kind: str | None = None,
+) -> WorkResult: ...
+def work_one_sync(
+    client: Client,
+    target: str | type[Any] | None = None,
+    /,
+    *,
+    handler: Handler | None = None,
+    queue: str | None = None,
+    kind: str | None = None,
+) -> Job[Any] | WorkResult | None:
+    """:func:`work_one`, blocking, with a sync :class:`~awa.Client`."""
+    core = _core(client)
+    return _blocking(client, "work_one", _work_one(core, target, handler, queue, kind))
+
+
+def drain_queue_sync(
+    client: Client, queue: str = "default", *, limit: int = 10_000
+) -> list[Job[Any]]:
+    """:func:`drain_queue`, blocking, with a sync :class:`~awa.Client`."""
+    core = _core(client)
+    return _blocking(client, "drain_queue", drain_queue(core, queue, limit=limit))
+
+
+def clean_sync(client: Client) -> int:
+    """:func:`clean`, blocking, with a sync :class:`~awa.Client`."""
+    core = _core(client)
+    return _blocking(client, "clean", clean(core))
+
+
+@overload
+def assert_enqueued_sync(  # type: ignore[overload-overlap]  # 0 asserts there is none
+    client: Client,
+    *,
+    kind: str | None = None,
+    args: Any = None,
+    queue: str | None = None,
+    state: JobState | str | None = None,
+    count: Literal[0],
+) -> None: ...
+@overload
+def assert_enqueued_sync(
+    client: Client,
+    *,
+    kind: str | None = None,
+    args: Any = None,
+    queue: str | None = None,
+    state: JobState | str | None = None,
+    count: int | None = None,
+) -> Job[Any]: ...
+def assert_enqueued_sync(
+    client: Client,
+    *,
+    kind: str | None = None,
+    args: Any = None,
+    queue: str | None = None,
+    state: JobState | str | None = None,
+    count: int | None = None,
+) -> Job[Any] | None:
+    """:func:`assert_enqueued`, blocking, with a sync :class:`~awa.Client`."""
+    core = _core(client)
+    coro = assert_enqueued(core, kind=kind, args=args, queue=queue, state=state, count=count)
+    return _blocking(client, "assert_enqueued", coro)
+
+
+__all__ = [
+    "WorkResult",
+    "assert_enqueued",
+    "assert_enqueued_sync",
+    "clean",
+    "clean_sync",
+    "drain_queue",
+    "drain_queue_sync",
+    "inline",
+    "work_one",
+    "work_one_sync",
+]

@@ -217,3 +217,101 @@ async def test_work_one_under_an_eager_task_factory(client: awa.AsyncClient) -> 
         loop.set_task_factory(None)
     assert ran == ["ada@example.com"]
     assert result.outcome == "completed"
+
+
+@dataclasses.dataclass
+class Refund:
+    cents: int
+
+
+@dataclasses.dataclass
+class Payout:
+    cents: int
+
+
+def test_the_blocking_twins_in_a_plain_test(sync_client: awa.Client) -> None:
+    """A plain test calling the coroutine helpers without await passed having checked
+    nothing (a review): the ``*_sync`` twins run and raise."""
+
+    @sync_client.task(SendEmail, queue="mail")
+    def send(job: awa.Job[SendEmail]) -> None:
+        return None
+
+    with pytest.raises(AssertionError, match="no job enqueued"):
+        awa.testing.assert_enqueued_sync(sync_client, kind="send_email")
+    sync_client.insert(SendEmail("a@example.com"))
+    sync_client.insert(SendEmail("b@example.com"))
+    found = awa.testing.assert_enqueued_sync(sync_client, args=SendEmail("a@example.com"))
+    assert found.args == {"to": "a@example.com"}
+    job = awa.testing.work_one_sync(sync_client, "mail")
+    assert job is not None and job.state is awa.JobState.COMPLETED
+    assert [j.state for j in awa.testing.drain_queue_sync(sync_client, "mail")] == [
+        awa.JobState.COMPLETED
+    ]
+    sync_client.insert(SendEmail("c@example.com"))
+    result = awa.testing.work_one_sync(sync_client, SendEmail, handler=lambda job: None)
+    assert result.outcome == "completed"
+    sync_client.insert(SendEmail("d@example.com"))
+    assert awa.testing.clean_sync(sync_client) == 4
+    awa.testing.assert_enqueued_sync(sync_client, kind="send_email", count=0)
+
+
+async def test_the_blocking_twins_refuse_an_async_client(client: awa.AsyncClient) -> None:
+    with pytest.raises(awa.ValidationError, match=r"await awa\.testing\.clean"):
+        awa.testing.clean_sync(client)  # type: ignore[arg-type]
+
+
+async def test_an_args_instance_stands_for_its_kind(client: awa.AsyncClient) -> None:
+    await client.insert(Refund(500))
+    with pytest.raises(AssertionError, match="no job enqueued"):
+        await awa.testing.assert_enqueued(client, args=Payout(500))  # same fields, not a payout
+    assert (await awa.testing.assert_enqueued(client, args=Refund(500))).kind == "refund"
+
+
+async def test_the_helpers_say_the_schema_is_not_migrated(empty_database_url: str) -> None:
+    client = awa.AsyncClient(empty_database_url)
+    try:
+        for call in (
+            awa.testing.clean(client),
+            awa.testing.work_one(client, "q"),
+            awa.testing.drain_queue(client, "q"),
+            awa.testing.work_one(client, SendEmail, handler=lambda job: None),
+        ):
+            with pytest.raises(awa.SchemaNotMigrated):
+                await call
+    finally:
+        await client.close()
+
+
+async def test_work_one_returns_a_dead_lettered_job_as_the_dlq_holds_it(
+    client: awa.AsyncClient, db: Any
+) -> None:
+    db.execute("INSERT INTO awa.queue_meta (queue, dlq) VALUES ('dl', true)")
+
+    @client.task(None, kind="declines", queue="dl")
+    async def declines(job: awa.Job[Any]) -> None:
+        raise ValueError("declined")
+
+    await client.insert({}, kind="declines", queue="dl", max_attempts=1)
+    job = await awa.testing.work_one(client, "dl")
+    assert job is not None and job.state is awa.JobState.FAILED
+    assert [e["error"] for e in job.errors] == ["declined"] and job.finalized_at is not None
+    assert await client.dlq_depth("dl") == 1
+
+
+async def test_clean_under_a_running_worker_keeps_its_dlq_and_schedules(
+    client: awa.AsyncClient, db: Any
+) -> None:
+    @client.task(None, kind="tick", queue="dl")
+    async def tick(job: awa.Job[Any]) -> None:
+        return None
+
+    client.periodic("every_hour", "0 * * * *", {}, kind="tick", queue="dl")
+    await client.start([awa.QueueConfig("dl", max_workers=1, dlq=True)])
+    try:
+        await awa.testing.clean(client)
+        assert db.execute("SELECT dlq FROM awa.queue_meta WHERE queue = 'dl'").fetchone() == (True,)
+        names = db.execute("SELECT name FROM awa.cron_schedules").fetchall()
+        assert names == [("every_hour",)]
+    finally:
+        await client.shutdown(timeout_ms=2_000)

@@ -164,8 +164,9 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
                 self._pool_loop = running
             elif self._pool_loop is not running:
                 raise WrongEventLoop(
-                    "this AsyncClient's pool runs on another event loop, which still runs: "
-                    "use one client per event loop, or awa.Client from other threads"
+                    "this AsyncClient's pool runs on another event loop, not closed yet: use "
+                    "one client per event loop (with pytest-asyncio, give a client fixture "
+                    "the loop_scope of the tests using it), or awa.Client from other threads"
                 )
 
     def _leave_a_closed_loop(self) -> None:
@@ -514,7 +515,8 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
             await admin.resume_queue(conn, queue)
 
     async def drain_queue(self, queue: str) -> int:
-        """Cancel every waiting job of ``queue``; returns how many."""
+        """Cancel every waiting job of ``queue``; returns how many. (To *run* a queue's
+        jobs in a test, see ``awa.testing.drain_queue``.)"""
         async with self._connection() as conn:
             return await admin.drain_queue(conn, queue)
 

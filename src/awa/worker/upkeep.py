@@ -88,6 +88,12 @@ class Upkeep:
     async def prepare(self) -> None:
         """At start: store schedules and DLQ flags; bind handlers' sync calls to this loop."""
         self.attempt_services.bind(asyncio.get_running_loop())
+        await self.store_registrations()
+        self.progress_flusher.start()
+
+    async def store_registrations(self) -> None:
+        """Store this worker's cron schedules and the DLQ flags its queues state (at start,
+        and again after ``awa.testing.clean`` deleted them under a running worker)."""
         await register(self.pool, self.schedules)
         stated = [q for q in self.config.queues if q.dlq is not None]  # None: as stored
         if stated:
@@ -99,7 +105,6 @@ class Upkeep:
                 # A row the DLQ flag turned off leaves holding nothing goes.
                 off = [q.name for q in stated if not q.dlq]
                 await conn.execute(sql.QUEUE_META_FORGET_PLAIN, {"queues": off})
-        self.progress_flusher.start()
 
     async def stop(self) -> None:
         """Stop this process's own services (the leader stops the maintenance ones)."""
