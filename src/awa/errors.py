@@ -102,8 +102,8 @@ class JobNotFound(AwaError, LookupError):
 class ScheduleNotFound(AwaError, LookupError):
     """No periodic (cron) schedule has the given name."""
 
-    def __init__(self, name: str) -> None:
-        super().__init__(f"cron schedule {name!r} not found (see `awa cron list`)")
+    def __init__(self, name: str, hint: str = "see `awa cron list`") -> None:
+        super().__init__(f"cron schedule {name!r} not found ({hint})")
         self.name = name
 
 

@@ -312,6 +312,18 @@ async def test_pause_resume_trigger_remove(
             await action("ops")
 
 
+async def test_triggering_a_schedule_only_registered_says_start_stores_it(
+    client: awa.AsyncClient,
+) -> None:
+    """A unit test that registers a schedule and triggers it, no worker started (a review:
+    the error said only "see `awa cron list`")."""
+    client.periodic("nightly", "0 3 * * *", {}, kind="k")
+    with pytest.raises(awa.ScheduleNotFound, match=r"stored by start\(\)"):
+        await client.trigger_cron("nightly")
+    with pytest.raises(awa.ScheduleNotFound, match="awa cron list"):
+        await client.trigger_cron("unknown")
+
+
 async def test_registration_validates_every_field(client: awa.AsyncClient) -> None:
     cases: list[tuple[str, dict[str, Any]]] = [
         ("cron_expr", {"cron_expr": "* * *"}),

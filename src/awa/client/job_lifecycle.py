@@ -24,7 +24,7 @@ from psycopg_pool import AsyncConnectionPool
 from awa.client import callbacks, cron, dlq
 from awa.client.dlq import DeadLetter
 from awa.client.insert import InsertSpec
-from awa.errors import DatabaseError, ValidationError
+from awa.errors import DatabaseError, ScheduleNotFound, ValidationError
 from awa.hooks import (
     Hooks,
 )
@@ -97,8 +97,15 @@ class JobLifecycle:
 
     async def trigger_cron(self, name: str) -> Job[Any]:
         """Enqueue one job of schedule ``name`` now, outside its timetable."""
-        async with self._connection() as conn:
-            return await cron.trigger(conn, name)
+        try:
+            async with self._connection() as conn:
+                return await cron.trigger(conn, name)
+        except ScheduleNotFound:
+            if any(job.name == name for job in self._periodic):
+                raise ScheduleNotFound(
+                    name, "registered on this client, but schedules are stored by start()"
+                ) from None
+            raise
 
     async def remove_cron(self, name: str) -> None:
         """Delete schedule ``name`` (a worker that registers it re-creates it at start)."""
