@@ -159,3 +159,53 @@ async def test_an_unconfirmed_lease_stops_the_handler_and_retries_the_job(kind: 
     assert outcome.state is JobState.RETRYABLE
     assert outcome.error is not None and outcome.error["type"] == "LeaseUnconfirmed"
     assert executor.in_flight() == []
+
+
+async def test_a_claim_older_than_the_limit_runs_once_the_database_confirms_it() -> None:
+    """A claim whose reply came late (a brief partition) is past the limit before its
+    handler begins: nothing has run, so it is not stopped; the re-check of an old claim
+    asks the database, and the handler runs under a limit counted from that (a review:
+    the job was never run and, with max_attempts=1, ended failed)."""
+    ran: list[int] = []
+
+    async def handler(job: Job[Any]) -> None:
+        ran.append(job.id)
+
+    executor, completer = _executor(handler, lease_limit_s=5.0)
+    answer = asyncio.Event()
+    asked: list[float] = []
+
+    async def revalidate(keys: list[results.AttemptKey]) -> set[int]:
+        asked.append(time.monotonic())
+        await answer.wait()  # the database answers after the watcher has looked
+        return {key[0] for key in keys}
+
+    executor.revalidate = revalidate
+    executor.revalidate_after_s = 2.0
+    executor.start()
+    permit = _Permit()
+    try:
+        job = _job()
+        launched_at = time.monotonic()
+        executor.launch(job, permit, deadline_ms=0, claimed_at=launched_at - 10)  # type: ignore[arg-type]
+        attempt = executor.attempts[job.id]
+
+        async def looked() -> bool:
+            return bool(asked) and attempt.lease_until is None
+
+        await wait_for(looked, timeout=10)
+        assert attempt.cancel_reason is None
+        answer.set()
+
+        async def ended() -> bool:
+            return permit.released == 1
+
+        await wait_for(ended, timeout=10)
+    finally:
+        await executor.stop()
+        executor.close()
+    assert ran == [job.id]
+    [outcome] = completer.outcomes
+    assert outcome.state is JobState.COMPLETED
+    # Counted again from the re-check (sent after the launch), not from the old claim.
+    assert attempt.lease_until is not None and attempt.lease_until >= launched_at + 5.0

@@ -113,6 +113,7 @@ class Attempt:
         "claimed_at",
         "deadline_at",
         "deadline_ms",
+        "handler_started",
         "identity",
         "interruptible",
         "job",
@@ -154,6 +155,7 @@ class Attempt:
         # Asked to stop: when to give up waiting for the handler (None: never again).
         self.stop_at: float | None = None
         self.interruptible = False  # True while an async handler runs: cancel it at the due
+        self.handler_started = False  # its handler was called (a thread, a coroutine)
         # Set while the handler waits in wait_for_callback: a stop from outside wakes the
         # wait, which reads the row and raises CallbackEnded, instead of cancelling it.
         self.callback_wake: asyncio.Event | None = None

@@ -254,24 +254,36 @@ class Executor:
         it when it is a coroutine); when it was asked to stop ``ABANDON_AFTER_S`` ago, give
         up on it."""
         assert isinstance(attempt, Attempt)
+        if attempt.cancel_reason is not None:
+            self._give_up(attempt)
+            return
+        now = time.monotonic()
         lease = attempt.lease_until
-        lapsing = lease is not None and lease <= time.monotonic()
-        reason = LEASE_UNCONFIRMED if lapsing else "deadline"
-        if attempt.request_cancel(reason):
-            if reason == LEASE_UNCONFIRMED:
+        if lease is not None and lease <= now:
+            if attempt.handler_started:
                 logger.warning(
                     "%s: no heartbeat confirmed its lease for %.1f s (cut off from the "
                     "database?); stopping its handler before the job can be rescued and run "
                     "elsewhere", attempt.describe(), self.lease_limit_s,
                     extra={"event": "lease_unconfirmed", "job_id": attempt.job.id},
                 )  # fmt: skip
-            # Not _interrupt: a handler waiting for its callback would be woken to read its
-            # row, which a worker cut off from the database cannot do.
-            if attempt.interruptible and attempt.task is not None:
-                attempt.task.cancel()
-            self._stop_requested(attempt)
-        else:
-            self._give_up(attempt)
+                self._stop_by_worker(attempt, LEASE_UNCONFIRMED)
+                return
+            # Not begun, nothing can run twice yet: a claim this old is first re-checked
+            # with the database (_may_start), which sets the limit again if it is ours.
+            # Stopped here, a claim whose reply came late was never run (a review).
+            attempt.lease_until = None
+        deadline = attempt.deadline_at
+        if deadline is not None and deadline <= now:
+            self._stop_by_worker(attempt, "deadline")
+
+    def _stop_by_worker(self, attempt: Attempt, reason: str) -> None:
+        attempt.request_cancel(reason)
+        # Not _interrupt: a handler waiting for its callback would be woken to read its
+        # row, which a worker cut off from the database cannot do.
+        if attempt.interruptible and attempt.task is not None:
+            attempt.task.cancel()
+        self._stop_requested(attempt)
 
     def lease_confirmed(self, keys: list[results.AttemptKey], alive: set[int], sent: float) -> None:
         """A heartbeat sent at ``sent`` (monotonic) for ``keys`` found the attempts of
@@ -282,8 +294,14 @@ class Executor:
                 self._lease_confirmed(attempt, sent)
 
     def _lease_confirmed(self, attempt: Attempt, sent: float) -> None:
-        if attempt.lease_until is not None:
-            attempt.lease_until = max(attempt.lease_until, sent + self.lease_limit_s)
+        if self.lease_limit_s == math.inf:
+            return
+        until = sent + self.lease_limit_s
+        if attempt.lease_until is None:  # lapsed before its handler began (see _expire)
+            attempt.lease_until = until
+            self.deadlines.noticed(until)
+        elif until > attempt.lease_until:
+            attempt.lease_until = until
 
     def _stop_requested(self, attempt: Attempt) -> None:
         """Give the handler ``ABANDON_AFTER_S`` to notice before it is abandoned."""
@@ -308,6 +326,7 @@ class Executor:
             raise _StoppedByWorker()
         if attempt.cancel_reason is not None:  # asked to stop while _may_start awaited
             raise asyncio.CancelledError()
+        attempt.handler_started = True
         attempt.interruptible = True
         try:
             return await task.handler(attempt.job)
@@ -328,6 +347,7 @@ class Executor:
         # In a copy of the attempt task's context, as asyncio.to_thread does: whatever the
         # attempt made current (its trace span, a request id) is current in the handler too.
         context = contextvars.copy_context()
+        attempt.handler_started = True
         attempt.thread = self._threads.submit(_in_thread, context, task.handler, attempt.job)
         try:
             return await asyncio.wrap_future(attempt.thread)
