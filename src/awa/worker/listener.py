@@ -10,6 +10,13 @@ lost, so there the listener closes its connection at once, says so once, and idl
 dispatchers poll every ``poll_interval_ms`` as they always do, cancels reach handlers at
 the next heartbeat, and overrides apply within ``override_refresh_ms``. ``listen_url=``
 names a direct connection for LISTEN instead.
+
+A LISTEN connection only receives: one that goes silent without closing (a NAT or
+firewall dropping an idle flow, a network partition, a proxy that stopped forwarding)
+would never be noticed, and this worker would go on parking handoff seats that producers
+fill and whose notices never come. So every ``PROBE_EVERY_S`` the connection is asked a
+``SELECT 1``; no answer within ``PROBE_TIMEOUT_S`` and it is dropped and made again (the
+reconnect's resync gives the seats' permits back).
 """
 
 from __future__ import annotations
@@ -31,6 +38,13 @@ logger = logging.getLogger("awa")
 
 AVAILABLE_CHANNEL = "awa_available"
 CONTROL_CHANNEL = "awa_control"
+
+PROBE_EVERY_S = 10.0
+PROBE_TIMEOUT_S = 5.0
+
+
+class ListenerSilent(Exception):
+    """The LISTEN connection did not answer a probe in time."""
 
 
 class Listener(LoopService):
@@ -88,8 +102,11 @@ class Listener(LoopService):
                     self.connections += 1
                     backoff = 0.05
                     self._on_connect()
-                    async for notice in conn.notifies():
-                        self._dispatch(notice.channel, notice.payload)
+                    while True:
+                        # Notices that come while the probe runs wait in psycopg's backlog.
+                        async for notice in conn.notifies(timeout=PROBE_EVERY_S):
+                            self._dispatch(notice.channel, notice.payload)
+                        await _probe(conn)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -131,3 +148,15 @@ class Listener(LoopService):
             return
         if isinstance(message, dict):
             self._on_control(message)
+
+
+async def _probe(conn: AsyncConnection[Any]) -> None:
+    """Raise :class:`ListenerSilent` unless ``conn`` answers a ``SELECT 1`` in time."""
+    try:
+        async with asyncio.timeout(PROBE_TIMEOUT_S):
+            await conn.execute("SELECT 1")
+    except TimeoutError:
+        raise ListenerSilent(
+            f"the LISTEN connection did not answer a probe within {PROBE_TIMEOUT_S:.0f} s "
+            "(a silent network path?)"
+        ) from None

@@ -89,6 +89,8 @@ class Seater(LoopService):
         # Seats forgotten by a resync while their notice may still be on its way: a
         # notice naming one is still ours (its queue, and the monotonic time of the resync).
         self._forgotten: dict[int, tuple[str, float]] = {}
+        # Seats the last renewal did not find (consumed, their notice not read yet).
+        self._missing: set[int] = set()
         # A park is under way: its seats can be taken (and their notices read) before
         # its statement's answer names them here. Unknown seats' notices wait for it.
         self._parking = 0
@@ -339,9 +341,34 @@ class Seater(LoopService):
                 self._give_permit_back(seat)
 
     async def _renew(self) -> None:
+        known = list(self.seats)
         async with self._pool.connection() as conn:
-            await conn.execute(sql.SEATS_RENEW, {"seats": list(self.seats), "ttl_ms": SEAT_TTL_MS})
+            cur = await conn.execute(sql.SEATS_RENEW, {"seats": known, "ttl_ms": SEAT_TTL_MS})
+            present = {row[0] for row in await cur.fetchall()}
         self._renewed_at = time.monotonic()
+        # Gone at two renewals in a row: a notice takes milliseconds, not a renewal's 5 s.
+        gone = {seat_id for seat_id in known if seat_id not in present and seat_id in self.seats}
+        lost, self._missing = gone & self._missing, gone - self._missing
+        if lost:
+            logger.warning(
+                "handoff: %d seat(s) were taken and no notice of theirs came; their permits "
+                "come back (is the LISTEN connection alive? their jobs run once their "
+                "heartbeats are stale)", len(lost), extra={"event": "handoff_notice_missing"},
+            )  # fmt: skip
+            self._forget(list(lost))
+
+    def _forget(self, seat_ids: list[int]) -> None:
+        """Give back the permits of seats consumed while their notices were lost; a notice
+        that still comes for one is handled as ours (see on_notice)."""
+        now = time.monotonic()
+        for seat_id in seat_ids:
+            seat = self.seats.pop(seat_id, None)
+            if seat is not None:
+                self._give_permit_back(seat)
+                self._forgotten[seat_id] = (seat.queue, now)
+        for seat_id, (_, at) in list(self._forgotten.items()):  # no notice comes this late
+            if now - at > 2 * SEAT_TTL_MS / 1000:
+                del self._forgotten[seat_id]
 
     async def _resync(self) -> None:
         known = list(self.seats)
@@ -349,15 +376,7 @@ class Seater(LoopService):
             cur = await conn.execute(sql.SEATS_RESYNC, {"seats": known})
             rows = await cur.fetchall()
         pending = {seat_id for seat_id, freed in rows if not freed}
-        now = time.monotonic()
-        for seat_id in known:
-            if seat_id not in pending and seat_id in self.seats:
-                seat = self.seats.pop(seat_id)
-                self._give_permit_back(seat)
-                self._forgotten[seat_id] = (seat.queue, now)
-        for seat_id, (_, at) in list(self._forgotten.items()):  # no notice comes this late
-            if now - at > 2 * SEAT_TTL_MS / 1000:
-                del self._forgotten[seat_id]
+        self._forget([seat_id for seat_id in known if seat_id not in pending])
 
     def _give_permit_back(self, seat: Seat) -> None:
         dispatcher = self._dispatchers.get(seat.queue)
