@@ -47,6 +47,28 @@ async def behind_pooler(conn: AsyncConnection[Any]) -> bool:
     return row is not None and row[0] != conn.info.backend_pid
 
 
+# libpq's TCP keepalive settings for awa's own connections, unless the URL sets its own:
+# without them a connection whose path went dead (a partition, a host gone without a
+# reset, a NAT dropping the flow) waits on the operating system's defaults — two hours
+# of silence before the first probe — and a statement waiting on it, the LISTEN
+# connection, a call of the application's, waits as long (a review). With these a dead
+# path ends the connection within about a minute; an idle live one sends a probe every
+# 30 s, which also keeps NAT and firewall flows open. Ignored over Unix sockets.
+KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 60_000,  # ms: data unacknowledged that long ends it too
+}
+
+
+def keepalives(url: str) -> dict[str, Any]:
+    """The :data:`KEEPALIVES` settings ``url`` leaves unset, as connect() keywords."""
+    given = conninfo.conninfo_to_dict(url)
+    return {key: value for key, value in KEEPALIVES.items() if key not in given}
+
+
 async def configure(conn: AsyncConnection[Any]) -> None:
     """Pool ``configure`` hook: install the JSON loader on a new connection, times in the
     ISO style, and prepared statements off behind a pooler (psycopg's and the hot path's)

@@ -21,7 +21,7 @@ import psycopg
 from psycopg import AsyncConnection
 
 from awa.db import forking, sql
-from awa.db.connection import behind_pooler, iso_dates
+from awa.db.connection import behind_pooler, iso_dates, keepalives
 from awa.log import fault, traceback_unless_expected
 from awa.service import LoopService, Periodic
 
@@ -75,7 +75,7 @@ class Leader(LoopService):
             try:
                 # Never prepared: through a pooler each statement may meet another session.
                 connect = AsyncConnection.connect(
-                    self._url, autocommit=True, prepare_threshold=None
+                    self._url, autocommit=True, prepare_threshold=None, **keepalives(self._url)
                 )
                 async with forking.track(await connect) as conn:
                     await iso_dates(conn)

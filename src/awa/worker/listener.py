@@ -30,7 +30,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from awa.db import forking
-from awa.db.connection import behind_pooler
+from awa.db.connection import behind_pooler, keepalives
 from awa.log import fault, traceback_unless_expected
 from awa.service import LoopService
 
@@ -89,7 +89,9 @@ class Listener(LoopService):
         self.healthy = False
         while not self.stopping:
             try:
-                connect = AsyncConnection.connect(self._url, autocommit=True)
+                connect = AsyncConnection.connect(
+                    self._url, autocommit=True, **keepalives(self._url)
+                )
                 async with forking.track(await connect) as conn:
                     if await behind_pooler(conn):
                         break
