@@ -241,3 +241,21 @@ class Supervised:
         self._reader.join(10)
         if self.proc.stderr is not None:
             self.proc.stderr.close()
+
+
+def leader_app(db: psycopg.Connection[Any]) -> str | None:
+    """The application_name of the maintenance lease holder's connection (None when no
+    lease is live): which process leads."""
+    row = db.execute(
+        "SELECT a.application_name FROM awa.leader_lease AS l "
+        "JOIN pg_stat_activity AS a ON a.pid = l.holder_pid "
+        "WHERE l.expires_at > clock_timestamp()"
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def job_state(db: psycopg.Connection[Any], job_id: int) -> str:
+    """The job's state now."""
+    row = db.execute("SELECT state::text FROM awa.jobs WHERE id = %s", (job_id,)).fetchone()
+    assert row is not None
+    return str(row[0])

@@ -19,7 +19,7 @@ import pytest
 
 import awa
 from tests.chaos.conftest import SpawnWorker
-from tests.chaos.support import check_history, install_audit
+from tests.chaos.support import check_history, install_audit, job_state, leader_app
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.chaos
@@ -49,29 +49,13 @@ CREATE TRIGGER frozen_log AFTER UPDATE OF state ON awa.jobs FOR EACH ROW
 """
 
 
-def _leader_app(db: psycopg.Connection[Any]) -> str | None:
-    """The application_name of the lease holder's connection (None when none is live)."""
-    row = db.execute(
-        "SELECT a.application_name FROM awa.leader_lease AS l "
-        "JOIN pg_stat_activity AS a ON a.pid = l.holder_pid "
-        "WHERE l.expires_at > clock_timestamp()"
-    ).fetchone()
-    return None if row is None else str(row[0])
-
-
-def _state(db: psycopg.Connection[Any], job_id: int) -> str:
-    row = db.execute("SELECT state::text FROM awa.jobs WHERE id = %s", (job_id,)).fetchone()
-    assert row is not None
-    return str(row[0])
-
-
 async def test_a_frozen_leader_is_replaced_and_cannot_act_when_it_wakes(
     client: awa.AsyncClient, db: psycopg.Connection[Any], spawn_worker: SpawnWorker
 ) -> None:
     install_audit(db)
     db.execute(MAINTENANCE_LOG)
     old = spawn_worker("chaos=4", app="tests.chaos.audited_app", name="awa_old", settings=LEASE)
-    await wait_for(lambda: _async(_leader_app(db) == "awa_old"), timeout=30)
+    await wait_for(lambda: _async(leader_app(db) == "awa_old"), timeout=30)
     spawn_worker("chaos=4", app="tests.chaos.audited_app", name="awa_new", settings=LEASE)
     ids = [j.id for j in await client.insert_many([{"ms": 50}] * 40, kind="audited",
                                                   queue="chaos")]  # fmt: skip
@@ -83,8 +67,8 @@ async def test_a_frozen_leader_is_replaced_and_cannot_act_when_it_wakes(
         # Maintenance goes on without it: the lease expires and the other worker leads.
         due = await client.insert({"ms": 1}, kind="audited", queue="chaos",
                                   run_at=datetime.now(UTC) + timedelta(seconds=1))  # fmt: skip
-        await wait_for(lambda: _async(_state(db, due.id) == "completed"), timeout=30)
-        assert _leader_app(db) == "awa_new"
+        await wait_for(lambda: _async(job_state(db, due.id) == "completed"), timeout=30)
+        assert leader_app(db) == "awa_new"
         # Jobs fall due all around the moment the old leader wakes up.
         now = datetime.now(UTC)
         soon = [now + timedelta(milliseconds=100 * i) for i in range(30)]
@@ -97,7 +81,7 @@ async def test_a_frozen_leader_is_replaced_and_cannot_act_when_it_wakes(
     every = [*ids, due.id, *(j.id for j in wake_jobs)]
     await wait_for(lambda: _async(len(_completed(db, every)) == len(every)), timeout=60)
     # The old leader never took the lease back, and did no maintenance after its freeze.
-    assert _leader_app(db) == "awa_new"
+    assert leader_app(db) == "awa_new"
     stale = db.execute(
         "SELECT job_id, old_state, new_state, at FROM public.frozen_maintenance "
         "WHERE by_app = 'awa_old' AND at > %s",

@@ -24,6 +24,7 @@ import pytest
 
 import awa
 from tests.chaos.conftest import ROOT
+from tests.chaos.support import job_state
 from tests.helpers import CHILD_PYTHONPATH, wait_until
 
 
@@ -64,12 +65,6 @@ def _leader_pid(db: psycopg.Connection[Any]) -> int | None:
     return row[0] if row else None
 
 
-def _state(db: psycopg.Connection[Any], job_id: int) -> str:
-    row = db.execute("SELECT state FROM awa.jobs WHERE id = %s", [job_id]).fetchone()
-    assert row is not None
-    return str(row[0])
-
-
 def _starts(db: psycopg.Connection[Any], job_id: int) -> list[int]:
     """The pids of the processes that started the job's handler."""
     rows = db.execute(
@@ -93,13 +88,13 @@ def test_a_resumed_worker_does_not_start_handlers_for_stale_claims(
                   AWA_TEST_FREEZE_FILE=str(freeze))  # fmt: skip
     procs.append(frozen)
     wait_until(lambda: "frozen" in frozen.output(), timeout=30)  # claimed, not launched
-    assert _state(db, job.id) == "running"
+    assert job_state(db, job.id) == "running"
     frozen.proc.send_signal(signal.SIGSTOP)
 
     # Its heartbeat stops; the leader rescues the job and another worker runs it.
     other = Proc(database_url, tmp_path / "other.log", "fz=1")
     procs.append(other)
-    wait_until(lambda: _state(db, job.id) == "completed", timeout=60)
+    wait_until(lambda: job_state(db, job.id) == "completed", timeout=60)
     assert _starts(db, job.id) == [other.proc.pid]
 
     freeze.touch()
@@ -114,4 +109,4 @@ def test_a_resumed_worker_does_not_start_handlers_for_stale_claims(
         raise AssertionError(f"{exc}; the frozen worker's log:\n{frozen.output()}") from None
     assert _starts(db, job.id) == [other.proc.pid], frozen.output()
     assert f"job {job.id} (victim, attempt 1): handler not started" in frozen.output()
-    assert _state(db, job.id) == "completed"
+    assert job_state(db, job.id) == "completed"

@@ -20,6 +20,7 @@ import pytest
 import awa
 from tests.chaos.conftest import SpawnWorker
 from tests.chaos.partition import FreezableProxy
+from tests.chaos.support import job_state, leader_app
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.chaos
@@ -55,21 +56,6 @@ def _runs(db: psycopg.Connection[Any], job_id: int) -> list[tuple[Any, ...]]:
     ).fetchall()
 
 
-def _leader_app(db: psycopg.Connection[Any]) -> str | None:
-    row = db.execute(
-        "SELECT a.application_name FROM awa.leader_lease AS l "
-        "JOIN pg_stat_activity AS a ON a.pid = l.holder_pid "
-        "WHERE l.expires_at > clock_timestamp()"
-    ).fetchone()
-    return None if row is None else str(row[0])
-
-
-def _state(db: psycopg.Connection[Any], job_id: int) -> str:
-    row = db.execute("SELECT state::text FROM awa.jobs WHERE id = %s", (job_id,)).fetchone()
-    assert row is not None
-    return str(row[0])
-
-
 def test_a_cut_off_worker_stops_its_handler_before_the_job_runs_elsewhere(
     sync_client: awa.Client,
     db: psycopg.Connection[Any],
@@ -80,7 +66,7 @@ def test_a_cut_off_worker_stops_its_handler_before_the_job_runs_elsewhere(
     db.execute(RUNS_DDL)
     app = "tests.apps.partition_app"
     spawn_worker("other=1", app=app, name="awa_leader", settings=SETTINGS)
-    wait_until(lambda: _leader_app(db) == "awa_leader", timeout=30)
+    wait_until(lambda: leader_app(db) == "awa_leader", timeout=30)
     cut = spawn_worker("cut=1", app=app, name="awa_cut", settings=SETTINGS, url=proxy.url,
                        env={"AWA_TEST_RECORD_URL": database_url})  # fmt: skip
     job = sync_client.insert({"ms": 15_000}, kind="long", queue="cut")
@@ -89,7 +75,7 @@ def test_a_cut_off_worker_stops_its_handler_before_the_job_runs_elsewhere(
     proxy.freeze()
     try:
         spawn_worker("cut=1", app=app, name="awa_other", settings=SETTINGS)
-        wait_until(lambda: _state(db, job.id) == "completed", timeout=30)
+        wait_until(lambda: job_state(db, job.id) == "completed", timeout=30)
         wait_until(lambda: all(run[3] is not None for run in _runs(db, job.id)), timeout=30)
     finally:
         proxy.thaw()

@@ -7,29 +7,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from awa.types import Job, JobState
-from awa.worker import results
 from awa.worker.executor import Executor
 from awa.worker.registry import TaskRegistry
 from tests.helpers import wait_for
-
-
-class _Permit:
-    def __init__(self) -> None:
-        self.released = 0
-
-    def release(self) -> None:
-        self.released += 1
-
-
-class _Completer:
-    def __init__(self) -> None:
-        self.outcomes: list[results.Finalization] = []
-
-    async def submit(self, outcome: results.Finalization) -> None:
-        self.outcomes.append(outcome)
-
-    def attempts(self) -> list[results.AttemptKey]:
-        return []
+from tests.unit.fakes import FakeCompleter, FakePermit
 
 
 def _job(attempted_at: datetime) -> Job[Any]:
@@ -41,21 +22,21 @@ def _job(attempted_at: datetime) -> Job[Any]:
     )  # fmt: skip
 
 
-def _executor(ran: list[int]) -> tuple[Executor, _Completer]:
+def _executor(ran: list[int]) -> tuple[Executor, FakeCompleter]:
     registry = TaskRegistry()
 
     async def handler(job: Job[Any]) -> None:
         ran.append(job.id)
 
     registry.register(None, handler, kind="k", queue="q")
-    completer = _Completer()
+    completer = FakeCompleter()
     return Executor(registry, completer, threads=1), completer  # type: ignore[arg-type]
 
 
 async def test_an_attempt_stopped_before_its_task_starts_still_ends_and_frees_its_permit() -> None:
     ran: list[int] = []
     executor, completer = _executor(ran)
-    permit = _Permit()
+    permit = FakePermit()
     executor.launch(_job(datetime.now(UTC)), permit, deadline_ms=0)  # type: ignore[arg-type]
     assert executor.cancel(618, "cancelled", 1)  # in the same loop pass as the launch
 
@@ -73,7 +54,7 @@ async def test_a_stale_attempts_key_never_stops_the_attempt_that_replaced_it() -
     ran: list[int] = []
     executor, _ = _executor(ran)
     first = datetime.now(UTC)
-    executor.launch(_job(first + timedelta(seconds=1)), _Permit(), deadline_ms=0)  # type: ignore[arg-type]
+    executor.launch(_job(first + timedelta(seconds=1)), FakePermit(), deadline_ms=0)  # type: ignore[arg-type]
     assert not executor.cancel(618, "lease lost", key=(618, 1, first))
 
     async def the_new_attempt_ran() -> bool:

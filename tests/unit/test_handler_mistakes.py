@@ -19,22 +19,7 @@ from awa.worker import results
 from awa.worker.executor import Executor
 from awa.worker.registry import TaskRegistry
 from tests.helpers import wait_for
-
-
-class _Permit:
-    def __init__(self) -> None:
-        self.released = 0
-
-    def release(self) -> None:
-        self.released += 1
-
-
-class _Completer:
-    def __init__(self) -> None:
-        self.outcomes: list[results.Finalization] = []
-
-    async def submit(self, outcome: results.Finalization) -> None:
-        self.outcomes.append(outcome)
+from tests.unit.fakes import FakeCompleter, FakePermit
 
 
 def _job(max_attempts: int = 3) -> Job[Any]:
@@ -50,9 +35,9 @@ def _job(max_attempts: int = 3) -> Job[Any]:
 async def _run(handler: Callable[..., Any], job: Job[Any] | None = None) -> results.Finalization:
     registry = TaskRegistry()
     registry.register(None, handler, kind="k", queue="q")
-    completer = _Completer()
+    completer = FakeCompleter()
     executor = Executor(registry, completer, threads=1)  # type: ignore[arg-type]
-    permit = _Permit()
+    permit = FakePermit()
     executor.launch(job or _job(), permit, deadline_ms=0)  # type: ignore[arg-type]
 
     async def ended() -> bool:

@@ -18,25 +18,7 @@ from awa.worker.executor import Executor
 from awa.worker.heartbeat import unconfirmed_limit_s
 from awa.worker.registry import TaskRegistry
 from tests.helpers import wait_for
-
-
-class _Permit:
-    def __init__(self) -> None:
-        self.released = 0
-
-    def release(self) -> None:
-        self.released += 1
-
-
-class _Completer:
-    def __init__(self) -> None:
-        self.outcomes: list[results.Finalization] = []
-
-    async def submit(self, outcome: results.Finalization) -> None:
-        self.outcomes.append(outcome)
-
-    def attempts(self) -> list[results.AttemptKey]:
-        return []
+from tests.unit.fakes import FakeCompleter, FakePermit
 
 
 def _job(job_id: int = 7, attempted_at: datetime | None = None) -> Job[Any]:
@@ -48,10 +30,10 @@ def _job(job_id: int = 7, attempted_at: datetime | None = None) -> Job[Any]:
     )  # fmt: skip
 
 
-def _executor(handler: Any, lease_limit_s: float) -> tuple[Executor, _Completer]:
+def _executor(handler: Any, lease_limit_s: float) -> tuple[Executor, FakeCompleter]:
     registry = TaskRegistry()
     registry.register(None, handler, kind="k", queue="q")
-    completer = _Completer()
+    completer = FakeCompleter()
     executor = Executor(registry, completer, threads=2)  # type: ignore[arg-type]
     executor.lease_limit_s = lease_limit_s
     return executor, completer
@@ -86,7 +68,7 @@ async def test_each_confirming_beat_moves_the_limit_from_when_it_was_sent() -> N
     executor, _ = _executor(handler, lease_limit_s=10.0)
     claimed_at = time.monotonic()
     job = _job()
-    executor.launch(job, _Permit(), deadline_ms=0, claimed_at=claimed_at)  # type: ignore[arg-type]
+    executor.launch(job, FakePermit(), deadline_ms=0, claimed_at=claimed_at)  # type: ignore[arg-type]
     attempt = executor.attempts[job.id]
     assert attempt.lease_until == claimed_at + 10 and attempt.due == attempt.lease_until
     key = attempt.key
@@ -106,7 +88,7 @@ async def test_the_deadline_stays_due_first_when_it_is_nearer() -> None:
         await asyncio.Event().wait()
 
     executor, _ = _executor(handler, lease_limit_s=60.0)
-    executor.launch(_job(), _Permit(), deadline_ms=1_000)  # type: ignore[arg-type]
+    executor.launch(_job(), FakePermit(), deadline_ms=1_000)  # type: ignore[arg-type]
     attempt = executor.attempts[7]
     assert attempt.due == attempt.deadline_at and attempt.deadline_at is not None
     assert attempt.lease_until is not None and attempt.deadline_at < attempt.lease_until
@@ -118,7 +100,7 @@ async def test_no_limit_when_the_worker_sets_none() -> None:
         await asyncio.Event().wait()
 
     executor, _ = _executor(handler, lease_limit_s=math.inf)
-    executor.launch(_job(), _Permit(), deadline_ms=0)  # type: ignore[arg-type]
+    executor.launch(_job(), FakePermit(), deadline_ms=0)  # type: ignore[arg-type]
     attempt = executor.attempts[7]
     assert attempt.lease_until is None and attempt.due is None
     _stop(executor)
@@ -143,7 +125,7 @@ async def test_an_unconfirmed_lease_stops_the_handler_and_retries_the_job(kind: 
     handler = async_handler if kind == "async" else sync_handler
     executor, completer = _executor(handler, lease_limit_s=0.05)
     executor.start()
-    permit = _Permit()
+    permit = FakePermit()
     try:
         executor.launch(_job(), permit, deadline_ms=60_000)  # type: ignore[arg-type]
 
@@ -183,7 +165,7 @@ async def test_a_claim_older_than_the_limit_runs_once_the_database_confirms_it()
     executor.revalidate = revalidate
     executor.revalidate_after_s = 2.0
     executor.start()
-    permit = _Permit()
+    permit = FakePermit()
     try:
         job = _job()
         launched_at = time.monotonic()
