@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
+import pytest
 from psycopg import conninfo
 
 import awa
@@ -36,7 +37,8 @@ async def test_pooled_connections_probe_a_silent_path(database_url: str) -> None
         pool = await client._get_pool()
         async with pool.connection() as conn:
             assert _idle_seconds(conn) == KEEPALIVES["keepalives_idle"]
-            assert conn.info.get_parameters()["tcp_user_timeout"] == "60000"
+            # Not tcp_user_timeout: a COPY waiting a minute on a lock would be cut.
+            assert conn.info.get_parameters().get("tcp_user_timeout", "0") == "0"
     finally:
         await client.close()
 
@@ -51,3 +53,14 @@ async def test_the_urls_own_settings_win(database_url: str) -> None:
             assert _idle_seconds(conn) == 7
     finally:
         await client.close()
+
+
+def test_a_service_or_keepalives_off_gets_no_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A keyword given to connect() wins over a service file's settings (a review: a
+    service's keepalives_idle=7 ran as 30)."""
+    monkeypatch.delenv("PGSERVICE", raising=False)
+    assert keepalives("host=db.example dbname=app") == KEEPALIVES
+    assert keepalives("service=mysvc") == {}
+    assert keepalives("postgresql://db.example/app?keepalives=0") == {}
+    monkeypatch.setenv("PGSERVICE", "mysvc")
+    assert keepalives("dbname=app") == {}

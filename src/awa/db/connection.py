@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Self
 
 import psycopg
@@ -54,18 +55,24 @@ async def behind_pooler(conn: AsyncConnection[Any]) -> bool:
 # connection, a call of the application's, waits as long (a review). With these a dead
 # path ends the connection within about a minute; an idle live one sends a probe every
 # 30 s, which also keeps NAT and firewall flows open. Ignored over Unix sockets.
+# Not tcp_user_timeout: Linux applies it to zero-window probes too, and a COPY whose
+# server waits on a lock for a minute (its socket's buffer full) would be cut (a review);
+# a URL may still set it.
 KEEPALIVES = {
     "keepalives": 1,
     "keepalives_idle": 30,
     "keepalives_interval": 10,
     "keepalives_count": 3,
-    "tcp_user_timeout": 60_000,  # ms: data unacknowledged that long ends it too
 }
 
 
 def keepalives(url: str) -> dict[str, Any]:
-    """The :data:`KEEPALIVES` settings ``url`` leaves unset, as connect() keywords."""
+    """The :data:`KEEPALIVES` settings ``url`` leaves unset, as connect() keywords. None
+    at all when it turns keepalives off or names a service (``service=``, ``PGSERVICE``):
+    a keyword given to connect() would win over the service file's own settings."""
     given = conninfo.conninfo_to_dict(url)
+    if given.get("keepalives") in ("0", 0) or given.get("service") or os.environ.get("PGSERVICE"):
+        return {}
     return {key: value for key, value in KEEPALIVES.items() if key not in given}
 
 

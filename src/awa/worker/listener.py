@@ -43,8 +43,9 @@ PROBE_EVERY_S = 10.0
 PROBE_TIMEOUT_S = 5.0
 
 
-class ListenerSilent(Exception):
-    """The LISTEN connection did not answer a probe in time."""
+class ListenerSilent(ConnectionError):
+    """The LISTEN connection did not answer a probe in time (a network fault: logged as
+    one line, without a traceback)."""
 
 
 class Listener(LoopService):
