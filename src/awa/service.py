@@ -120,16 +120,24 @@ class Periodic(LoopService):
     """Runs ``tick`` every ``interval_s`` seconds until stopped; errors are logged, not fatal.
 
     ``kick()`` runs the next tick at once. ``ticks`` and ``healthy`` let tests and health
-    checks observe progress without sleeping.
+    checks observe progress without sleeping. With ``retry_s``, a failed tick is tried
+    again that soon, the wait doubling up to the interval while it keeps failing.
     """
 
-    def __init__(self, name: str, interval_s: float, tick: Callable[[], Awaitable[object]]) -> None:
+    def __init__(
+        self,
+        name: str,
+        interval_s: float,
+        tick: Callable[[], Awaitable[object]],
+        retry_s: float | None = None,
+    ) -> None:
         super().__init__(name)
         self.interval_s = interval_s
         self._tick = tick
         self._kick = asyncio.Event()
         self.ticks = 0
         self.failures = 0
+        self._retry_s = retry_s
 
     def kick(self) -> None:
         """Run the next tick now instead of at the end of the interval."""
@@ -141,10 +149,13 @@ class Periodic(LoopService):
         kicked, self._kick = self._kick.is_set(), asyncio.Event()
         if kicked:
             self._kick.set()
+        retry_s = self._retry_s
         while not self.stopping:
+            wait_s = self.interval_s
             try:
                 await self._tick()
                 self.healthy = True
+                retry_s = self._retry_s
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -153,11 +164,13 @@ class Periodic(LoopService):
                 logger.warning(
                     "%s: %s", self.name, fault(exc), exc_info=traceback_unless_expected(exc)
                 )
+                if retry_s is not None:
+                    wait_s, retry_s = min(retry_s, wait_s), retry_s * 2
             self.ticks += 1
             if self.stopping:
                 return
             try:
-                async with asyncio.timeout(self.interval_s):
+                async with asyncio.timeout(wait_s):
                     await self._kick.wait()
             except TimeoutError:
                 pass

@@ -10,6 +10,8 @@
 * :func:`inline` makes ``client.insert`` / ``insert_many`` run each inserted job at once
   and return it as it ended — handy in unit tests of code that enqueues.
 * :func:`assert_enqueued` checks that a job was enqueued (args match as a subset).
+* ``work_one_sync``, ``drain_queue_sync``, ``assert_enqueued_sync`` and ``clean_sync``
+  are their blocking twins, for plain ``def`` tests with a sync :class:`~awa.Client`.
 
 Example (pytest with pytest-asyncio)::
 

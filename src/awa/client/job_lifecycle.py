@@ -101,7 +101,7 @@ class JobLifecycle:
             async with self._connection() as conn:
                 return await cron.trigger(conn, name)
         except ScheduleNotFound:
-            if any(job.name == name for job in self._periodic):
+            if self._worker is None and any(job.name == name for job in self._periodic):
                 raise ScheduleNotFound(
                     name, "registered on this client, but schedules are stored by start()"
                 ) from None

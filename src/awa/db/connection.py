@@ -51,10 +51,11 @@ async def behind_pooler(conn: AsyncConnection[Any]) -> bool:
 # libpq's TCP keepalive settings for awa's own connections, unless the URL sets its own:
 # without them a connection whose path went dead (a partition, a host gone without a
 # reset, a NAT dropping the flow) waits on the operating system's defaults — two hours
-# of silence before the first probe — and a statement waiting on it, the LISTEN
-# connection, a call of the application's, waits as long (a review). With these a dead
-# path ends the connection within about a minute; an idle live one sends a probe every
-# 30 s, which also keeps NAT and firewall flows open. Ignored over Unix sockets.
+# of silence before the first probe — to notice, idle (the pool's, the leader's, the
+# LISTEN connection) or waiting for an answer. With these it ends within about a minute;
+# an idle live one sends a probe every 30 s, which also keeps NAT and firewall flows
+# open. (Data sent into a dead path waits for TCP's retransmissions instead, keepalives
+# or not.) Ignored over Unix sockets.
 # Not tcp_user_timeout: Linux applies it to zero-window probes too, and a COPY whose
 # server waits on a lock for a minute (its socket's buffer full) would be cut (a review);
 # a URL may still set it.

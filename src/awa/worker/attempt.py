@@ -154,7 +154,7 @@ class Attempt:
         self.lease_until: float | None = None
         # Asked to stop: when to give up waiting for the handler (None: never again).
         self.stop_at: float | None = None
-        self.interruptible = False  # True while an async handler runs: cancel it at the due
+        self.interruptible = False  # True while an async handler runs: cancel it to stop it
         self.handler_started = False  # its handler was called (a thread, a coroutine)
         # Set while the handler waits in wait_for_callback: a stop from outside wakes the
         # wait, which reads the row and raises CallbackEnded, instead of cancelling it.

@@ -128,7 +128,13 @@ class Worker:
             on_disconnect=self.seater.mark_all,
             url_name="listen_url" if listen_url else "the database URL",
         )
-        self.heartbeat = Periodic("heartbeat", config.heartbeat_interval_ms / 1000, self._beat)
+        # A failed beat is tried again within a second, not an interval later: the lease
+        # limit (ADR 0055) is two intervals by default, and one beat lost to a deadlock or
+        # a cancelled statement stopped every handler of a healthy worker (a review).
+        interval_s = config.heartbeat_interval_ms / 1000
+        self.heartbeat = Periodic(
+            "heartbeat", interval_s, self._beat, retry_s=min(1.0, interval_s / 4)
+        )
         self.publisher = Periodic(
             "runtime-snapshot", config.runtime_snapshot_interval_ms / 1000, self._publish
         )
