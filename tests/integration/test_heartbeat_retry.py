@@ -62,3 +62,46 @@ async def test_one_failed_heartbeat_stops_no_handler(
     assert row is not None and row[0] > 3  # the second beat failed, later ones went on
     done = await client.get_job(job.id)
     assert done.state is awa.JobState.COMPLETED and done.errors == []
+
+
+async def test_a_row_held_by_another_transaction_holds_back_no_other_beat(
+    client: awa.AsyncClient, database_url: str
+) -> None:
+    """An operator's transaction holding one running row past the lease limit: the beat
+    skips that row instead of waiting for it, so the process's other handlers keep their
+    leases (a review: every handler of the process was stopped for one locked row)."""
+    started: dict[str, asyncio.Event] = {"held": asyncio.Event(), "free": asyncio.Event()}
+    ended: dict[str, str] = {}
+
+    @client.task(None, kind="long", queue="q")
+    async def long(job: awa.Job[Any]) -> None:
+        name = job.args["name"]
+        started[name].set()
+        try:
+            await asyncio.sleep(4.5)
+            ended[name] = "returned"
+        except asyncio.CancelledError:
+            ended[name] = "stopped"
+            raise
+
+    held = await client.insert({"name": "held"}, kind="long", queue="q", max_attempts=1)
+    free = await client.insert({"name": "free"}, kind="long", queue="q", max_attempts=1)
+    # Stale after 3 s, lease limit 2.25 s: the row is held for 2.7 s, between the two.
+    await client.start([("q", 2)], **{**FAST_WORKER, "heartbeat_interval_ms": 300,
+                                      "heartbeat_staleness_ms": 3_000})  # fmt: skip
+    try:
+        await asyncio.wait_for(asyncio.gather(*(e.wait() for e in started.values())), 30)
+        async with await psycopg.AsyncConnection.connect(database_url) as operator:
+            await operator.execute("SELECT 1 FROM awa.jobs WHERE id = %s FOR UPDATE", [held.id])
+            await asyncio.sleep(2.7)  # the fault itself: a lock left open this long
+            await operator.commit()
+
+        async def free_ended() -> bool:
+            return "free" in ended
+
+        await wait_for(free_ended, timeout=30)
+    finally:
+        await client.shutdown(timeout_ms=2_000)
+    assert ended["free"] == "returned"
+    done = await client.get_job(free.id)
+    assert done.state is awa.JobState.COMPLETED and done.errors == []

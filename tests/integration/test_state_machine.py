@@ -259,8 +259,9 @@ class JobStateMachine(RuleBasedStateMachine):
         rows = self.run(
             sql.JOB_HEARTBEAT_MANY, {**self.key_params(pairs), "synchronous_commit": "off"}
         )
-        alive = {row[0] for row in rows}
+        alive = {row[0] for row in rows if not row[1]}  # held: none, nothing else locks
         assert alive == {job.id for job, key in pairs if job.holds(key)}
+        assert all(not row[1] for row in rows)
         self.check_stale_untouched(pairs, before, alive)
         for job, key in pairs:
             if job.holds(key):

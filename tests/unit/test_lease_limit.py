@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from awa.types import Job, JobState
+from awa.worker import executor as executor_module
 from awa.worker import results
 from awa.worker.executor import Executor
 from awa.worker.heartbeat import unconfirmed_limit_s
@@ -191,3 +193,43 @@ async def test_a_claim_older_than_the_limit_runs_once_the_database_confirms_it()
     assert outcome.state is JobState.COMPLETED
     # Counted again from the re-check (sent after the launch), not from the old claim.
     assert attempt.lease_until is not None and attempt.lease_until >= launched_at + 5.0
+
+
+async def test_a_def_that_runs_on_after_its_stop_keeps_its_permit_and_its_job(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A plain def that ignores its stop is not abandoned: abandoned, its retry was written
+    and its job claimed again while it still ran — a double run made by a stop that was
+    not needed, the database only slow (a review)."""
+    monkeypatch.setattr(executor_module, "ABANDON_AFTER_S", 0.05)
+    finish = threading.Event()
+
+    def ignores_its_stop(job: Job[Any]) -> None:
+        finish.wait(30)
+
+    executor, completer = _executor(ignores_its_stop, lease_limit_s=0.05)
+    executor.start()
+    permit = FakePermit()
+    try:
+        job = _job()
+        executor.launch(job, permit, deadline_ms=0)  # type: ignore[arg-type]
+        attempt = executor.attempts[job.id]
+
+        async def looked_again() -> bool:  # stopped, then looked at again after the wait
+            return attempt.cancel_reason is not None and attempt.stuck
+
+        await wait_for(looked_again, timeout=10)
+        assert permit.released == 0 and completer.outcomes == []
+        assert executor.in_flight() == [attempt.key]  # still heartbeated: still its own
+        finish.set()
+
+        async def ended() -> bool:
+            return permit.released == 1
+
+        await wait_for(ended, timeout=10)
+    finally:
+        finish.set()
+        await executor.stop()
+        executor.close()
+    [outcome] = completer.outcomes
+    assert outcome.error is not None and outcome.error["type"] == "LeaseUnconfirmed"

@@ -300,8 +300,9 @@ class Attempt:
         retried with backoff, or failed on its last attempt."""
         if self.cancel_reason == LEASE_UNCONFIRMED:
             message = (
-                "stopped: no heartbeat confirmed its lease in time (cut off from the "
-                f"database?), so it could be rescued and run elsewhere{note}"
+                "stopped: no heartbeat confirmed its lease in time (the database out of "
+                "reach, too slow to answer, or the row held by another transaction), so "
+                f"the job could have been rescued and run elsewhere{note}"
             )
             return self.failed(message, "LeaseUnconfirmed", terminal=False)
         message = f"deadline of {self.deadline_ms} ms exceeded{note}"

@@ -262,9 +262,10 @@ class Executor:
         if lease is not None and lease <= now:
             if attempt.handler_started:
                 logger.warning(
-                    "%s: no heartbeat confirmed its lease for %.1f s (cut off from the "
-                    "database?); stopping its handler before the job can be rescued and run "
-                    "elsewhere", attempt.describe(), self.lease_limit_s,
+                    "%s: no heartbeat confirmed its lease for %.1f s (the database out of "
+                    "reach, too slow to answer, or the row held by another transaction); "
+                    "stopping its handler before the job can be rescued and run elsewhere",
+                    attempt.describe(), now - lease + self.lease_limit_s,
                     extra={"event": "lease_unconfirmed", "job_id": attempt.job.id},
                 )  # fmt: skip
                 self._stop_by_worker(attempt, LEASE_UNCONFIRMED)
@@ -312,6 +313,9 @@ class Executor:
         if not attempt.handler_running:  # returning right now: it ends by itself
             attempt.stop_at = None
             return
+        if attempt.cancel_reason == LEASE_UNCONFIRMED:
+            self._keep_unconfirmed(attempt)
+            return
         if self.abandoned.full:
             self.abandoned.refused(attempt)
             self._stop_requested(attempt)  # look again later: the limit may have room
@@ -320,6 +324,23 @@ class Executor:
         attempt.stuck = False
         self._forget(attempt)  # no more heartbeats, fencing or deadlines
         self.abandoned.take(attempt)
+
+    def _keep_unconfirmed(self, attempt: Attempt) -> None:
+        """A handler stopped for its unconfirmed lease that runs on (a plain ``def`` that
+        does not look at ``job.is_cancelled()``) is not abandoned: abandoned, its retry was
+        written and its job claimed again while it still ran — the double run the stop is
+        for, made by the stop when the database was only slow (a review). It keeps its
+        permit and its heartbeats, so the job stays its own, until it returns; cut off for
+        real, the job is rescued elsewhere whatever this process does."""
+        attempt.stop_at = None
+        attempt.stuck = True
+        logger.warning(
+            "%s: handler still running %.0f s after it was stopped for its unconfirmed "
+            "lease; a plain def cannot be interrupted: it keeps its permit and its "
+            "heartbeats until it returns, and its job is then retried",
+            attempt.describe(), ABANDON_AFTER_S,
+            extra={"event": "handler_stuck", "job_id": attempt.job.id},
+        )  # fmt: skip
 
     async def _run_async(self, task: Task, attempt: Attempt) -> Any:
         if attempt.cancel_reason == "deadline":  # expired before the handler started

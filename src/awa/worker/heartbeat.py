@@ -28,11 +28,22 @@ logger = logging.getLogger("awa")
 async def still_running(
     pool: AsyncConnectionPool, keys: list[AttemptKey], synchronous_commit: bool = False
 ) -> set[int]:
-    """Heartbeat the attempts of ``keys``; returns the ids still running under them."""
+    """Heartbeat the attempts of ``keys``; returns the ids still running under them (one
+    whose row another transaction holds is not among them: it cannot be told)."""
+    alive, _ = await beat_rows(pool, keys, synchronous_commit)
+    return alive
+
+
+async def beat_rows(
+    pool: AsyncConnectionPool, keys: list[AttemptKey], synchronous_commit: bool = False
+) -> tuple[set[int], set[int]]:
+    """Heartbeat the attempts of ``keys``: the ids still running under them, and the ids
+    whose rows another transaction holds (skipped: neither confirmed nor lost)."""
     params = {**key_arrays(keys), "synchronous_commit": "on" if synchronous_commit else "off"}
     async with pool.connection() as conn:
         cur = await conn.execute(sql.JOB_HEARTBEAT_MANY, params)
-        return {row[0] for row in await cur.fetchall()}
+        rows = await cur.fetchall()
+    return {i for i, held in rows if not held}, {i for i, held in rows if held}
 
 
 def unconfirmed_limit_s(interval_ms: int, staleness_ms: int) -> float:
@@ -66,9 +77,9 @@ async def beat(
     if not keys:
         return 0
     sent = time.monotonic()
-    alive = await still_running(pool, keys, synchronous_commit)
+    alive, held = await beat_rows(pool, keys, synchronous_commit)
     executor.lease_confirmed(running, alive, sent)
-    gone = [key for key in running if key[0] not in alive]
+    gone = [key for key in running if key[0] not in alive and key[0] not in held]
     cancelled = await _cancelled(pool, gone) if gone else set()
     lost = 0
     for key in gone:
