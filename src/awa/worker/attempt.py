@@ -74,8 +74,7 @@ class AttemptServices:
         """Write ``attempt``'s progress and metadata now (lease-guarded)."""
         if not attempt.updates.touched:
             return True  # nothing was ever set: nothing to write
-        written = await progress.write_many(self._pool, [attempt], force=True)
-        return attempt.job.id in written
+        return await progress.write_one(self._pool, attempt)
 
     async def register_callback(self, attempt: Attempt, timeout_seconds: float) -> str:
         """Store a fresh callback id and timeout on ``attempt``'s row; returns the id."""

@@ -28,10 +28,11 @@ logger = logging.getLogger("awa")
 async def still_running(
     pool: AsyncConnectionPool, keys: list[AttemptKey], synchronous_commit: bool = False
 ) -> set[int]:
-    """Heartbeat the attempts of ``keys``; returns the ids still running under them (one
-    whose row another transaction holds is not among them: it cannot be told)."""
-    alive, _ = await beat_rows(pool, keys, synchronous_commit)
-    return alive
+    """Heartbeat the attempts of ``keys``; returns the ids still running under them,
+    their rows held by another transaction or not (the re-check of an old claim: a row an
+    operator holds still names this attempt — a review saw such a claim dropped)."""
+    alive, held = await beat_rows(pool, keys, synchronous_commit)
+    return alive | held
 
 
 async def beat_rows(

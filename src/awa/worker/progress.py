@@ -28,6 +28,7 @@ state is guarded by a lock.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import threading
@@ -44,6 +45,8 @@ from awa.types import KEEP_CHECKPOINT, Job
 
 if TYPE_CHECKING:
     from awa.worker.attempt import Attempt
+
+HELD_RETRY_S = 0.05  # job.flush_progress() on a row another transaction holds
 
 
 def _check_percent(percent: Any) -> float:
@@ -139,8 +142,27 @@ async def write_many(
     """Write the changed progress/metadata of running attempts in one statement.
 
     ``force`` writes every attempt that recorded anything, changed or not. Returns the
-    ids whose row was updated (an id missing: that attempt lost its lease).
+    ids whose row was updated; an id missing lost its lease, or its row was held by
+    another transaction (skipped, not waited for: it stays to write next time).
     """
+    written, _ = await _write(pool, attempts, force)
+    return written
+
+
+async def write_one(pool: AsyncConnectionPool, attempt: Attempt) -> bool:
+    """Write ``attempt``'s progress and metadata now (``job.flush_progress()``): False
+    when it lost its lease. A row another transaction holds is waited for, as the
+    handler asked for this write."""
+    while True:
+        written, held = await _write(pool, [attempt], True)
+        if attempt.key[0] not in held:
+            return attempt.key[0] in written
+        await asyncio.sleep(HELD_RETRY_S)
+
+
+async def _write(
+    pool: AsyncConnectionPool, attempts: Iterable[Attempt], force: bool
+) -> tuple[set[int], set[int]]:
     ids: list[int] = []
     leases: list[int] = []
     attempted: list[Any] = []
@@ -160,7 +182,7 @@ async def write_many(
         metadata.append(m)
         versions[job_id] = (updates, version)
     if not ids:
-        return set()
+        return set(), set()
     params = {
         "ids": ids,
         "run_leases": leases,
@@ -170,8 +192,9 @@ async def write_many(
     }
     async with pool.connection() as conn:
         cur = await conn.execute(sql.JOB_PROGRESS_MANY, params)
-        written = {row[0] for row in await cur.fetchall()}
+        rows = await cur.fetchall()
+    written = {job_id for job_id, held in rows if not held}
     for job_id in written:
         updates, version = versions[job_id]
         updates.mark_written(version)
-    return written
+    return written, {job_id for job_id, held in rows if held}

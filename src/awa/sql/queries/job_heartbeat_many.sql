@@ -31,9 +31,14 @@ beat AS (
       AND j.id = ANY (ARRAY(SELECT m.id FROM mine AS m))
     RETURNING j.id
 )
--- held: running, but locked by another transaction: neither confirmed nor lost this time.
+-- held: running under the very attempt, but locked by another transaction: neither
+-- confirmed nor lost this time (one running under another lease is lost, held or not).
 SELECT b.id, false AS held FROM beat AS b
 UNION ALL
-SELECT r.id, true FROM awa.jobs AS r
-WHERE r.id = ANY (%(ids)s::bigint[]) AND r.state::text = 'running'
+SELECT r.id, true
+FROM awa.jobs AS r
+JOIN unnest(%(ids)s::bigint[], %(run_leases)s::bigint[], %(attempted_ats)s::timestamptz[])
+    AS k(id, run_lease, attempted_at)
+    ON r.id = k.id AND r.run_lease = k.run_lease AND r.attempted_at = k.attempted_at
+WHERE r.state::text = 'running'
   AND r.id <> ALL (ARRAY(SELECT m.id FROM mine AS m))

@@ -1,7 +1,13 @@
-"""One heartbeat lost to a passing error (a deadlock victim, a cancelled statement, a
-read-only session during a failover) is tried again within a second: with the lease limit
-at two intervals (the default ratio, ADR 0055), a full interval's wait stopped every
-handler of a healthy worker, and a job on its last attempt ended failed (a review)."""
+"""Heartbeats that meet a passing fault stop no handler of a healthy worker (the lease
+limit, ADR 0055, at two intervals by default: reviews found each of these stopping every
+handler of the process, a job on its last attempt ending failed):
+
+* one beat lost to an error (a deadlock victim, a cancelled statement) is tried again
+  within a second, not an interval later;
+* a job row another transaction holds is skipped by the beat and by the progress writer,
+  not waited for (waiting, the writer kept every row below it locked and the beat
+  confirmed none of them), and reported held: neither confirmed nor lost.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ from typing import Any
 import psycopg
 
 import awa
+from awa.worker import heartbeat
 from tests.helpers import FAST_WORKER, wait_for
 
 # The default ratio of interval to staleness (30 s : 90 s), thirty times faster.
@@ -78,14 +85,17 @@ async def test_a_row_held_by_another_transaction_holds_back_no_other_beat(
         name = job.args["name"]
         started[name].set()
         try:
-            await asyncio.sleep(4.5)
+            for step in range(45):  # progress all along: the writer meets the held row
+                job.set_progress(step * 2)
+                await asyncio.sleep(0.1)
             ended[name] = "returned"
         except asyncio.CancelledError:
             ended[name] = "stopped"
             raise
 
-    held = await client.insert({"name": "held"}, kind="long", queue="q", max_attempts=1)
+    # The held row after the free one: the writer locks in id order.
     free = await client.insert({"name": "free"}, kind="long", queue="q", max_attempts=1)
+    held = await client.insert({"name": "held"}, kind="long", queue="q", max_attempts=1)
     # Stale after 3 s, lease limit 2.25 s: the row is held for 2.7 s, between the two.
     await client.start([("q", 2)], **{**FAST_WORKER, "heartbeat_interval_ms": 300,
                                       "heartbeat_staleness_ms": 3_000})  # fmt: skip
@@ -105,3 +115,26 @@ async def test_a_row_held_by_another_transaction_holds_back_no_other_beat(
     assert ended["free"] == "returned"
     done = await client.get_job(free.id)
     assert done.state is awa.JobState.COMPLETED and done.errors == []
+
+
+async def test_a_held_row_is_neither_confirmed_nor_lost(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], database_url: str
+) -> None:
+    job = await client.insert({}, kind="k", queue="q")
+    row = db.execute(
+        "UPDATE awa.jobs SET state = 'running', run_lease = run_lease + 1, "
+        "attempted_at = clock_timestamp(), heartbeat_at = clock_timestamp() "
+        "WHERE id = %s RETURNING id, run_lease, attempted_at",
+        (job.id,),
+    ).fetchone()
+    assert row is not None
+    key = (row[0], row[1], row[2])
+    older = (row[0], row[1] - 1, row[2])  # an attempt this row no longer runs
+    pool = await client._get_pool()
+    async with await psycopg.AsyncConnection.connect(database_url) as operator:
+        await operator.execute("SELECT 1 FROM awa.jobs WHERE id = %s FOR UPDATE", [job.id])
+        assert await heartbeat.beat_rows(pool, [key]) == (set(), {job.id})
+        assert await heartbeat.beat_rows(pool, [older]) == (set(), set())  # lost, held or not
+        assert await heartbeat.still_running(pool, [key]) == {job.id}  # still names it
+        await operator.commit()
+    assert await heartbeat.beat_rows(pool, [key]) == ({job.id}, set())
