@@ -17,8 +17,10 @@ from typing import Any
 import psycopg
 
 import awa
-from awa.worker import heartbeat
+from awa.worker import heartbeat, progress
+from awa.worker.attempt import Attempt
 from tests.helpers import FAST_WORKER, wait_for
+from tests.unit.fakes import FakePermit
 
 # The default ratio of interval to staleness (30 s : 90 s), thirty times faster.
 SETTINGS = {**FAST_WORKER, "heartbeat_interval_ms": 1_000, "heartbeat_staleness_ms": 3_000}
@@ -138,3 +140,28 @@ async def test_a_held_row_is_neither_confirmed_nor_lost(
         assert await heartbeat.still_running(pool, [key]) == {job.id}  # still names it
         await operator.commit()
     assert await heartbeat.beat_rows(pool, [key]) == ({job.id}, set())
+
+
+async def test_flush_progress_waits_for_a_held_row_then_writes(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], database_url: str
+) -> None:
+    """The periodic writer skips a held row; a handler's own ``flush_progress()`` asked
+    for this write, so it waits for the row instead of reporting a lost lease."""
+    job = await client.insert({}, kind="k", queue="q")
+    db.execute(
+        "UPDATE awa.jobs SET state = 'running', run_lease = run_lease + 1, "
+        "attempted_at = clock_timestamp(), heartbeat_at = clock_timestamp() WHERE id = %s",
+        (job.id,),
+    )
+    running = await client.get_job(job.id)
+    attempt = Attempt(running, FakePermit(), 0, None)  # type: ignore[arg-type]
+    attempt.set_progress(50, "half way", None)
+    pool = await client._get_pool()
+    async with await psycopg.AsyncConnection.connect(database_url) as operator:
+        await operator.execute("SELECT 1 FROM awa.jobs WHERE id = %s FOR UPDATE", [job.id])
+        assert await progress.write_many(pool, [attempt]) == set()  # skipped, not lost
+        flush = asyncio.create_task(progress.write_one(pool, attempt))
+        await operator.commit()
+    assert await asyncio.wait_for(flush, 30) is True
+    stored = await client.get_job(job.id)
+    assert stored.progress is not None and stored.progress["message"] == "half way"

@@ -46,7 +46,10 @@ from awa.types import KEEP_CHECKPOINT, Job
 if TYPE_CHECKING:
     from awa.worker.attempt import Attempt
 
-HELD_RETRY_S = 0.05  # job.flush_progress() on a row another transaction holds
+# job.flush_progress() on a row another transaction holds: tried again after 50 ms,
+# doubling up to a second.
+HELD_RETRY_S = 0.05
+HELD_RETRY_MAX_S = 1.0
 
 
 def _check_percent(percent: Any) -> float:
@@ -153,11 +156,13 @@ async def write_one(pool: AsyncConnectionPool, attempt: Attempt) -> bool:
     """Write ``attempt``'s progress and metadata now (``job.flush_progress()``): False
     when it lost its lease. A row another transaction holds is waited for, as the
     handler asked for this write."""
+    wait_s = HELD_RETRY_S
     while True:
         written, held = await _write(pool, [attempt], True)
         if attempt.key[0] not in held:
             return attempt.key[0] in written
-        await asyncio.sleep(HELD_RETRY_S)
+        await asyncio.sleep(wait_s)
+        wait_s = min(wait_s * 2, HELD_RETRY_MAX_S)
 
 
 async def _write(
