@@ -142,17 +142,21 @@ async def test_a_held_row_is_neither_confirmed_nor_lost(
     assert await heartbeat.beat_rows(pool, [key]) == ({job.id}, set())
 
 
+def _running(db: psycopg.Connection[Any], job_id: int) -> None:
+    db.execute(
+        "UPDATE awa.jobs SET state = 'running', run_lease = run_lease + 1, "
+        "attempted_at = clock_timestamp(), heartbeat_at = clock_timestamp() WHERE id = %s",
+        (job_id,),
+    )
+
+
 async def test_flush_progress_waits_for_a_held_row_then_writes(
     client: awa.AsyncClient, db: psycopg.Connection[Any], database_url: str
 ) -> None:
     """The periodic writer skips a held row; a handler's own ``flush_progress()`` asked
     for this write, so it waits for the row instead of reporting a lost lease."""
     job = await client.insert({}, kind="k", queue="q")
-    db.execute(
-        "UPDATE awa.jobs SET state = 'running', run_lease = run_lease + 1, "
-        "attempted_at = clock_timestamp(), heartbeat_at = clock_timestamp() WHERE id = %s",
-        (job.id,),
-    )
+    _running(db, job.id)
     running = await client.get_job(job.id)
     attempt = Attempt(running, FakePermit(), 0, None)  # type: ignore[arg-type]
     attempt.set_progress(50, "half way", None)
@@ -165,3 +169,33 @@ async def test_flush_progress_waits_for_a_held_row_then_writes(
     assert await asyncio.wait_for(flush, 30) is True
     stored = await client.get_job(job.id)
     assert stored.progress is not None and stored.progress["message"] == "half way"
+
+
+async def test_the_shutdowns_write_waits_for_a_held_row(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], database_url: str
+) -> None:
+    """Shutdown writes what its unfinished attempts recorded, then fences them (a
+    statement that waits for the row): a write that skipped a held row was overtaken by
+    the fence, and the retry resumed from an older checkpoint (a review)."""
+    attempts = []
+    for step in (1, 2):
+        job = await client.insert({"n": step}, kind="k", queue="q")
+        _running(db, job.id)
+        attempt = Attempt(await client.get_job(job.id), FakePermit(), 0, None)  # type: ignore[arg-type]
+        attempt.set_progress(50, None, {"step": step})
+        attempts.append(attempt)
+    held, free = attempts
+    pool = await client._get_pool()
+    async with await psycopg.AsyncConnection.connect(database_url) as operator:
+        await operator.execute("SELECT 1 FROM awa.jobs WHERE id = %s FOR UPDATE", [held.key[0]])
+        write = asyncio.create_task(progress.write_waiting(pool, attempts))
+
+        async def free_written() -> bool:
+            return (await client.get_job(free.key[0])).progress is not None
+
+        await wait_for(free_written, timeout=30)  # the free row at once
+        assert not write.done()  # the held one waited for
+        await operator.commit()
+    assert await asyncio.wait_for(write, 30) == {held.key[0], free.key[0]}
+    stored = await client.get_job(held.key[0])
+    assert stored.progress is not None and stored.progress["checkpoint"] == {"step": 1}

@@ -156,11 +156,23 @@ async def write_one(pool: AsyncConnectionPool, attempt: Attempt) -> bool:
     """Write ``attempt``'s progress and metadata now (``job.flush_progress()``): False
     when it lost its lease. A row another transaction holds is waited for, as the
     handler asked for this write."""
-    wait_s = HELD_RETRY_S
+    return attempt.key[0] in await write_waiting(pool, [attempt], force=True)
+
+
+async def write_waiting(
+    pool: AsyncConnectionPool, attempts: Iterable[Attempt], *, force: bool = False
+) -> set[int]:
+    """:func:`write_many`, waiting for rows another transaction holds (tried again after
+    50 ms, doubling up to a second) — for a write that must land before what follows it:
+    a handler's own flush, the shutdown's before its fence (which waits for the row, and
+    overtook a skipped write: the retry resumed from an older checkpoint, a review)."""
+    pending, done, wait_s = list(attempts), set[int](), HELD_RETRY_S
     while True:
-        written, held = await _write(pool, [attempt], True)
-        if attempt.key[0] not in held:
-            return attempt.key[0] in written
+        written, held = await _write(pool, pending, force)
+        done |= written
+        if not held:
+            return done
+        pending = [attempt for attempt in pending if attempt.key[0] in held]
         await asyncio.sleep(wait_s)
         wait_s = min(wait_s * 2, HELD_RETRY_MAX_S)
 

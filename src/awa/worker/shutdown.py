@@ -98,7 +98,7 @@ async def _fence(worker: Worker, unfinished: list[Attempt], fenced_ids: set[int]
     for attempt in unfinished:
         attempt.request_cancel("shutdown")
     try:  # best effort: the fence below matters more than the checkpoints
-        await progress.write_many(worker.pool, unfinished)
+        await progress.write_waiting(worker.pool, unfinished)
     except Exception as exc:
         logger.warning("shutdown: could not write the progress of unfinished handlers: %s", exc)
     params = {
