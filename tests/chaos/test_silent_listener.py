@@ -84,7 +84,11 @@ async def test_a_silent_listen_connection_is_made_again(
         await wait_for(noticed, timeout=30)
         await _all_permits_run(client, together)
         proxy.thaw()
-        await wait_for(lambda: _now(worker.listener.connected), timeout=30)
+
+        async def reconnected() -> bool:
+            return worker.listener.connected
+
+        await wait_for(reconnected, timeout=30)
     finally:
         proxy.thaw()
         await client.shutdown(timeout_ms=2_000)
@@ -106,7 +110,3 @@ async def test_a_seat_whose_notice_never_came_gives_its_permit_back(
         proxy.thaw()
         await client.shutdown(timeout_ms=2_000)
         await client.close()
-
-
-async def _now(value: bool) -> bool:
-    return value

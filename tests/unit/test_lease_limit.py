@@ -41,6 +41,15 @@ def _executor(handler: Any, lease_limit_s: float) -> tuple[Executor, FakeComplet
     return executor, completer
 
 
+async def _released(permit: FakePermit) -> None:
+    """Wait until the attempt holding ``permit`` has ended (it releases it once)."""
+
+    async def released() -> bool:
+        return permit.released == 1
+
+    await wait_for(released, timeout=10)
+
+
 def _stop(executor: Executor) -> None:
     for attempt in executor.attempts.values():
         assert attempt.task is not None
@@ -130,11 +139,7 @@ async def test_an_unconfirmed_lease_stops_the_handler_and_retries_the_job(kind: 
     permit = FakePermit()
     try:
         executor.launch(_job(), permit, deadline_ms=60_000)  # type: ignore[arg-type]
-
-        async def ended() -> bool:
-            return permit.released == 1
-
-        await wait_for(ended, timeout=10)
+        await _released(permit)
     finally:
         await executor.stop()
         executor.close()
@@ -180,11 +185,7 @@ async def test_a_claim_older_than_the_limit_runs_once_the_database_confirms_it()
         await wait_for(looked, timeout=10)
         assert attempt.cancel_reason is None
         answer.set()
-
-        async def ended() -> bool:
-            return permit.released == 1
-
-        await wait_for(ended, timeout=10)
+        await _released(permit)
     finally:
         await executor.stop()
         executor.close()
@@ -222,11 +223,7 @@ async def test_a_def_that_runs_on_after_its_stop_keeps_its_permit_and_its_job(
         assert permit.released == 0 and completer.outcomes == []
         assert executor.in_flight() == [attempt.key]  # still heartbeated: still its own
         finish.set()
-
-        async def ended() -> bool:
-            return permit.released == 1
-
-        await wait_for(ended, timeout=10)
+        await _released(permit)
     finally:
         finish.set()
         await executor.stop()

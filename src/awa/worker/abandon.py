@@ -5,10 +5,11 @@ to stop — its deadline passed, an operator cancelled it, it lost its lease —
 gets ``ABANDON_AFTER_S`` to return. One that is still running then (a plain ``def`` in a
 blocking call, a coroutine that swallows its cancellation) is *abandoned*:
 
-* past its deadline or its lease's limit, its outcome is written now
-  (``DeadlineExceeded``, ``LeaseUnconfirmed``: retried with backoff like any failure),
-  and its permit comes back once that write is done — so the job is no longer
-  ``running`` when another takes its slot;
+* past its deadline, its outcome is written now (``DeadlineExceeded``, retried with
+  backoff like any failure), and its permit comes back once that write is done — so the
+  job is no longer ``running`` when another takes its slot;
+* stopped for its unconfirmed lease (ADR 0055), it is not abandoned at all: it keeps
+  its permit and its heartbeats until it returns (``Executor._keep_unconfirmed``);
 * cancelled or without its lease, the row has moved on already: its permit comes back
   at once;
 * a plain ``def`` handler's thread stops counting against the handler threads, so a new
@@ -28,7 +29,7 @@ import asyncio
 import logging
 import time
 
-from awa.worker.attempt import STOPPED_BY_WORKER, Attempt
+from awa.worker.attempt import Attempt
 from awa.worker.completer import Completer
 from awa.worker.results import AttemptKey, Finalization
 from awa.worker.threads import HandlerThreads
@@ -79,7 +80,7 @@ class Abandoned:
             extra={"event": "handler_abandoned", "job_id": attempt.job.id,
                    "reason": attempt.cancel_reason},
         )  # fmt: skip
-        if attempt.cancel_reason not in STOPPED_BY_WORKER:
+        if attempt.cancel_reason != "deadline":
             attempt.permit.release()
             return
         outcome = attempt.cut_short(" (handler abandoned)")

@@ -42,8 +42,8 @@ class Observer:
     def attempt_stopped(self, job: Job[Any], reason: str) -> None:
         """A handler ended without an outcome because the worker stopped it: ``reason`` is
         ``"cancelled"`` (an operator's cancel, already committed), ``"lease lost"``,
-        ``"deadline"`` or ``"lease unconfirmed"`` (abandoned: no heartbeat confirmed the
-        lease in time) or ``"shutdown"`` (the job was or will be returned by someone else).
+        ``"deadline"`` (abandoned) or ``"shutdown"`` (the job was or will be returned by
+        someone else).
         Called just before ``job_finished`` (with outcome None)."""
 
     def outcomes_applied(self, applied: Sequence[Finalization]) -> None:
