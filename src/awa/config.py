@@ -229,6 +229,16 @@ def parse_override_refresh_ms(raw: str | None, default: int = 10_000) -> tuple[i
 _BOOLEAN_SETTINGS = frozenset({"synchronous_commit"})
 _ZERO_MEANS_OFF = frozenset({"vacuum_dead_rows", "handoff_seats"})
 
+START_SETTINGS = frozenset(
+    {f.name for f in fields(WorkerConfig)} - {"queues", "global_max_workers"} | {"poll_interval_ms"}
+)
+"""The keyword settings ``start()`` takes besides its queues and ``global_max_workers``."""
+
+
+def is_boolean_setting(name: str) -> bool:
+    """True for a ``start()`` setting that is on or off rather than a number."""
+    return name in _BOOLEAN_SETTINGS
+
 
 def build_worker_config(
     queues: Iterable[QueueSpec] | None,
@@ -259,8 +269,7 @@ def build_worker_config(
         total_min = sum(q.min_workers for q in configs)
         if total_min > global_max_workers:
             raise MinWorkersExceedGlobal(total_min, global_max_workers)
-    known = {f.name for f in fields(WorkerConfig)} - {"queues", "global_max_workers"}
-    unknown = set(settings) - known
+    unknown = set(settings) - START_SETTINGS
     if unknown:
         raise InvalidSetting("start", f"unknown setting(s): {', '.join(sorted(unknown))}")
     for name, value in settings.items():

@@ -100,6 +100,16 @@ BAD_VALUES = [
     (["worker", "tests.apps.worker_app:client", "--queue", "w=2", "--queue", "w=3",
       "--processes", "2"], "argument --queue"),  # refused once, before any child starts
     (["worker", "tests.apps.worker_app:client", "--queue", f"{LONG}=2"], "argument --queue"),
+    (["worker", "x:y", "--set", "heartbeat_interval_ms"], "argument --set"),
+    (["worker", "x:y", "--set", "no_such_setting=1"], "argument --set"),
+    (["worker", "x:y", "--set", "heartbeat_interval_ms=soon"], "argument --set"),
+    (["worker", "x:y", "--set", "synchronous_commit=maybe"], "argument --set"),
+    (["worker", "tests.apps.worker_app:client", "--set", "heartbeat_interval_ms=0"],
+     "argument --set: heartbeat_interval_ms"),
+    (["worker", "tests.apps.worker_app:client", "--set", "heartbeat_interval_ms=100000"],
+     "argument --set: heartbeat_staleness_ms"),  # the default staleness no longer exceeds it
+    (["worker", "tests.apps.worker_app:client", "--set", "handoff_seats=-1", "--processes",
+      "2"], "argument --set: handoff_seats"),  # refused once, before any child starts
     (["runtime", "list", "--fresh-ms", "abc"], "--fresh-ms"),
     (["demo", "--jobs", "0"], "--jobs"),
     (["serve", "--port", "abc"], "--port"),

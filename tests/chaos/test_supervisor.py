@@ -153,6 +153,23 @@ async def test_sigterm_drains_every_child_and_exits_0(
         assert sup.wait_line(rf"{sig.name} again within 1 s: the same stop")
 
 
+async def test_set_flags_reach_every_child(client: awa.AsyncClient, supervise: Any) -> None:
+    """``--set`` gives ``start()`` settings to every worker process; a reviewer had to wrap
+    ``start()`` to run the command with short leases."""
+    short_leases = ["--set", "heartbeat_interval_ms=700", "--set", "heartbeat_staleness_ms=4321"]
+    sup = supervise("--processes", "2", "--queue", "fleet=1", *short_leases)
+    pids = sup.child_pids(2)
+
+    async def both_published() -> list[int | None] | None:
+        instances = await client.list_runtime_instances()
+        if {i.pid for i in instances} != set(pids.values()):
+            return None
+        return [i.snapshot.heartbeat_staleness_ms if i.snapshot else None for i in instances]
+
+    assert await wait_for(both_published, timeout=30) == [4321, 4321]
+    assert sup.stop() == 0
+
+
 async def test_one_metrics_endpoint_covers_every_child(
     client: awa.AsyncClient, db: psycopg.Connection[Any], supervise: Any
 ) -> None:

@@ -146,6 +146,39 @@ def queue_flag(text: str) -> QueueFlag:
     return QueueFlag(text, name, min_workers=values.get("min"), weight=values.get("weight"))
 
 
+@dataclass(frozen=True, slots=True)
+class SettingFlag:
+    """One ``awa worker --set NAME=VALUE``: a keyword setting of ``start()``."""
+
+    text: str  # as given, for the supervisor's children
+    name: str
+    value: int | bool
+
+
+_TRUE, _FALSE = ("true", "on", "yes", "1"), ("false", "off", "no", "0")
+
+
+def setting_flag(text: str) -> SettingFlag:
+    """``NAME=VALUE`` naming a ``start()`` setting; the range is checked with the rest of
+    the configuration (``build_worker_config``), so the reason reads as ``start()``'s."""
+    from awa.config import START_SETTINGS, is_boolean_setting
+
+    name, sep, raw = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    if name not in START_SETTINGS:
+        known = ", ".join(sorted(START_SETTINGS))
+        raise argparse.ArgumentTypeError(f"unknown setting {name!r} (one of: {known})")
+    if is_boolean_setting(name):
+        if raw.lower() not in _TRUE + _FALSE:
+            raise argparse.ArgumentTypeError(f"{name} must be true or false, got {raw!r}")
+        return SettingFlag(text, name, raw.lower() in _TRUE)
+    try:
+        return SettingFlag(text, name, int(raw))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{name} must be an integer, got {raw!r}") from None
+
+
 def with_example(description: str, example: str) -> dict[str, object]:
     """Keyword arguments giving a subcommand a description and an example in --help."""
     return {

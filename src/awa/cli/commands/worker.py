@@ -20,16 +20,18 @@ from awa.cli import early_signals, stop_signals
 from awa.cli.args import (
     WEIGHTED_FORM,
     QueueFlag,
+    SettingFlag,
     bounded_int,
     positive_int,
     postgres_url,
     process_count,
     queue_flag,
+    setting_flag,
     with_example,
 )
 from awa.cli.database import configured_url, database_url
 from awa.cli.output import fail
-from awa.config import build_worker_config
+from awa.config import START_SETTINGS, build_worker_config
 from awa.errors import BuildError, MinWorkersExceedGlobal
 from awa.extras import require
 from awa.supervisor import ChildLink, Supervisor
@@ -51,7 +53,9 @@ def register(sub: Any) -> None:
             "crashed one, forwards SIGTERM/SIGINT to all, and serves one --metrics-port.",
             "awa worker myapp.jobs:client --queue email=10 --queue reports=2\n"
             "  awa worker myapp.jobs:client --global-max-workers 20 --queue email:min=4,weight=3\n"
-            "  awa worker myapp.jobs:client --processes auto --metrics-port 9464",
+            "  awa worker myapp.jobs:client --processes auto --metrics-port 9464\n"
+            "  awa worker myapp.jobs:client --set heartbeat_interval_ms=5000 "
+            "--set heartbeat_staleness_ms=20000",
         ),
     )
     p.add_argument("target", metavar="MODULE:CLIENT")
@@ -75,6 +79,10 @@ def register(sub: Any) -> None:
                    "with --processes, one endpoint for all of them")  # fmt: skip
     p.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
                    help="address for --metrics-port (default 127.0.0.1)")  # fmt: skip
+    p.add_argument("--set", dest="settings", action="append", type=setting_flag, default=[],
+                   metavar="NAME=VALUE",
+                   help="a keyword setting of start(), e.g. heartbeat_staleness_ms=20000 "
+                   "or synchronous_commit=true (repeatable; docs/cli.md lists them)")  # fmt: skip
     p.set_defaults(handler=run, needs_db=lambda a: False)
 
 
@@ -158,10 +166,13 @@ def _configuration_refusal(client: awa.AsyncClient, args: argparse.Namespace) ->
         build_worker_config(
             _queue_configs(args.queues) or client.registry.queues(),
             global_max_workers=args.global_max_workers,
+            **_settings(args.settings),
         )
     except BuildError as exc:
         if exc.field.startswith("queues") and args.queues:
             return f"argument --queue: {exc}"
+        if exc.field in START_SETTINGS and args.settings:
+            return f"argument --set: {exc}"
         if exc.field == "global_max_workers" or isinstance(exc, MinWorkersExceedGlobal):
             return f"argument --global-max-workers: {exc.reason}"
         return str(exc)
@@ -190,6 +201,11 @@ def _queue_configs(flags: list[QueueFlag]) -> list[dict[str, Any]]:
     return [flag.config() for flag in flags]
 
 
+def _settings(flags: list[SettingFlag]) -> dict[str, int | bool]:
+    """The ``--set`` flags as ``start()`` keywords (a setting given twice: the last)."""
+    return {flag.name: flag.value for flag in flags}
+
+
 def child_command(args: argparse.Namespace) -> list[str]:
     """The ``awa`` arguments of one supervised worker: this command without --processes,
     serving its metrics (if asked) on a loopback port of its own for the supervisor."""
@@ -200,6 +216,8 @@ def child_command(args: argparse.Namespace) -> list[str]:
         command += ["--global-max-workers", str(args.global_max_workers)]
     if args.max_connections is not None:
         command += ["--max-connections", str(args.max_connections)]
+    for setting in args.settings:
+        command += ["--set", setting.text]
     if args.metrics_port is not None:
         command += ["--metrics-port", "0", "--metrics-host", "127.0.0.1"]
     return command
@@ -274,7 +292,9 @@ async def _serve(
         if link is None:
             sys.stderr.write(f"awa: metrics on {metrics_server.url}\n")
     await client.start(
-        _queue_configs(args.queues) or None, global_max_workers=args.global_max_workers
+        _queue_configs(args.queues) or None,
+        global_max_workers=args.global_max_workers,
+        **_settings(args.settings),
     )
     queues = ", ".join(client.runtime_snapshot().queues)
     stops = "SIGTERM stops" if link is not None else "Ctrl-C stops"  # not its terminal's
