@@ -198,6 +198,54 @@ async def test_metrics_scraped_over_http_count_what_ran(
     _check_records(caplog.records)
 
 
+async def test_handlers_the_worker_stopped_are_counted_by_reason(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """A stop is no outcome of its own (a deadline's is ``retried``, a cancel's was written
+    by the operator): without this counter, no series said why handlers were stopped."""
+    started: dict[str, int] = {}
+
+    async def waits_started() -> bool:
+        return "waits" in started
+
+    @client.task(None, kind="overrun", queue="short")
+    async def overrun(job: awa.Job[Any]) -> None:
+        await asyncio.Event().wait()
+
+    @client.task(None, kind="waits", queue="long")
+    async def waits(job: awa.Job[Any]) -> None:
+        started["waits"] = job.id
+        await asyncio.Event().wait()
+
+    @client.task(None, kind="quick", queue="long")
+    async def quick(job: awa.Job[Any]) -> None:
+        return None
+
+    metrics = awa.metrics.instrument(client, otel_enabled=False, stats_max_age_s=0)
+    server = metrics.serve(port=0)
+    await client.insert({}, kind="overrun", queue="short", max_attempts=1)
+    await client.insert({}, kind="waits", queue="long")
+    await client.insert({}, kind="quick", queue="long")
+    queues = [awa.QueueConfig("short", deadline_ms=300), awa.QueueConfig("long")]
+    await client.start(queues, **FAST_WORKER)
+    try:
+        await wait_for(waits_started)
+        await client.cancel(started["waits"])
+
+        def stopped(series: Series) -> bool:
+            return len(by_label(series, "awa_jobs_stopped_total", "queue", "kind", "reason")) == 2
+
+        series = await wait_for(lambda: _scrape_if(server.url, stopped))
+        assert by_label(series, "awa_jobs_stopped_total", "queue", "kind", "reason") == {
+            ("short", "overrun", "deadline"): 1,
+            ("long", "waits", "cancelled"): 1,
+        }
+        assert value(series, "awa_jobs_total", queue="short", kind="overrun", outcome="failed") == 1
+    finally:
+        await client.shutdown()
+        server.stop()
+
+
 async def _scrape_if(url: str, predicate: Any) -> Series | None:
     series = await scrape(url)
     return series if predicate(series) else None

@@ -18,6 +18,7 @@ from awa.worker import executor as executor_module
 from awa.worker import results
 from awa.worker.executor import Executor
 from awa.worker.heartbeat import unconfirmed_limit_s
+from awa.worker.observe import Observer
 from awa.worker.registry import TaskRegistry
 from tests.helpers import wait_for
 from tests.unit.fakes import FakeCompleter, FakePermit
@@ -32,11 +33,23 @@ def _job(job_id: int = 7, attempted_at: datetime | None = None) -> Job[Any]:
     )  # fmt: skip
 
 
-def _executor(handler: Any, lease_limit_s: float) -> tuple[Executor, FakeCompleter]:
+class _Stops(Observer):
+    """Records each handler the executor reports stopped."""
+
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+
+    def handler_stopped(self, job: Job[Any], reason: str) -> None:
+        self.reasons.append(reason)
+
+
+def _executor(
+    handler: Any, lease_limit_s: float, observer: Observer | None = None
+) -> tuple[Executor, FakeCompleter]:
     registry = TaskRegistry()
     registry.register(None, handler, kind="k", queue="q")
     completer = FakeCompleter()
-    executor = Executor(registry, completer, threads=2)  # type: ignore[arg-type]
+    executor = Executor(registry, completer, threads=2, observer=observer)  # type: ignore[arg-type]
     executor.lease_limit_s = lease_limit_s
     return executor, completer
 
@@ -134,7 +147,8 @@ async def test_an_unconfirmed_lease_stops_the_handler_and_retries_the_job(kind: 
         stopped.append("flagged")
 
     handler = async_handler if kind == "async" else sync_handler
-    executor, completer = _executor(handler, lease_limit_s=0.05)
+    stops = _Stops()
+    executor, completer = _executor(handler, lease_limit_s=0.05, observer=stops)
     executor.start()
     permit = FakePermit()
     try:
@@ -144,6 +158,7 @@ async def test_an_unconfirmed_lease_stops_the_handler_and_retries_the_job(kind: 
         await executor.stop()
         executor.close()
     assert stopped == ["cancelled" if kind == "async" else "flagged"]
+    assert stops.reasons == ["lease unconfirmed"]  # awa_jobs_stopped_total's reason
     [outcome] = completer.outcomes
     assert outcome.state is JobState.RETRYABLE
     assert outcome.error is not None and outcome.error["type"] == "LeaseUnconfirmed"

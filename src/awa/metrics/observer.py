@@ -83,6 +83,9 @@ class MetricsObserver(Observer):
     def job_finished(self, job: Job[Any], outcome: Finalization | None, duration_s: float) -> None:
         self._observe(spec.DURATION, (job.queue,), max(0.0, duration_s))
 
+    def handler_stopped(self, job: Job[Any], reason: str) -> None:
+        self._add(spec.STOPPED, (job.queue, job.kind, reason.replace(" ", "_")))
+
     def outcomes_applied(self, applied: Sequence[Finalization]) -> None:
         for f in applied:
             if f.job is not None:

@@ -60,6 +60,10 @@ STALE = Instrument(
     "Outcomes refused because their attempt had lost its lease (rescued or cancelled).",
     "{job}",
 )  # fmt: skip
+STOPPED = Instrument(
+    "awa_jobs_stopped", "awa.jobs.stopped", "counter", ("queue", "kind", "reason"),
+    "Handlers this worker stopped before they returned, by reason.", "{job}",
+)  # fmt: skip
 RATE_LIMITED = Instrument(
     "awa_polls_rate_limited", "awa.polls.rate_limited", "counter", ("queue",),
     "Dispatcher polls that the queue's rate limit cut short.", "{poll}",
@@ -144,7 +148,7 @@ FLEET_POOL_WEIGHT = Instrument(
 )  # fmt: skip
 
 COUNTERS = (
-    JOBS, RESCUED, CLAIMED, STALE, RATE_LIMITED, FLEET_HOLDS, OVERRIDES_APPLIED,
+    JOBS, RESCUED, CLAIMED, STALE, STOPPED, RATE_LIMITED, FLEET_HOLDS, OVERRIDES_APPLIED,
     OVERRIDES_IGNORED,
 )  # fmt: skip
 HISTOGRAMS = (DURATION, PICKUP)

@@ -143,6 +143,8 @@ class Executor:
             # with every attempt left running.)
             logger.exception("awa: unexpected error running job %s", attempt.key[0])
         finally:
+            if attempt.handler_started and attempt.cancel_reason is not None:
+                self._observer.handler_stopped(job, attempt.cancel_reason)
             # If the job was cancelled or rescued and then re-claimed by this worker while
             # this (now stale) attempt still ran, the job's entry belongs to the new
             # attempt, which must keep its heartbeat and fencing.

@@ -46,6 +46,13 @@ class Observer:
         someone else).
         Called just before ``job_finished`` (with outcome None)."""
 
+    def handler_stopped(self, job: Job[Any], reason: str) -> None:
+        """The worker stopped a handler that had begun, before it returned: ``reason`` is
+        ``"deadline"``, ``"lease unconfirmed"`` (no heartbeat confirmed its lease in
+        time; ADR 0055), ``"lease lost"`` (rescued or taken elsewhere), ``"cancelled"``
+        (an operator's cancel) or ``"shutdown"``. Once per attempt, when its run ends
+        (a plain ``def`` may have run on after the stop)."""
+
     def outcomes_applied(self, applied: Sequence[Finalization]) -> None:
         """Outcomes committed to the database (after the commit, never for stale ones)."""
 
@@ -106,6 +113,10 @@ class Fanout(Observer):
     def attempt_stopped(self, job: Job[Any], reason: str) -> None:
         if self.observers:
             self._each("attempt_stopped", job, reason)
+
+    def handler_stopped(self, job: Job[Any], reason: str) -> None:
+        if self.observers:
+            self._each("handler_stopped", job, reason)
 
     def outcomes_applied(self, applied: Sequence[Finalization]) -> None:
         if self.observers:
