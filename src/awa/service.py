@@ -22,6 +22,7 @@ import abc
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from time import monotonic as _clock  # a module name of its own: tests move it
 from typing import Protocol
 
 from awa.log import fault, traceback_unless_expected
@@ -121,7 +122,9 @@ class Periodic(LoopService):
 
     ``kick()`` runs the next tick at once. ``ticks`` and ``healthy`` let tests and health
     checks observe progress without sleeping. With ``retry_s``, a failed tick is tried
-    again that soon, the wait doubling up to the interval while it keeps failing.
+    again that soon, the wait doubling up to the interval while it keeps failing. With
+    ``fixed_rate``, the interval runs from each tick's start rather than its end (a tick
+    slower than the interval is followed at once), so slow ticks do not space out.
     """
 
     def __init__(
@@ -130,9 +133,12 @@ class Periodic(LoopService):
         interval_s: float,
         tick: Callable[[], Awaitable[object]],
         retry_s: float | None = None,
+        *,
+        fixed_rate: bool = False,
     ) -> None:
         super().__init__(name)
         self.interval_s = interval_s
+        self._fixed_rate = fixed_rate
         self._tick = tick
         self._kick = asyncio.Event()
         self.ticks = 0
@@ -152,10 +158,13 @@ class Periodic(LoopService):
         retry_s = self._retry_s
         while not self.stopping:
             wait_s = self.interval_s
+            started = _clock()
             try:
                 await self._tick()
                 self.healthy = True
                 retry_s = self._retry_s
+                if self._fixed_rate:
+                    wait_s = max(0.0, wait_s - (_clock() - started))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

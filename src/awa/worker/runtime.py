@@ -131,9 +131,12 @@ class Worker:
         # A failed beat is tried again within a second, not an interval later: the lease
         # limit (ADR 0055) is two intervals by default, and one beat lost to a deadlock or
         # a cancelled statement stopped every handler of a healthy worker (a review).
+        # Beats keep a fixed rate: spaced from each one's end, a beat that answered slowly
+        # put the next confirmation a whole beat later, and beats slower than half of
+        # (limit - interval) stopped handlers the leader would not have rescued.
         interval_s = config.heartbeat_interval_ms / 1000
         self.heartbeat = Periodic(
-            "heartbeat", interval_s, self._beat, retry_s=min(1.0, interval_s / 4)
+            "heartbeat", interval_s, self._beat, retry_s=min(1.0, interval_s / 4), fixed_rate=True
         )
         self.publisher = Periodic(
             "runtime-snapshot", config.runtime_snapshot_interval_ms / 1000, self._publish
