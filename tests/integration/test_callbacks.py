@@ -51,12 +51,16 @@ async def test_park_then_complete_fail_retry_and_heartbeat(client: awa.AsyncClie
         for job in (done, failed, again):
             parked = await _state(client, job.id, awa.JobState.WAITING_EXTERNAL)
             assert parked.finalized_at is None
+            assert parked.callback_id == tokens[job.id]  # what resume_external takes
+        listed = {j.id: j.callback_id for j in await client.list_jobs(queue="q")}
+        assert listed == {job.id: tokens[job.id] for job in (done, failed, again)}
         before = (await client.get_job(done.id)).run_lease
         beat = await client.heartbeat_callback(tokens[done.id], timeout_seconds=120)
         assert beat.state is awa.JobState.WAITING_EXTERNAL and beat.run_lease == before
 
         completed = await client.complete_external(tokens[done.id], payload={"receipt": 7})
         assert completed.state is awa.JobState.COMPLETED and completed.finalized_at
+        assert (await client.get_job(done.id)).callback_id is None
         assert completed.metadata["callback_payload"] == {"receipt": 7}
 
         failure = await client.fail_external(uuid.UUID(tokens[failed.id]), "card declined")

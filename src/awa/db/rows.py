@@ -61,8 +61,10 @@ def job_rows(cursor: HasResult) -> RowMaker[Job[Any]]:
         (result.fname(i) or b"").decode() for i in range(result.nfields)
     ]  # fmt: skip
     positions = [names.index(name) for name in _JOB_FIELDS]
-    # Optional: statements written before ordering keys existed leave it out.
+    # Optional: statements written before ordering keys existed leave it out, and only
+    # reads of a whole row (get_job, list_jobs) carry the callback's id.
     key_at = names.index("ordering_key") if "ordering_key" in names else None
+    callback_at = names.index("callback_id") if "callback_id" in names else None
     state_at = names.index("state")
     metadata_at = _JOB_FIELDS.index("metadata")
     errors_at = _JOB_FIELDS.index("errors")
@@ -76,6 +78,11 @@ def job_rows(cursor: HasResult) -> RowMaker[Job[Any]]:
             picked[errors_at] = []
         if key_at is not None:
             picked.append(values[key_at])
+        if callback_at is not None:
+            if key_at is None:
+                picked.append(None)
+            callback_id = values[callback_at]
+            picked.append(None if callback_id is None else str(callback_id))
         return Job(*picked)
 
     return make
@@ -86,6 +93,8 @@ def job_from_row(row: Mapping[str, Any]) -> Job[Any]:
     values = [row[name] for name in _JOB_FIELDS]
     values[4] = _STATES[values[4]]
     values.append(row.get("ordering_key"))
+    callback_id = row.get("callback_id")
+    values.append(None if callback_id is None else str(callback_id))
     return Job(*values)
 
 
