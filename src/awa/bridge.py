@@ -22,7 +22,14 @@ import psycopg
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
-from awa.client.insert import InsertOptions, InsertSpec, build_spec, guarded, insert_one
+from awa.client.insert import (
+    InsertOptions,
+    InsertSpec,
+    build_spec,
+    guarded,
+    insert_one,
+    skipped,
+)
 from awa.client.unique import raise_naming_the_holder_sync
 from awa.db import sql
 from awa.db.errors import mapped
@@ -53,7 +60,9 @@ def _insert_sync(conn: psycopg.Connection[Any], spec: InsertSpec) -> Job[Any]:
             cur.execute(sql.INSERT_SAVEPOINT)
         try:
             with mapped():
-                row = cur.execute(sql.JOB_INSERT, spec.params()).fetchone()
+                unique = spec.unique_key is not None
+                cur.execute(sql.JOB_INSERT_UNIQUE if unique else sql.JOB_INSERT, spec.params())
+                row = cur.fetchone()
         except BaseException as exc:
             if savepoint and conn.info.transaction_status == TransactionStatus.INERROR:
                 cur.execute(sql.INSERT_SAVEPOINT_ROLLBACK)
@@ -62,6 +71,8 @@ def _insert_sync(conn: psycopg.Connection[Any], spec: InsertSpec) -> Job[Any]:
             raise
         if savepoint:
             cur.execute(sql.INSERT_SAVEPOINT_RELEASE)
+    if row is None:
+        raise_naming_the_holder_sync(conn, skipped(spec))
     return spec.inserted(row)
 
 

@@ -94,6 +94,8 @@ def _is_static(query: ast.expr, safe_names: set[str]) -> bool:
     parameter typed LiteralString."""
     if isinstance(query, ast.Constant):
         return isinstance(query.value, str)
+    if isinstance(query, ast.IfExp):  # sql.A if unique else sql.B
+        return _is_static(query.body, safe_names) and _is_static(query.orelse, safe_names)
     if isinstance(query, ast.Attribute):  # sql.JOB_INSERT
         return (
             isinstance(query.value, ast.Name) and query.value.id == "sql" and query.attr.isupper()

@@ -8,9 +8,12 @@ import pytest
 
 from awa.db import sql
 
-# Statements made from another file's text less one marked part (awa.db.sql.without).
-DERIVED = {
-    "job_insert_unseated": ("job_insert", "seat"),
+# Statements made from another file's text less marked parts (awa.db.sql.without).
+DERIVED: dict[str, tuple[str, str | tuple[str, ...]]] = {
+    "job_insert": ("job_insert", "unique"),
+    "job_insert_unique": ("job_insert", ()),  # the whole file, named for what it adds
+    "job_insert_unseated": ("job_insert", ("unique", "seat")),
+    "job_insert_unique_unseated": ("job_insert", "seat"),
     "job_list": ("job_list", "summaries"),
     "job_list_summaries": ("job_list", "rows"),
     "job_retry_failed": ("job_retry_failed", "count"),
@@ -19,7 +22,7 @@ DERIVED = {
     "dlq_retry_count": ("dlq_retry", "rows"),
 }
 # Files that are only ever used less a part (no statement is the whole file).
-ONLY_IN_PARTS = {"job_list", "job_retry_failed", "dlq_retry"}
+ONLY_IN_PARTS = {"job_insert", "job_list", "job_retry_failed", "dlq_retry"}
 
 
 def test_every_query_file_is_used_and_documented() -> None:
@@ -33,8 +36,11 @@ def test_every_query_file_is_used_and_documented() -> None:
         for name, value in vars(sql).items()
         if name.isupper() and isinstance(value, str)  # not WHOLE_ROWS, a set of them
     }
-    for name, (source, part) in DERIVED.items():
-        assert constants.pop(name) == sql.without(files[source], part) != files[source]
+    for name, (source, parts) in DERIVED.items():
+        text = files[source]
+        for part in (parts,) if isinstance(parts, str) else parts:
+            text = sql.without(text, part)  # raises unless the part is there once
+        assert constants.pop(name) == text
     assert set(files) - ONLY_IN_PARTS == set(constants)
     for name, text in files.items():
         assert name in ONLY_IN_PARTS or text == constants[name]

@@ -296,6 +296,16 @@ def guarded(conn: Connection[Any] | AsyncConnection[Any], spec: InsertSpec) -> b
     return spec.unique_key is not None and in_transaction
 
 
+def skipped(spec: InsertSpec) -> UniqueConflict:
+    """The conflict of a unique insert that returned no row: its key was held. (A unique
+    job's statement skips a duplicate, the index's error made the server log an ERROR;
+    the others' have no ``ON CONFLICT``, which costs every insert.)"""
+    return UniqueConflict(
+        "a job with the same unique key already exists in a guarded state",
+        unique_key=spec.unique_key,
+    )
+
+
 async def insert_one(conn: AsyncConnection[Any], spec: InsertSpec) -> Job[Any]:
     """Write one job on ``conn`` (any row factory: the cursor is its own); one round trip,
     three with a savepoint (see :func:`guarded`)."""
@@ -305,21 +315,30 @@ async def insert_one(conn: AsyncConnection[Any], spec: InsertSpec) -> Job[Any]:
             await cur.execute(sql.INSERT_SAVEPOINT)
         try:
             with mapped():
-                await cur.execute(sql.JOB_INSERT, spec.params())
+                unique = spec.unique_key is not None
+                await cur.execute(
+                    sql.JOB_INSERT_UNIQUE if unique else sql.JOB_INSERT, spec.params()
+                )
                 row = await cur.fetchone()
         except BaseException as exc:
             if savepoint and conn.info.transaction_status == TransactionStatus.INERROR:
                 await cur.execute(sql.INSERT_SAVEPOINT_ROLLBACK)
-            if isinstance(exc, UniqueConflict):
+            if isinstance(exc, UniqueConflict):  # the DLQ's check (ADR 0051) still raises
                 await raise_naming_the_holder(conn, exc)
             raise
         if savepoint:
             await cur.execute(sql.INSERT_SAVEPOINT_RELEASE)
+    if row is None:
+        await raise_naming_the_holder(conn, skipped(spec))
     return spec.inserted(row)
 
 
 _JOB_INSERT_DIRECT = DirectStatement("job_insert", sql.JOB_INSERT)
 _JOB_INSERT_UNSEATED = DirectStatement("job_insert_unseated", sql.JOB_INSERT_UNSEATED)
+_JOB_INSERT_UNIQUE = DirectStatement("job_insert_unique", sql.JOB_INSERT_UNIQUE)
+_JOB_INSERT_UNIQUE_UNSEATED = DirectStatement(
+    "job_insert_unique_unseated", sql.JOB_INSERT_UNIQUE_UNSEATED
+)
 
 
 async def insert_direct(
@@ -330,12 +349,17 @@ async def insert_direct(
     ``outlook`` says it is worth it."""
     # A job with an ordering key never takes a seat: the statement without one is the same.
     looking = spec.ordering_key is None and outlook.worth_looking(spec.queue)
-    statement = _JOB_INSERT_DIRECT if looking else _JOB_INSERT_UNSEATED
+    if spec.unique_key is None:
+        statement = _JOB_INSERT_DIRECT if looking else _JOB_INSERT_UNSEATED
+    else:
+        statement = _JOB_INSERT_UNIQUE if looking else _JOB_INSERT_UNIQUE_UNSEATED
     try:
         with mapped():
             rows = await statement.rows(conn, spec.params())
-    except UniqueConflict as exc:
+    except UniqueConflict as exc:  # the DLQ's check (ADR 0051)
         await raise_naming_the_holder(conn, exc)
+    if not rows:
+        await raise_naming_the_holder(conn, skipped(spec))
     row = rows[0]
     _, state, _, _, notified = row
     if looking and state == "available":  # a job scheduled for later looked for nothing

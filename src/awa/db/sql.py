@@ -29,8 +29,10 @@ def without(query: LiteralString, part: str) -> LiteralString:
 
 
 # Producing
-JOB_INSERT = load("job_insert")
+JOB_INSERT_UNIQUE = load("job_insert")  # a duplicate key inserts nothing, returns no row
+JOB_INSERT = without(JOB_INSERT_UNIQUE, "unique")
 JOB_INSERT_UNSEATED = without(JOB_INSERT, "seat")  # no handoff-seat probe (ADR 0049)
+JOB_INSERT_UNIQUE_UNSEATED = without(JOB_INSERT_UNIQUE, "seat")
 JOB_RESERVE_IDS = load("job_reserve_ids")
 JOB_COPY_IN = load("job_copy_in")
 JOB_COPY_IN_DEFAULTS = load("job_copy_in_defaults")

@@ -13,6 +13,10 @@
 -- queue's partitioning lock shared (migration 0025), so a change of partition_by
 -- (queue_partition_lock) waits for this transaction and then re-keys its job.
 -- sql.JOB_INSERT_UNSEATED is this statement less its seat part (ADR 0049).
+-- A unique job's insert (sql.JOB_INSERT_UNIQUE*, with the unique part) skips a duplicate
+-- and returns no row: the index's error made the server log an ERROR and the statement
+-- for every routine conflict. The others leave the clause out: ON CONFLICT makes every
+-- insert a speculative one (a token lock and a confirming WAL record), key or not.
 INSERT INTO awa.jobs AS j (
     kind, queue, args, state, priority, original_priority, max_attempts,
     tags, metadata, run_at, unique_key, unique_states, ordering_key, partition_key
@@ -27,6 +31,11 @@ VALUES (
     CASE WHEN %(run_at)s::timestamptz > now() THEN NULL
         ELSE awa.partition_key_at_insert(%(queue)s::awa.job_queue, %(args)s::jsonb) END
 )
+-- unique {
+ON CONFLICT (unique_key)
+    WHERE unique_key IS NOT NULL AND awa.job_state_in_bitmask(unique_states, state)
+    DO NOTHING
+-- } unique
 RETURNING j.id, j.state, j.created_at, j.run_at,
     CASE WHEN j.state <> 'available' THEN NULL
         -- seat {
