@@ -100,6 +100,8 @@ BAD_VALUES = [
     (["worker", "tests.apps.worker_app:client", "--queue", "w=2", "--queue", "w=3",
       "--processes", "2"], "argument --queue"),  # refused once, before any child starts
     (["worker", "tests.apps.worker_app:client", "--queue", f"{LONG}=2"], "argument --queue"),
+    (["worker", "x:y", "--log-level", "loud"], "argument --log-level"),
+    (["worker", "x:y", "--log-format", "xml"], "argument --log-format"),
     (["worker", "x:y", "--set", "heartbeat_interval_ms"], "argument --set"),
     (["worker", "x:y", "--set", "no_such_setting=1"], "argument --set"),
     (["worker", "x:y", "--set", "heartbeat_interval_ms=soon"], "argument --set"),

@@ -527,6 +527,23 @@ def test_worker_command_serves_metrics(database_url: str) -> None:
                 proc.kill()
 
 
+def test_worker_command_writes_json_logs_when_asked(database_url: str) -> None:
+    """Without the flags, the awa logger's INFO records (retries, rescues, leadership)
+    reached nothing unless the application configured logging."""
+    env = {**os.environ, "AWA_DATABASE_URL": database_url, "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-m", "awa", "worker", "tests.apps.worker_app:client",
+               "--queue", "chaos=1", "--log-format", "json"]  # fmt: skip
+    with subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stderr is not None
+            lines = [proc.stderr.readline() for _ in range(2)]
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=30)
+    started = json.loads(next(line for line in lines if line.startswith("{")))
+    assert started["level"] == "INFO" and started["event"] == "worker_started"
+
+
 def test_worker_command_refuses_a_bad_metrics_port(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         build_parser().parse_args(["worker", "m:c", "--metrics-port", "-1"])

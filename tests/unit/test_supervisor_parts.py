@@ -57,6 +57,7 @@ def _worker_args(*argv: str) -> argparse.Namespace:
         ["--shutdown-timeout-ms", "700", "--max-connections", "3", "--metrics-port", "9464",
          "--metrics-host", "0.0.0.0", "--listen-url", "postgresql://u:pw@db/app"],
         ["--set", "heartbeat_interval_ms=500", "--set", "synchronous_commit=on"],
+        ["--log-level", "debug", "--log-format", "json"],
     ],
 )  # fmt: skip
 def test_a_child_runs_the_same_worker_without_the_supervisor_options(argv: list[str]) -> None:

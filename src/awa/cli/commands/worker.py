@@ -16,6 +16,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 import awa
+import awa.log
 from awa.cli import early_signals, stop_signals
 from awa.cli.args import (
     WEIGHTED_FORM,
@@ -35,6 +36,8 @@ from awa.config import START_SETTINGS, build_worker_config
 from awa.errors import BuildError, MinWorkersExceedGlobal
 from awa.extras import require
 from awa.supervisor import ChildLink, Supervisor
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 # Directories a parent (manage.py awa_worker) had on its import path that a child
 # started as `python -m awa worker` would lack; read only here, unlike a PYTHONPATH,
@@ -79,6 +82,12 @@ def register(sub: Any) -> None:
                    "with --processes, one endpoint for all of them")  # fmt: skip
     p.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
                    help="address for --metrics-port (default 127.0.0.1)")  # fmt: skip
+    p.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS, metavar="LEVEL",
+                   help="write the awa logger's records at LEVEL and above to stderr (DEBUG, "
+                   "INFO, WARNING, ERROR; default: as the application configured)")  # fmt: skip
+    p.add_argument("--log-format", choices=("text", "json"),
+                   help="text lines or one JSON object per line (implies --log-level INFO "
+                   "unless given)")  # fmt: skip
     p.add_argument("--set", dest="settings", action="append", type=setting_flag, default=[],
                    metavar="NAME=VALUE",
                    help="a keyword setting of start(), e.g. heartbeat_staleness_ms=20000 "
@@ -218,6 +227,10 @@ def child_command(args: argparse.Namespace) -> list[str]:
         command += ["--max-connections", str(args.max_connections)]
     for setting in args.settings:
         command += ["--set", setting.text]
+    if args.log_level is not None:
+        command += ["--log-level", args.log_level]
+    if args.log_format is not None:
+        command += ["--log-format", args.log_format]
     if args.metrics_port is not None:
         command += ["--metrics-port", "0", "--metrics-host", "127.0.0.1"]
     return command
@@ -258,7 +271,16 @@ def _cannot_serve_metrics(args: argparse.Namespace, exc: OSError) -> int:
     return fail(f"argument --metrics-port: cannot listen: {exc}", 2)
 
 
+def _configure_logging(args: argparse.Namespace) -> None:
+    """Write the awa logger's records to stderr as the flags ask: after the application's
+    module was imported, so the flags win over what it set (its own handlers stay)."""
+    if args.log_level is None and args.log_format is None:
+        return
+    awa.log.configure(json=args.log_format == "json", level=args.log_level or "INFO")
+
+
 async def run_worker(client: awa.AsyncClient, args: argparse.Namespace) -> int:
+    _configure_logging(args)
     stop = asyncio.Event()
     link = ChildLink.from_environ()  # set when a supervisor started this process
     loop = asyncio.get_running_loop()
