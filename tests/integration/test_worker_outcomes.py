@@ -186,6 +186,10 @@ def _raise_escaping(mode: str) -> None:
         raise KeyboardInterrupt("handler raised it")
     if mode == "generator_exit":
         raise GeneratorExit()
+    if mode == "stop_iteration":  # next() of an empty iterator: no asyncio future takes it
+        next(iter(()))
+    if mode == "bad_repr":
+        raise _BadRepr()
     if mode == "cancelled_future":
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             blocker = threading.Event()
@@ -197,7 +201,18 @@ def _raise_escaping(mode: str) -> None:
     raise AssertionError(mode)
 
 
-ESCAPING = ["exit", "interrupt", "generator_exit", "cancelled_future"]
+class _BadRepr(BaseException):
+    """Its text cannot be had: the worker carried it out of a thread by its repr, and
+    recorded the repr's error, or (this one) was itself closed by it (a review)."""
+
+    def __repr__(self) -> str:
+        raise GeneratorExit()
+
+    __str__ = __repr__
+
+
+ESCAPING = ["exit", "interrupt", "generator_exit", "cancelled_future", "stop_iteration",
+            "bad_repr"]  # fmt: skip
 
 
 @pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
@@ -227,7 +242,10 @@ async def test_a_handler_raising_past_exception_ends_its_attempt_and_the_worker_
         await client.shutdown()
     assert [(job.attempt, len(job.errors)) for job in failed] == [(1, 1)] * len(ESCAPING)
     types = [job.errors[0]["type"] for job in failed]
-    assert types == ["SystemExit", "KeyboardInterrupt", "GeneratorExit", "CancelledError"]
+    # A coroutine turns a StopIteration into a RuntimeError (PEP 479); a thread does not.
+    stopped = "StopIteration" if sync else "RuntimeError"
+    assert types == ["SystemExit", "KeyboardInterrupt", "GeneratorExit", "CancelledError",
+                     stopped, "_BadRepr"]  # fmt: skip
 
 
 async def test_graceful_shutdown_leaves_no_job_of_a_foreign_cancellation_running(

@@ -189,18 +189,10 @@ class Executor:
             # The handler's own (it awaited something cancelled, or a cancelled
             # concurrent future): an error like any other, not a silent exit.
             return attempt.raised(exc)
-        except Exception as exc:
-            if attempt.cancel_reason is not None and attempt.cancel_reason not in STOPPED_BY_WORKER:
-                # Raised because it was stopped (CallbackEnded from a wait, a plain def
-                # seeing is_cancelled()): the row moved on; reported as the stop it was.
-                return None
-            return attempt.raised(exc)
+        except _Escaped as escaped:  # a plain def's, carried out of its thread
+            return self._raised(attempt, escaped.original)
         except BaseException as exc:
-            # SystemExit, KeyboardInterrupt, GeneratorExit from a handler: let out, they
-            # would stop the worker's event loop with every attempt in flight left running.
-            logger.warning("%s: handler raised %s; the worker goes on",
-                           attempt.describe(), type(exc).__name__)  # fmt: skip
-            return attempt.raised(exc)
+            return self._raised(attempt, exc)
         if attempt.cancel_reason in STOPPED_BY_WORKER:
             # Returned after the worker stopped it (a plain def flagged, or an async one
             # that caught the cancellation): whether the work got done, a return after the
@@ -209,6 +201,20 @@ class Executor:
         if attempt.cancel_reason is not None:  # stopped meanwhile: the row moved on
             return None
         return attempt.returned(value)
+
+    def _raised(self, attempt: Attempt, exc: BaseException) -> results.Finalization | None:
+        """The outcome of a handler that raised ``exc``."""
+        if isinstance(exc, Exception):
+            if attempt.cancel_reason is not None and attempt.cancel_reason not in STOPPED_BY_WORKER:
+                # Raised because it was stopped (CallbackEnded from a wait, a plain def
+                # seeing is_cancelled()): the row moved on; reported as the stop it was.
+                return None
+            return attempt.raised(exc)
+        # SystemExit, KeyboardInterrupt, GeneratorExit from a handler: let out, they
+        # would stop the worker's event loop with every attempt in flight left running.
+        logger.warning("%s: handler raised %s; the worker goes on",
+                       attempt.describe(), type(exc).__name__)  # fmt: skip
+        return attempt.raised(exc)
 
     async def _may_start(self, attempt: Attempt) -> bool:
         """False when the handler must not start: the attempt was stopped before it
@@ -372,10 +378,7 @@ class Executor:
         context = contextvars.copy_context()
         attempt.handler_started = True
         attempt.thread = self._threads.submit(_in_thread, context, task.handler, attempt.job)
-        try:
-            return await asyncio.wrap_future(attempt.thread)
-        except _Escaped as escaped:
-            raise escaped.original from None
+        return await asyncio.wrap_future(attempt.thread)  # _Escaped: unwrapped by _execute
 
     # -- control ---------------------------------------------------------------------
 
@@ -492,18 +495,26 @@ def _being_cancelled() -> bool:
 
 
 class _Escaped(Exception):
-    """A sync handler's ``SystemExit``, ``KeyboardInterrupt`` or ``GeneratorExit``, carried
-    out of its thread: awaited as the future's own exception, a ``GeneratorExit`` would be
-    thrown into the awaiting coroutines and close them instead of being caught."""
+    """A sync handler's exception that its thread's future cannot hand over as itself,
+    carried out in this wrapper and unwrapped by ``_execute``: a ``BaseException``
+    (``SystemExit``, ``KeyboardInterrupt``, ``GeneratorExit``: awaited as the future's own,
+    a ``GeneratorExit`` would be thrown into the awaiting coroutines and close them), and
+    ``StopIteration``, which an asyncio future refuses outright (TypeError in a callback):
+    the await never ended, and the job stayed ``running`` with its permit for good (a
+    review: ``next()`` over an empty iterator). Re-raised in a coroutine, it would become
+    a RuntimeError (PEP 479). Only the type's name here: its ``repr`` is the handler's
+    code, and may raise."""
 
     def __init__(self, original: BaseException) -> None:
-        super().__init__(repr(original))
+        super().__init__(type(original).__qualname__)
         self.original = original
 
 
 def _in_thread(context: contextvars.Context, handler: Callable[[Any], Any], job: Any) -> Any:
     try:
         return context.run(handler, job)
+    except StopIteration as exc:
+        raise _Escaped(exc) from None
     except Exception:
         raise
     except BaseException as exc:
