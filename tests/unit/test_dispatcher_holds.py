@@ -66,6 +66,20 @@ def test_a_claim_without_a_hold_clears_the_part() -> None:
     assert _woken(dispatcher)
 
 
+def test_a_poll_granted_no_permit_waits_for_permits_riding_not_idle() -> None:
+    """Polled with work in sight (the idle prober, a notice) but every permit taken: it
+    stayed idle, so the freed permits went to the claims riding on the writes of the
+    queues beside it and a weighted queue ran almost nothing (a review)."""
+    dispatcher = _dispatcher()
+    dispatcher._write_pending = lambda: True
+    grant = dispatcher.permits.try_acquire(8)  # another claim holds them all
+    assert dispatcher.idle and dispatcher.rides_on_writes  # rides only when not idle
+    assert dispatcher._reserve() is None
+    assert not dispatcher.idle
+    dispatcher.permits.release(grant)
+    assert not _woken(dispatcher)  # the write's riding claim takes the permit
+
+
 def test_a_control_change_forgets_the_hold_and_its_wait() -> None:
     dispatcher = _dispatcher()
     dispatcher._held_back(FleetHold("rate", 50_000.0))  # the next token in 50 s

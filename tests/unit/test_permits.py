@@ -382,6 +382,59 @@ def test_woken_queues_are_ordered_neediest_first() -> None:
     assert wakes.take() == ["b", "c", "a"]
 
 
+def test_of_two_queues_as_far_below_their_share_the_one_granted_longer_ago_goes_first() -> None:
+    """Exact shares 0.8, 2.4, 0.8 of 4: ceil gives 1 + 3 + 1 = 5, so one of the two light
+    queues must wait. By a fixed order the same one always did, and ran almost nothing
+    (a review: 0-4 jobs in 12 s where ~10 were due)."""
+    pool, wakes = _pool(4, wa=1, wb=3, pq=1)
+    assert pool.try_acquire("wa", 8) == 4  # alone, for now
+    assert pool.try_acquire("wb", 8) == 0
+    assert pool.try_acquire("pq", 8) == 0
+    pool.release("wa", 3)
+    assert pool.try_acquire("wb", 8) == 3
+    assert pool.try_acquire("pq", 8) == 0  # asks, waits
+    wakes.take()
+    pool.release("wa", 1)
+    assert wakes.take() == ["pq", "wa"]  # both 0.8 below: pq was never granted
+    assert sorted(["wa", "wb", "pq"], key=pool.urgency) == ["pq", "wa", "wb"]
+    assert pool.try_acquire("pq", 8) == 1
+    pool.release("pq", 1)
+    assert wakes.take() == ["wa", "pq"]  # now wa waited longer
+    assert sorted(["pq", "wb", "wa"], key=pool.urgency) == ["wa", "pq", "wb"]
+
+
+class _Rider:
+    """A dispatcher as the completer sees it: always riding, reserving what it may."""
+
+    def __init__(self, queue: str, pool: OverflowPool, order: list[str]) -> None:
+        self.queue, self._pool, self._order = queue, pool, order
+
+    def rides_next(self) -> bool:
+        return True
+
+    def ride(self) -> object:
+        self._order.append(self.queue)
+        return self._pool.try_acquire(self.queue, 8) or None
+
+
+def test_claims_riding_on_a_write_reserve_the_pool_neediest_first() -> None:
+    """In a fixed order, the queue listed first took every freed permit at each write."""
+    from awa.worker.completer import Completer
+
+    pool, _ = _pool(4, wa=1, wb=3, pq=1)
+    assert pool.try_acquire("wa", 8) == 4
+    pool.try_acquire("wb", 8), pool.try_acquire("pq", 8)
+    pool.release("wa", 3)
+    assert pool.try_acquire("wb", 8) == 3
+    pool.release("wa", 1)  # one permit free: pq waited longest
+    order: list[str] = []
+    completer = Completer(None)  # type: ignore[arg-type]  # no write happens here
+    completer.ride_with([_Rider(q, pool, order) for q in ("wa", "wb", "pq")], pool)  # type: ignore[list-item]
+    rides = completer._reserve_rides()
+    assert order == ["pq", "wa", "wb"]
+    assert [rider.queue for rider, _ in rides] == ["pq"]
+
+
 # -- live resizing (CONTRACT §10) ------------------------------------------------------
 
 

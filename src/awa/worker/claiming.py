@@ -48,6 +48,8 @@ class Reservation:
 class Rider(Protocol):
     """A dispatcher whose claims may ride on the completer's writes."""
 
+    queue: str
+
     def ride(self) -> Reservation | None:
         """Reserve for a claim riding on the next write (None: nothing to claim now)."""
         ...

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import psycopg
 
@@ -27,9 +27,10 @@ from awa.log import fault, traceback_unless_expected
 from awa.service import LoopService
 from awa.worker.args_budget import args_sizes
 from awa.worker.attempt_keys import cancelled_among
-from awa.worker.claiming import Rider
+from awa.worker.claiming import Reservation, Rider
 from awa.worker.durability import DurableOutcomes
 from awa.worker.observe import Observer
+from awa.worker.permits import OverflowPool
 from awa.worker.results import AttemptKey, Finalization, attempt_key
 
 logger = logging.getLogger("awa")
@@ -79,6 +80,7 @@ class Completer(LoopService):
         # Asynchronous commits are reported durable once the WAL flush passes them.
         self.durable = None if synchronous_commit else DurableOutcomes(pool, self._observer)
         self._riders: list[Rider] = []
+        self._by_need: Callable[[Rider], tuple[float, int]] | None = None
         self.applied = 0
         self.stale = 0
         self.flushes = 0
@@ -246,7 +248,7 @@ class Completer(LoopService):
     async def _flush(self, batch: list[Finalization], *, ride: bool = True) -> set[int]:
         """Write ``batch``; with ``ride``, claim in the same statement for every rider that
         reserves permits now (ADR 0012). Returns the ids of the outcomes that took effect."""
-        rides = [(r, res) for r in self._riders if (res := r.ride()) is not None] if ride else []
+        rides = self._reserve_rides() if ride else []
         params = {
             "outcomes": json.dumps([f.record() for f in batch]),
             "synchronous_commit": self._synchronous_commit,
@@ -271,9 +273,21 @@ class Completer(LoopService):
             rider.rode(reservation, jobs, hold, job_sizes)
         return applied
 
-    def ride_with(self, riders: Sequence[Rider]) -> None:
-        """Let ``riders`` (the dispatchers) claim on every write (ADR 0012)."""
+    def _reserve_rides(self) -> list[tuple[Rider, Reservation]]:
+        """Each rider's reservation for a claim riding on the next write; in the weighted
+        pool, the neediest reserves first."""
+        riding = [rider for rider in self._riders if rider.rides_next()]
+        if self._by_need is not None and len(riding) > 1:
+            riding.sort(key=self._by_need)
+        return [(rider, res) for rider in riding if (res := rider.ride()) is not None]
+
+    def ride_with(self, riders: Sequence[Rider], pool: OverflowPool | None = None) -> None:
+        """Let ``riders`` (the dispatchers) claim on every write (ADR 0012). With the
+        weighted mode's ``pool``, they reserve its permits neediest first
+        (:meth:`OverflowPool.urgency`): in a fixed order, the first kept the rounding slack."""
         self._riders = list(riders)
+        if pool is not None:
+            self._by_need = lambda rider: pool.urgency(rider.queue)
 
     def write_pending(self) -> bool:
         """True while outcomes wait to be written: a write (and its riding claims) follows."""

@@ -396,6 +396,12 @@ class Dispatcher(LoopService):
             # weighted mode, with another queue holding the overflow, polling at each
             # token of a local bucket spun at 100 % CPU).
             self._token_bound = False
+            # Polled with work in sight (a notice, the idle prober), it now waits for
+            # permits, not jobs: no longer idle, its claims ride on the writes that free
+            # them, in the pool's neediest-first order. Left idle, a weighted queue lost
+            # every freed permit to the riding claims of the queues beside it, and ran
+            # almost nothing (a review: 0-4 jobs in 12 s where ~10 were due).
+            self._note_idle(ran_dry=False)
             return None
         allowed = grant.total
         bucket = control.bucket

@@ -70,6 +70,10 @@ class OverflowPool:
         # together, never above it (None: the pool alone, as built in isolation).
         self.global_max = global_max
         self._local_held = 0  # Σ local permits held by the queues sharing this pool
+        # Grants counted, and each queue's last: of two queues as far below their exact
+        # shares, the one granted longer ago goes first (see urgency).
+        self._grants = 0
+        self._last_grant = dict.fromkeys(weights, 0)
         # Private switch for bench/fairness.py: False restores the record's behaviour
         # (only the releasing queue is woken) so the two can be measured side by side.
         self._wake_others = True
@@ -188,7 +192,23 @@ class OverflowPool:
         if granted <= 0:
             return 0
         self._add_held(queue, granted)
+        self._grants += 1
+        self._last_grant[queue] = self._grants
         return granted
+
+    def urgency(self, queue: str) -> tuple[float, int]:
+        """Who should be granted first, lowest first: how far ``queue`` holds below its
+        exact (unrounded) share, then how long ago it was last granted anything.
+
+        Σ ceil(shares) can exceed the pool, so whoever asks first keeps the rounding
+        slack. Asked in this order — woken dispatchers, claims riding on a write — the
+        slack goes to the queue furthest below its exact share, and between two as far
+        below, to the one that waited longer: by a fixed order, a queue of weight 1 beside
+        one of weight 1 and one of 3 (exact shares 0.8, 0.8, 2.4 of 4) lost every tie to
+        the queue listed first and ran almost nothing (a review)."""
+        pool, weight = self.total - self._settled, max(self._asking_weight, 1)
+        exact = pool * self._weights[queue] / weight
+        return self._held[queue] - exact, self._last_grant[queue]
 
     def release(self, queue: str, count: int = 1, *, wake_self: bool = True) -> None:
         """Return ``count`` permits; wake the queues that can now be granted some.
@@ -218,10 +238,8 @@ class OverflowPool:
         """Wake every other queue with demand that could be granted a permit now (and
         ``exclude`` itself when ``wake_self``), neediest first.
 
-        Woken dispatchers poll in the order they are woken. Σ ceil(shares) can exceed the
-        pool, so whoever polls first keeps the rounding slack; waking the queue furthest
-        below its exact share first hands the slack to it instead of to whichever queue
-        cycles fastest.
+        Woken dispatchers poll in the order they are woken: by :meth:`urgency`, so the
+        rounding slack goes to the neediest queue rather than to whichever cycles fastest.
         """
         woken: list[str] = []
         weight, settled = self.contending_weight(), self._settled_held()
@@ -234,10 +252,9 @@ class OverflowPool:
                 and self._held[queue] < self._share(queue, weight, settled)
             ]
         if wake_self and exclude in self._wakers:
-            woken.append(exclude)  # a tie goes to the others: the releaser just ran
+            woken.append(exclude)
         if len(woken) > 1:
-            pool, weight = self.total - settled, max(weight, 1)
-            woken.sort(key=lambda q: self._held[q] - pool * self._weights[q] / weight)
+            woken.sort(key=self.urgency)
         for queue in woken:
             self._wakers[queue]()
 

@@ -98,7 +98,8 @@ class Worker:
         self.claim_lane = ConnectionLane()  # the dispatchers' claims (ADR 0048)
         self.dispatchers = self._build_dispatchers()
         # Claims ride on the completer's writes (ADR 0012).
-        self.completer.ride_with(list(self.dispatchers.values()))
+        pools = {d.permits.pool for d in self.dispatchers.values()} - {None}
+        self.completer.ride_with(list(self.dispatchers.values()), next(iter(pools), None))
         for dispatcher in self.dispatchers.values():
             dispatcher.ride_on(self.completer.write_pending)
         self.control = ControlRefresher(
