@@ -26,14 +26,16 @@ from awa.client.insert import (
     InsertOptions,
     InsertSpec,
     build_spec,
+    conflict_of,
     guarded,
     insert_one,
     skipped,
+    skips_duplicates,
 )
 from awa.client.unique import raise_naming_the_holder_sync
 from awa.db import sql
 from awa.db.errors import mapped
-from awa.errors import UniqueConflict, ValidationError
+from awa.errors import ValidationError
 from awa.types import Job
 from awa.worker.registry import TaskRegistry
 
@@ -55,19 +57,20 @@ class HasRegistry(Protocol):
 def _insert_sync(conn: psycopg.Connection[Any], spec: InsertSpec) -> Job[Any]:
     """``insert_one``'s blocking twin (its cursor, row factory and savepoint)."""
     savepoint = guarded(conn, spec)
+    skip = skips_duplicates(spec, savepoint)
     with conn.cursor(row_factory=tuple_row) as cur:
         if savepoint:
             cur.execute(sql.INSERT_SAVEPOINT)
         try:
             with mapped():
-                unique = spec.unique_key is not None
-                cur.execute(sql.JOB_INSERT_UNIQUE if unique else sql.JOB_INSERT, spec.params())
+                cur.execute(sql.JOB_INSERT_UNIQUE if skip else sql.JOB_INSERT, spec.params())
                 row = cur.fetchone()
         except BaseException as exc:
             if savepoint and conn.info.transaction_status == TransactionStatus.INERROR:
                 cur.execute(sql.INSERT_SAVEPOINT_ROLLBACK)
-            if isinstance(exc, UniqueConflict):
-                raise_naming_the_holder_sync(conn, exc)
+            conflict = conflict_of(exc, spec, skip)
+            if conflict is not None:
+                raise_naming_the_holder_sync(conn, conflict)
             raise
         if savepoint:
             cur.execute(sql.INSERT_SAVEPOINT_RELEASE)

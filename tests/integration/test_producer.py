@@ -9,6 +9,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import conninfo
 from psycopg.pq import TransactionStatus
 
 import awa
@@ -243,6 +244,39 @@ def test_a_single_unique_inserts_conflict_is_no_server_error(
         assert conn.info.transaction_status is TransactionStatus.INTRANS  # not INERROR
     assert count_jobs(db) == 1
     assert "DO NOTHING" not in sql.JOB_INSERT + sql.JOB_INSERT_UNSEATED  # costs every insert
+
+
+async def test_a_unique_insert_above_read_committed_is_still_a_unique_conflict(
+    client: awa.AsyncClient, database_url: str, db: psycopg.Connection[Any]
+) -> None:
+    """``ON CONFLICT`` above READ COMMITTED fails on a key held by a row its snapshot
+    cannot see (a serialization failure), where the index's error was the UniqueConflict
+    callers catch (a review): in a caller's transaction the insert keeps the plain
+    statement, and a skipping one at a stricter default isolation maps the failure."""
+    held = await client.insert(SendEmail("rr"), unique_opts={})
+    async with client.transaction() as tx:  # its snapshot predates the holder below
+        await tx.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        await tx.execute("SELECT 1")
+        await client.insert(SendEmail("later"), unique_opts={})
+        with pytest.raises(awa.UniqueConflict):  # (its holder out of the snapshot's sight)
+            await tx.insert(SendEmail("later"), unique_opts={})
+    strict = conninfo.make_conninfo(
+        database_url, options="-c default_transaction_isolation=repeatable\\ read"
+    )
+    async with awa.AsyncClient(strict) as other:  # autocommit inserts, repeatable read
+        with pytest.raises(awa.UniqueConflict) as refused:
+            await other.insert(SendEmail("rr"), unique_opts={})
+        assert refused.value.existing_id == held.id
+        spec = insert_path.build_spec(SendEmail("race"), kind="send_email", queue="default",
+                                      unique_opts={})  # fmt: skip
+        with psycopg.connect(database_url) as holder:  # the key taken, not yet committed
+            holder.execute(sql.JOB_INSERT_UNIQUE, spec.params())
+            waiting = asyncio.ensure_future(
+                other.insert(SendEmail("race"), unique_opts={})
+            )  # waits for the holder's transaction, then its snapshot cannot see the row
+            await wait_for(lambda: statements_running(db, "-- job_insert", on_a_lock=True))
+        with pytest.raises(awa.UniqueConflict):
+            await waiting
 
 
 async def test_unique_conflict_inside_insert_many_writes_nothing(

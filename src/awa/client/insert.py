@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any, LiteralString, TypedDict
 
 from psycopg import AsyncConnection, Connection
+from psycopg.errors import SerializationFailure
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
@@ -296,35 +297,54 @@ def guarded(conn: Connection[Any] | AsyncConnection[Any], spec: InsertSpec) -> b
     return spec.unique_key is not None and in_transaction
 
 
+def skips_duplicates(spec: InsertSpec, savepoint: bool) -> bool:
+    """True when ``spec``'s insert skips a held key (``ON CONFLICT … DO NOTHING``, ADR
+    0056) rather than failing on the index (which logs an ERROR in the server): a unique
+    job inserted outside a caller's transaction. Inside one (``savepoint``) it keeps the
+    index's error: above READ COMMITTED, ``ON CONFLICT`` fails on a key its snapshot
+    cannot see with a serialization failure, not the UniqueConflict callers catch (a
+    review). Jobs without a key never carry the clause: it costs every insert."""
+    return spec.unique_key is not None and not savepoint
+
+
 def skipped(spec: InsertSpec) -> UniqueConflict:
-    """The conflict of a unique insert that returned no row: its key was held. (A unique
-    job's statement skips a duplicate, the index's error made the server log an ERROR;
-    the others' have no ``ON CONFLICT``, which costs every insert.)"""
+    """The conflict of an insert that skipped a held key (it returned no row)."""
     return UniqueConflict(
         "a job with the same unique key already exists in a guarded state",
         unique_key=spec.unique_key,
     )
 
 
+def conflict_of(exc: BaseException, spec: InsertSpec, skip: bool) -> UniqueConflict | None:
+    """The UniqueConflict an insert's error stands for, if any: the index's (mapped), the
+    DLQ's check (ADR 0051), or — a skipping insert run at a stricter default isolation
+    than READ COMMITTED (a role's ``default_transaction_isolation``) — a serialization
+    failure against the key's holder, committed after the statement's snapshot."""
+    if isinstance(exc, UniqueConflict):
+        return exc
+    if skip and isinstance(exc.__cause__, SerializationFailure):
+        return skipped(spec)
+    return None
+
+
 async def insert_one(conn: AsyncConnection[Any], spec: InsertSpec) -> Job[Any]:
     """Write one job on ``conn`` (any row factory: the cursor is its own); one round trip,
     three with a savepoint (see :func:`guarded`)."""
     savepoint = guarded(conn, spec)
+    skip = skips_duplicates(spec, savepoint)
     async with conn.cursor(row_factory=tuple_row) as cur:
         if savepoint:
             await cur.execute(sql.INSERT_SAVEPOINT)
         try:
             with mapped():
-                unique = spec.unique_key is not None
-                await cur.execute(
-                    sql.JOB_INSERT_UNIQUE if unique else sql.JOB_INSERT, spec.params()
-                )
+                await cur.execute(sql.JOB_INSERT_UNIQUE if skip else sql.JOB_INSERT, spec.params())
                 row = await cur.fetchone()
         except BaseException as exc:
             if savepoint and conn.info.transaction_status == TransactionStatus.INERROR:
                 await cur.execute(sql.INSERT_SAVEPOINT_ROLLBACK)
-            if isinstance(exc, UniqueConflict):  # the DLQ's check (ADR 0051) still raises
-                await raise_naming_the_holder(conn, exc)
+            conflict = conflict_of(exc, spec, skip)
+            if conflict is not None:
+                await raise_naming_the_holder(conn, conflict)
             raise
         if savepoint:
             await cur.execute(sql.INSERT_SAVEPOINT_RELEASE)
@@ -349,15 +369,19 @@ async def insert_direct(
     ``outlook`` says it is worth it."""
     # A job with an ordering key never takes a seat: the statement without one is the same.
     looking = spec.ordering_key is None and outlook.worth_looking(spec.queue)
-    if spec.unique_key is None:
-        statement = _JOB_INSERT_DIRECT if looking else _JOB_INSERT_UNSEATED
-    else:
+    skip = skips_duplicates(spec, savepoint=False)
+    if skip:
         statement = _JOB_INSERT_UNIQUE if looking else _JOB_INSERT_UNIQUE_UNSEATED
+    else:
+        statement = _JOB_INSERT_DIRECT if looking else _JOB_INSERT_UNSEATED
     try:
         with mapped():
             rows = await statement.rows(conn, spec.params())
-    except UniqueConflict as exc:  # the DLQ's check (ADR 0051)
-        await raise_naming_the_holder(conn, exc)
+    except Exception as exc:
+        conflict = conflict_of(exc, spec, skip)
+        if conflict is None:
+            raise
+        await raise_naming_the_holder(conn, conflict)
     if not rows:
         await raise_naming_the_holder(conn, skipped(spec))
     row = rows[0]

@@ -1,7 +1,8 @@
 -- job_insert: insert one job and wake its queue's dispatchers when it is available.
 -- The database clock decides scheduled vs available, so producers with skewed clocks
 -- cannot make a future job claimable early. A duplicate unique key violates
--- jobs_unique_idx (mapped to UniqueConflict). Only what the caller cannot know comes back.
+-- jobs_unique_idx (mapped to UniqueConflict), unless the unique part below skips it.
+-- Only what the caller cannot know comes back.
 -- A job available now without an ordering key takes a free seat of an idle worker of its
 -- queue when there is one (ADR 0045, migration 0015): claimed for that worker as this
 -- transaction commits, it wakes nobody else. The plain EXISTS spares awa.take_seat (a
@@ -13,9 +14,10 @@
 -- queue's partitioning lock shared (migration 0025), so a change of partition_by
 -- (queue_partition_lock) waits for this transaction and then re-keys its job.
 -- sql.JOB_INSERT_UNSEATED is this statement less its seat part (ADR 0049).
--- A unique job's insert (sql.JOB_INSERT_UNIQUE*, with the unique part) skips a duplicate
--- and returns no row: the index's error made the server log an ERROR and the statement
--- for every routine conflict. The others leave the clause out: ON CONFLICT makes every
+-- A unique job's insert outside a caller's transaction (sql.JOB_INSERT_UNIQUE*, with the
+-- unique part) skips a duplicate and returns no row: the index's error made the server log
+-- an ERROR and the statement for every routine conflict (ADR 0056; inside a transaction,
+-- above READ COMMITTED, ON CONFLICT fails to serialize instead). The others leave the clause out: ON CONFLICT makes every
 -- insert a speculative one (a token lock and a confirming WAL record), key or not.
 INSERT INTO awa.jobs AS j (
     kind, queue, args, state, priority, original_priority, max_attempts,
