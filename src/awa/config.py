@@ -249,7 +249,9 @@ def build_worker_config(
     """Validate everything ``start()`` was given; raise a BuildError naming the field."""
     # The default poll interval of the queues (each QueueConfig may set its own).
     poll_interval_ms = settings.pop("poll_interval_ms", DEFAULT_POLL_INTERVAL_MS)
-    validate.integer("poll_interval_ms", poll_interval_ms, low=1, error=InvalidSetting)
+    validate.integer(
+        "poll_interval_ms", poll_interval_ms, low=1, high=validate.INT32_MAX, error=InvalidSetting
+    )  # the queues' own bound: refused here, it names start()'s setting, not a queue
     if isinstance(queues, str | bytes | Mapping):  # iterable, but not a list of queues
         raise InvalidSetting(
             "queues", f"must be a list of queue specs, e.g. [('email', 10)], got {queues!r}"

@@ -110,6 +110,8 @@ BAD_VALUES = [
      "argument --set: heartbeat_interval_ms"),
     (["worker", "tests.apps.worker_app:client", "--set", "heartbeat_interval_ms=100000"],
      "argument --set: heartbeat_staleness_ms"),  # the default staleness no longer exceeds it
+    (["worker", "tests.apps.worker_app:client", "--set", "poll_interval_ms=3000000000"],
+     "argument --set: poll_interval_ms"),  # was the queues' bound, blamed on no flag
     (["worker", "tests.apps.worker_app:client", "--set", "handoff_seats=-1", "--processes",
       "2"], "argument --set: handoff_seats"),  # refused once, before any child starts
     (["runtime", "list", "--fresh-ms", "abc"], "--fresh-ms"),

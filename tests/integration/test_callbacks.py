@@ -40,6 +40,31 @@ def _register(client: awa.AsyncClient, tokens: dict[int, str], timeout: float = 
         return awa.WaitForCallback(token)
 
 
+async def test_an_attempt_that_ended_otherwise_shows_no_callback_id(
+    client: awa.AsyncClient,
+) -> None:
+    """The column stays set when the attempt that registered the id returns or raises, but
+    the id resolves nothing: shown, it misled (a review)."""
+
+    @client.task(None, kind="registers", queue="q")
+    async def registers(job: awa.Job[Any]) -> None:
+        await job.register_callback(timeout_seconds=60)
+        if job.args["raise"]:
+            raise RuntimeError("after registering")
+
+    done = await client.insert({"raise": False}, kind="registers", queue="q")
+    failed = await client.insert({"raise": True}, kind="registers", queue="q", max_attempts=1)
+    await client.start([("q", 2)], **FAST_WORKER)
+    try:
+        await _state(client, done.id, awa.JobState.COMPLETED)
+        await _state(client, failed.id, awa.JobState.FAILED)
+    finally:
+        await client.shutdown()
+    listed = {j.id: j.callback_id for j in await client.list_jobs(queue="q")}
+    assert listed == {done.id: None, failed.id: None}
+    assert (await client.get_job(done.id)).callback_id is None
+
+
 async def test_park_then_complete_fail_retry_and_heartbeat(client: awa.AsyncClient) -> None:
     tokens: dict[int, str] = {}
     _register(client, tokens)

@@ -65,6 +65,8 @@ def job_rows(cursor: HasResult) -> RowMaker[Job[Any]]:
     # reads of a whole row (get_job, list_jobs) carry the callback's id.
     key_at = names.index("ordering_key") if "ordering_key" in names else None
     callback_at = names.index("callback_id") if "callback_id" in names else None
+    if callback_at is not None:
+        callback_lease_at, run_lease_at = names.index("callback_lease"), names.index("run_lease")
     state_at = names.index("state")
     metadata_at = _JOB_FIELDS.index("metadata")
     errors_at = _JOB_FIELDS.index("errors")
@@ -81,8 +83,8 @@ def job_rows(cursor: HasResult) -> RowMaker[Job[Any]]:
         if callback_at is not None:
             if key_at is None:
                 picked.append(None)
-            callback_id = values[callback_at]
-            picked.append(None if callback_id is None else str(callback_id))
+            live = _live_callback(values[state_at], values[callback_lease_at], values[run_lease_at])
+            picked.append(str(values[callback_at]) if live else None)
         return Job(*picked)
 
     return make
@@ -94,8 +96,20 @@ def job_from_row(row: Mapping[str, Any]) -> Job[Any]:
     values[4] = _STATES[values[4]]
     values.append(row.get("ordering_key"))
     callback_id = row.get("callback_id")
-    values.append(None if callback_id is None else str(callback_id))
+    live = callback_id is not None and _live_callback(
+        row["state"], row.get("callback_lease"), row["run_lease"]
+    )
+    values.append(str(callback_id) if live else None)
     return Job(*values)
+
+
+def _live_callback(state: str, callback_lease: int | None, run_lease: int) -> bool:
+    """Whether a row's ``callback_id`` still answers: the job waits on it, or runs in the
+    attempt that registered it. An attempt that ended any other way (returned, raised,
+    rescued) leaves the column set, but its id resolves nothing (a review)."""
+    if state == "waiting_external":
+        return True
+    return state == "running" and callback_lease == run_lease
 
 
 def job_summary(row: Mapping[str, Any]) -> JobSummary:
