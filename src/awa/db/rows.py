@@ -65,8 +65,9 @@ def job_rows(cursor: HasResult) -> RowMaker[Job[Any]]:
     # reads of a whole row (get_job, list_jobs) carry the callback's id.
     key_at = names.index("ordering_key") if "ordering_key" in names else None
     callback_at = names.index("callback_id") if "callback_id" in names else None
-    if callback_at is not None:
-        callback_lease_at, run_lease_at = names.index("callback_lease"), names.index("run_lease")
+    # (the DLQ's rows have no callback_lease: a dead-lettered job waits on nothing)
+    lease_at = names.index("callback_lease") if "callback_lease" in names else None
+    run_lease_at = names.index("run_lease")
     state_at = names.index("state")
     metadata_at = _JOB_FIELDS.index("metadata")
     errors_at = _JOB_FIELDS.index("errors")
@@ -83,7 +84,8 @@ def job_rows(cursor: HasResult) -> RowMaker[Job[Any]]:
         if callback_at is not None:
             if key_at is None:
                 picked.append(None)
-            live = _live_callback(values[state_at], values[callback_lease_at], values[run_lease_at])
+            lease = None if lease_at is None else values[lease_at]
+            live = _live_callback(values[state_at], lease, values[run_lease_at])
             picked.append(str(values[callback_at]) if live else None)
         return Job(*picked)
 

@@ -1,17 +1,30 @@
 -- job_prune_finalized: delete a batch of finished jobs older than their retention.
 -- Batched so a large backlog never holds long locks; the leader loops until done.
--- Expects jobs_finalized_idx (finalized_at) WHERE finalized_at IS NOT NULL.
+-- One branch per retention, each a range scan of its own partial index in finalized_at
+-- order (jobs_prune_completed_idx, jobs_prune_failed_idx, migration 0041) that stops at
+-- the batch: with one condition over both states, failed jobs younger than their
+-- retention but older than the completed one made the planner scan the whole table
+-- every minute (a review). The second branch runs only when the first leaves room.
 -- Fenced: does nothing unless the given epoch is still the leader lease's (ADR 0019).
 -- The ids as an array (not `id IN (subquery)`): estimated at the full batch, the IN form
 -- was planned as a hash semi-join scanning the whole table once per batch (93–131 ms a
 -- batch beside 650 000 rows, against 9 ms by the primary key).
 DELETE FROM awa.jobs
 WHERE id = ANY (ARRAY(
-    SELECT id FROM awa.jobs
-    WHERE finalized_at IS NOT NULL AND (SELECT awa.leader_holds(%(epoch)s::bigint))
-      AND ((state = 'completed'
-            AND finalized_at < now() - %(completed_retention_ms)s::bigint * interval '1 millisecond')
-        OR (state IN ('failed', 'cancelled')
-            AND finalized_at < now() - %(failed_retention_ms)s::bigint * interval '1 millisecond'))
+    SELECT due.id FROM (
+        (SELECT c.id FROM awa.jobs AS c
+         WHERE c.state = 'completed'
+           AND c.finalized_at < now() - %(completed_retention_ms)s::bigint * interval '1 millisecond'
+           AND (SELECT awa.leader_holds(%(epoch)s::bigint))
+         ORDER BY c.finalized_at
+         LIMIT %(limit)s)
+        UNION ALL
+        (SELECT f.id FROM awa.jobs AS f
+         WHERE f.state IN ('failed', 'cancelled')
+           AND f.finalized_at < now() - %(failed_retention_ms)s::bigint * interval '1 millisecond'
+           AND (SELECT awa.leader_holds(%(epoch)s::bigint))
+         ORDER BY f.finalized_at
+         LIMIT %(limit)s)
+    ) AS due
     LIMIT %(limit)s
 ))
