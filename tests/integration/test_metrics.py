@@ -8,6 +8,7 @@ refused and an applied override, in weighted mode; the scrape must count exactly
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -16,7 +17,7 @@ import signal
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -502,44 +503,47 @@ async def _otel_points(reader: Any, name: str, want: int) -> bool:
     return sum(p.value for p in _otel_points_now(reader).get(name, [])) >= want
 
 
-def test_worker_command_serves_metrics(database_url: str) -> None:
+@contextlib.contextmanager
+def _worker_command(database_url: str, *flags: str) -> Iterator[subprocess.Popen[str]]:
+    """``awa worker`` of the test app with ``flags``, its stderr piped; killed if the test
+    leaves it running."""
     env = {**os.environ, "AWA_DATABASE_URL": database_url, "PYTHONUNBUFFERED": "1"}
-    command = [sys.executable, "-m", "awa", "worker", "tests.apps.worker_app:client",
-               "--queue", "chaos=2", "--metrics-port", "0"]  # fmt: skip
+    command = [sys.executable, "-m", "awa", "worker", "tests.apps.worker_app:client", *flags]
     with subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True) as proc:
         try:
             assert proc.stderr is not None
-            line = proc.stderr.readline()
-            assert line.startswith("awa: metrics on http://127.0.0.1:"), line
-            url = line.split(" on ", 1)[1].strip()
-            assert "worker running" in proc.stderr.readline()
-            with urllib.request.urlopen(url, timeout=10) as response:
-                body = response.read()
-            series = parse(body)
-            assert value(series, "awa_queue_capacity", queue="chaos") == 2
-            assert value(series, "awa_queue_in_flight", queue="chaos") == 0
-            names = {f.name for f in text_string_to_metric_families(body.decode())}
-            assert {i.name for i in spec.ALL} <= names
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=30) == 0
+            yield proc
         finally:
             if proc.poll() is None:
                 proc.kill()
 
 
+def test_worker_command_serves_metrics(database_url: str) -> None:
+    with _worker_command(database_url, "--queue", "chaos=2", "--metrics-port", "0") as proc:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert line.startswith("awa: metrics on http://127.0.0.1:"), line
+        url = line.split(" on ", 1)[1].strip()
+        assert "worker running" in proc.stderr.readline()
+        with urllib.request.urlopen(url, timeout=10) as response:
+            body = response.read()
+        series = parse(body)
+        assert value(series, "awa_queue_capacity", queue="chaos") == 2
+        assert value(series, "awa_queue_in_flight", queue="chaos") == 0
+        names = {f.name for f in text_string_to_metric_families(body.decode())}
+        assert {i.name for i in spec.ALL} <= names
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+
+
 def test_worker_command_writes_json_logs_when_asked(database_url: str) -> None:
     """Without the flags, the awa logger's INFO records (retries, rescues, leadership)
     reached nothing unless the application configured logging."""
-    env = {**os.environ, "AWA_DATABASE_URL": database_url, "PYTHONUNBUFFERED": "1"}
-    command = [sys.executable, "-m", "awa", "worker", "tests.apps.worker_app:client",
-               "--queue", "chaos=1", "--log-format", "json"]  # fmt: skip
-    with subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True) as proc:
-        try:
-            assert proc.stderr is not None
-            lines = [proc.stderr.readline() for _ in range(2)]
-        finally:
-            proc.send_signal(signal.SIGINT)
-            proc.wait(timeout=30)
+    with _worker_command(database_url, "--queue", "chaos=1", "--log-format", "json") as proc:
+        assert proc.stderr is not None
+        lines = [proc.stderr.readline() for _ in range(2)]
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
     started = json.loads(next(line for line in lines if line.startswith("{")))
     assert started["level"] == "INFO" and started["event"] == "worker_started"
 
