@@ -5,12 +5,19 @@
 -- the batch: with one condition over both states, failed jobs younger than their
 -- retention but older than the completed one made the planner scan the whole table
 -- every minute (a review). The second branch runs only when the first leaves room.
+-- The outer condition says again what may go: a row retried (or otherwise moved on) after
+-- the ids were read is re-checked as it is locked, and kept (a review: an operator's retry
+-- committed during the batch, and the pruner deleted the now available job).
 -- Fenced: does nothing unless the given epoch is still the leader lease's (ADR 0019).
 -- The ids as an array (not `id IN (subquery)`): estimated at the full batch, the IN form
 -- was planned as a hash semi-join scanning the whole table once per batch (93–131 ms a
 -- batch beside 650 000 rows, against 9 ms by the primary key).
-DELETE FROM awa.jobs
-WHERE id = ANY (ARRAY(
+DELETE FROM awa.jobs AS d
+WHERE (d.state = 'completed'
+       AND d.finalized_at < now() - %(completed_retention_ms)s::bigint * interval '1 millisecond'
+    OR d.state IN ('failed', 'cancelled')
+       AND d.finalized_at < now() - %(failed_retention_ms)s::bigint * interval '1 millisecond')
+  AND d.id = ANY (ARRAY(
     SELECT due.id FROM (
         (SELECT c.id FROM awa.jobs AS c
          WHERE c.state = 'completed'
