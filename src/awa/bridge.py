@@ -23,19 +23,21 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
 from awa.client.insert import (
+    SERIALIZATION_TRIES,
     InsertOptions,
     InsertSpec,
+    alone,
     build_spec,
-    conflict_of,
     guarded,
     insert_one,
+    run_again,
     skipped,
     skips_duplicates,
 )
 from awa.client.unique import raise_naming_the_holder_sync
 from awa.db import sql
 from awa.db.errors import mapped
-from awa.errors import ValidationError
+from awa.errors import DatabaseError, UniqueConflict, ValidationError
 from awa.types import Job
 from awa.worker.registry import TaskRegistry
 
@@ -55,7 +57,18 @@ class HasRegistry(Protocol):
 
 
 def _insert_sync(conn: psycopg.Connection[Any], spec: InsertSpec) -> Job[Any]:
-    """``insert_one``'s blocking twin (its cursor, row factory and savepoint)."""
+    """``insert_one``'s blocking twin (its cursor, row factory, savepoint and tries)."""
+    tries_left = SERIALIZATION_TRIES - 1 if alone(conn) else 0
+    while True:
+        try:
+            return _insert_sync_once(conn, spec)
+        except DatabaseError as exc:
+            if not run_again(exc, tries_left):
+                raise
+            tries_left -= 1
+
+
+def _insert_sync_once(conn: psycopg.Connection[Any], spec: InsertSpec) -> Job[Any]:
     savepoint = guarded(conn, spec)
     skip = skips_duplicates(spec, savepoint)
     with conn.cursor(row_factory=tuple_row) as cur:
@@ -68,9 +81,8 @@ def _insert_sync(conn: psycopg.Connection[Any], spec: InsertSpec) -> Job[Any]:
         except BaseException as exc:
             if savepoint and conn.info.transaction_status == TransactionStatus.INERROR:
                 cur.execute(sql.INSERT_SAVEPOINT_ROLLBACK)
-            conflict = conflict_of(exc, spec, skip)
-            if conflict is not None:
-                raise_naming_the_holder_sync(conn, conflict)
+            if isinstance(exc, UniqueConflict):  # the index's, or the DLQ's check (ADR 0051)
+                raise_naming_the_holder_sync(conn, exc)
             raise
         if savepoint:
             cur.execute(sql.INSERT_SAVEPOINT_RELEASE)

@@ -24,7 +24,7 @@ from awa.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY
 from awa.db import sql
 from awa.db.direct import DirectStatement
 from awa.db.errors import mapped
-from awa.errors import SerializationError, UniqueConflict, ValidationError
+from awa.errors import DatabaseError, SerializationError, UniqueConflict, ValidationError
 from awa.kinds import derive_kind
 from awa.serialization import args_to_dict, encode_bounded, encode_json
 from awa.tracing import context as trace_context
@@ -290,11 +290,16 @@ def build_specs(
     return specs
 
 
+def alone(conn: Connection[Any] | AsyncConnection[Any]) -> bool:
+    """True when a statement on ``conn`` is a transaction of its own (autocommit, none
+    open): it may run again after a serialization failure."""
+    return conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE
+
+
 def guarded(conn: Connection[Any] | AsyncConnection[Any], spec: InsertSpec) -> bool:
     """True when ``spec`` may conflict inside a transaction (open now, or begun by the
     insert): it then runs in a savepoint."""
-    in_transaction = not conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE
-    return spec.unique_key is not None and in_transaction
+    return spec.unique_key is not None and not alone(conn)
 
 
 def skips_duplicates(spec: InsertSpec, savepoint: bool) -> bool:
@@ -315,21 +320,33 @@ def skipped(spec: InsertSpec) -> UniqueConflict:
     )
 
 
-def conflict_of(exc: BaseException, spec: InsertSpec, skip: bool) -> UniqueConflict | None:
-    """The UniqueConflict an insert's error stands for, if any: the index's (mapped), the
-    DLQ's check (ADR 0051), or — a skipping insert run at a stricter default isolation
-    than READ COMMITTED (a role's ``default_transaction_isolation``) — a serialization
-    failure against the key's holder, committed after the statement's snapshot."""
-    if isinstance(exc, UniqueConflict):
-        return exc
-    if skip and isinstance(exc.__cause__, SerializationFailure):
-        return skipped(spec)
-    return None
+SERIALIZATION_TRIES = 3
+"""How often an insert that is a transaction of its own is run when it fails to serialize."""
+
+
+def run_again(exc: BaseException, tries_left: int) -> bool:
+    """True when an insert run alone failed only to serialize, with tries left: under a
+    stricter ``default_transaction_isolation`` than READ COMMITTED, a row another
+    transaction changed after the statement's snapshot (a key's holder committed while it
+    waited, a handoff seat taken or renewed) fails it; run again, it sees them. (Reported
+    as a unique conflict, a new key's job was lost: a review.)"""
+    return tries_left > 0 and isinstance(exc.__cause__, SerializationFailure)
 
 
 async def insert_one(conn: AsyncConnection[Any], spec: InsertSpec) -> Job[Any]:
     """Write one job on ``conn`` (any row factory: the cursor is its own); one round trip,
     three with a savepoint (see :func:`guarded`)."""
+    tries_left = SERIALIZATION_TRIES - 1 if alone(conn) else 0
+    while True:
+        try:
+            return await _insert_one(conn, spec)
+        except DatabaseError as exc:
+            if not run_again(exc, tries_left):
+                raise
+            tries_left -= 1
+
+
+async def _insert_one(conn: AsyncConnection[Any], spec: InsertSpec) -> Job[Any]:
     savepoint = guarded(conn, spec)
     skip = skips_duplicates(spec, savepoint)
     async with conn.cursor(row_factory=tuple_row) as cur:
@@ -342,9 +359,8 @@ async def insert_one(conn: AsyncConnection[Any], spec: InsertSpec) -> Job[Any]:
         except BaseException as exc:
             if savepoint and conn.info.transaction_status == TransactionStatus.INERROR:
                 await cur.execute(sql.INSERT_SAVEPOINT_ROLLBACK)
-            conflict = conflict_of(exc, spec, skip)
-            if conflict is not None:
-                await raise_naming_the_holder(conn, conflict)
+            if isinstance(exc, UniqueConflict):  # the index's, or the DLQ's check (ADR 0051)
+                await raise_naming_the_holder(conn, exc)
             raise
         if savepoint:
             await cur.execute(sql.INSERT_SAVEPOINT_RELEASE)
@@ -374,14 +390,18 @@ async def insert_direct(
         statement = _JOB_INSERT_UNIQUE if looking else _JOB_INSERT_UNIQUE_UNSEATED
     else:
         statement = _JOB_INSERT_DIRECT if looking else _JOB_INSERT_UNSEATED
-    try:
-        with mapped():
-            rows = await statement.rows(conn, spec.params())
-    except Exception as exc:
-        conflict = conflict_of(exc, spec, skip)
-        if conflict is None:
-            raise
-        await raise_naming_the_holder(conn, conflict)
+    tries_left = SERIALIZATION_TRIES - 1
+    while True:
+        try:
+            with mapped():
+                rows = await statement.rows(conn, spec.params())
+            break
+        except UniqueConflict as exc:  # the DLQ's check (ADR 0051)
+            await raise_naming_the_holder(conn, exc)
+        except DatabaseError as exc:
+            if not run_again(exc, tries_left):
+                raise
+            tries_left -= 1
     if not rows:
         await raise_naming_the_holder(conn, skipped(spec))
     row = rows[0]
