@@ -19,8 +19,10 @@ async def _state(client: awa.AsyncClient, job_id: int, state: awa.JobState) -> a
     return job if job.state is state else None
 
 
-async def _await_state(client: awa.AsyncClient, job_id: int, state: awa.JobState) -> awa.Job[Any]:
-    job: awa.Job[Any] = await wait_for(lambda: _state(client, job_id, state))
+async def _await_state(
+    client: awa.AsyncClient, job_id: int, state: awa.JobState, timeout: float = 15.0
+) -> awa.Job[Any]:
+    job: awa.Job[Any] = await wait_for(lambda: _state(client, job_id, state), timeout=timeout)
     return job
 
 
@@ -158,6 +160,31 @@ async def test_deadline_flags_sync_handler_which_stops_cooperatively(
     finally:
         await client.shutdown()
     assert noticed.is_set() and retried.errors[-1]["type"] == "DeadlineExceeded"
+
+
+async def test_the_leader_leaves_an_overdue_job_to_the_worker_that_runs_it(
+    client: awa.AsyncClient,
+) -> None:
+    """The leader's deadline rescue waited one heartbeat interval past the deadline, its
+    own worker five seconds before abandoning a plain def that runs on: with short beats
+    the leader retried the job first, and it ran again beside its first run (a review:
+    an ordering key's next jobs too). The worker's own outcome now comes first."""
+    release = threading.Event()
+
+    @client.task(None, kind="blocks", queue="q")
+    def blocks(job: awa.Job[Any]) -> None:
+        release.wait(30)  # never looks at job.is_cancelled()
+
+    job = await client.insert({}, kind="blocks", queue="q", max_attempts=1)
+    await client.start([awa.QueueConfig("q", max_workers=1, deadline_ms=300)], **FAST_WORKER)
+    try:
+        failed = await _await_state(client, job.id, awa.JobState.FAILED, timeout=30)
+    finally:
+        release.set()
+        await client.shutdown()
+    [error] = failed.errors
+    assert error["type"] == "DeadlineExceeded"
+    assert error["error"].startswith("deadline of 300 ms exceeded (handler abandoned)"), error
 
 
 async def test_an_async_handler_returning_after_its_deadline_is_cut_short_as_a_sync_one(

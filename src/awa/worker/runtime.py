@@ -32,6 +32,7 @@ from awa.periodic import PeriodicJob
 from awa.service import Periodic, Service
 from awa.types import RuntimeSnapshot
 from awa.worker import heartbeat, memory
+from awa.worker.abandon import ABANDON_AFTER_S
 from awa.worker.args_budget import ArgsBudget
 from awa.worker.attempt import Attempt
 from awa.worker.completer import Completer
@@ -203,7 +204,12 @@ class Worker:
 
     def _maintenance_services(self) -> list[Periodic]:
         c = self.config
-        grace_ms = c.heartbeat_interval_ms
+        # Past a job's deadline, its own worker stops the handler, abandons one that runs
+        # on ABANDON_AFTER_S later and writes its outcome (ADR 0016): the leader waits for
+        # that first. With a grace of one heartbeat interval only, short beats had the
+        # leader retry the job while its worker still waited for the handler (a review:
+        # 200 ms beats, a plain def's job run again after 1.2 s beside the first run).
+        grace_ms = c.heartbeat_interval_ms + int(ABANDON_AFTER_S * 1000)
         return [
             Periodic(
                 "promote",
