@@ -77,6 +77,7 @@ from awa.types import (
     RuntimeInstance,
     RuntimeOverrides,
     RuntimeSnapshot,
+    StoredJob,
     Weighted,
 )
 
@@ -148,6 +149,7 @@ __all__ = [
     "SerializationError",
     "SetPriority",
     "Snooze",
+    "StoredJob",
     "SyncTransaction",
     "TerminalError",
     "Transaction",

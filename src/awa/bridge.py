@@ -38,7 +38,7 @@ from awa.client.unique import raise_naming_the_holder_sync
 from awa.db import sql
 from awa.db.errors import mapped
 from awa.errors import DatabaseError, UniqueConflict, ValidationError
-from awa.types import Job
+from awa.types import Job, StoredJob
 from awa.worker.registry import TaskRegistry
 
 if TYPE_CHECKING:  # only named in signatures: SQLAlchemy is optional
@@ -56,7 +56,7 @@ class HasRegistry(Protocol):
     def registry(self) -> TaskRegistry: ...
 
 
-def _insert_sync(conn: psycopg.Connection[Any], spec: InsertSpec) -> Job[Any]:
+def _insert_sync(conn: psycopg.Connection[Any], spec: InsertSpec) -> StoredJob:
     """``insert_one``'s blocking twin (its cursor, row factory, savepoint and tries)."""
     tries_left = SERIALIZATION_TRIES - 1 if alone(conn) else 0
     while True:
@@ -68,7 +68,7 @@ def _insert_sync(conn: psycopg.Connection[Any], spec: InsertSpec) -> Job[Any]:
             tries_left -= 1
 
 
-def _insert_sync_once(conn: psycopg.Connection[Any], spec: InsertSpec) -> Job[Any]:
+def _insert_sync_once(conn: psycopg.Connection[Any], spec: InsertSpec) -> StoredJob:
     savepoint = guarded(conn, spec)
     skip = skips_duplicates(spec, savepoint)
     with conn.cursor(row_factory=tuple_row) as cur:
@@ -122,7 +122,7 @@ def _sqlalchemy_sync(conn: Any) -> psycopg.Connection[Any]:
     return driver
 
 
-async def _sqlalchemy_async(conn: Any, spec: InsertSpec) -> Job[Any]:
+async def _sqlalchemy_async(conn: Any, spec: InsertSpec) -> StoredJob:
     """Insert through the psycopg connection of an AsyncSession or AsyncConnection."""
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_scoped_session
 
@@ -177,7 +177,7 @@ def insert_job(
     *,
     client: HasRegistry | None = None,
     **options: Unpack[InsertOptions],
-) -> Job[Any]: ...
+) -> StoredJob: ...
 
 
 @overload
@@ -187,7 +187,7 @@ def insert_job(
     *,
     client: HasRegistry | None = None,
     **options: Unpack[InsertOptions],
-) -> Job[Any]: ...
+) -> StoredJob: ...
 
 
 @overload
@@ -204,7 +204,7 @@ def insert_job(
 
 def insert_job(
     conn: Any, args: Any, *, client: HasRegistry | None = None, **options: Unpack[InsertOptions]
-) -> Job[Any] | Awaitable[Job[Any]]:
+) -> StoredJob | Awaitable[Job[Any]]:
     """Insert one job using ``conn``'s current transaction (options as ``insert``).
 
     With no ``queue`` (or ``queue=None``) the job goes, as with ``client.insert``, to the

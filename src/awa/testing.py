@@ -48,7 +48,7 @@ from awa.errors import JobNotFound, SerializationError, ValidationError
 from awa.kinds import derive_kind
 from awa.maintenance import finished_counts
 from awa.serialization import args_to_dict, encode_json
-from awa.types import Job, JobState
+from awa.types import Job, JobState, StoredJob
 from awa.worker.attempt import AttemptServices
 from awa.worker.completer import Completer
 from awa.worker.control import QueueControl
@@ -118,7 +118,7 @@ class _Runner:
         await self.completer.stop()
         self.executor.close()
 
-    async def _settle(self) -> Job[Any] | None:
+    async def _settle(self) -> StoredJob | None:
         """Wait for the launched job's handler and its outcome; the job as it now is.
         (``launched`` is cleared before the launch, not here: with an eager task factory
         the handler has already started when the launch returns.)"""
@@ -136,7 +136,7 @@ class _Runner:
                 job.state = JobState.FAILED
                 return job
 
-    async def claim_and_run(self, queue: str) -> Job[Any] | None:
+    async def claim_and_run(self, queue: str) -> StoredJob | None:
         """One poll of a real dispatcher with one permit, then the job's outcome."""
         config = QueueConfig(queue, max_workers=1, claim_batch_size=1, deadline_ms=0)
         dispatcher = Dispatcher(
@@ -153,7 +153,7 @@ class _Runner:
             await dispatcher.poll_once()
             return await self._settle()
 
-    async def run_by_id(self, job_id: int) -> Job[Any] | None:
+    async def run_by_id(self, job_id: int) -> StoredJob | None:
         """Claim one specific available job and run it."""
         async with self._serial:
             async with self.pool.connection() as conn:
@@ -180,7 +180,7 @@ class WorkResult:
     """
 
     outcome: str
-    job: Job[Any] | None = None
+    job: StoredJob | None = None
     error: str | None = None
 
     def __bool__(self) -> bool:
@@ -278,9 +278,9 @@ async def _work_type(
 
 
 @overload
-async def work_one(client: AnyClient, queue: str = "default", /) -> Job[Any] | None: ...
+async def work_one(client: AnyClient, queue: str = "default", /) -> StoredJob | None: ...
 @overload
-async def work_one(client: AnyClient, /, *, queue: str) -> Job[Any] | None: ...
+async def work_one(client: AnyClient, /, *, queue: str) -> StoredJob | None: ...
 @overload
 async def work_one(
     client: AnyClient,
@@ -299,7 +299,7 @@ async def work_one(
     handler: Handler | None = None,
     queue: str | None = None,
     kind: str | None = None,
-) -> Job[Any] | WorkResult | None:
+) -> StoredJob | WorkResult | None:
     """Run one job to its outcome, through the real claim, executor and completer.
 
     ``work_one(client, "email")``: the next available job of the queue, with the
@@ -320,7 +320,7 @@ async def _work_one(
     handler: Handler | None,
     queue: str | None,
     kind: str | None,
-) -> Job[Any] | WorkResult | None:
+) -> StoredJob | WorkResult | None:
     if target is None or isinstance(target, str):
         if handler is not None or kind is not None:
             raise ValidationError("handler", "handler= and kind= go with an args type")
@@ -356,13 +356,13 @@ async def clean(client: AnyClient) -> int:
 
 async def drain_queue(
     client: AnyClient, queue: str = "default", *, limit: int = 10_000
-) -> list[Job[Any]]:
+) -> list[StoredJob]:
     """Run available jobs of ``queue`` one by one until none is left (at most ``limit``).
     (Not ``client.drain_queue(queue)``, an operator's call that *cancels* them.)"""
     core = _core(client)
 
-    async def run() -> list[Job[Any]]:
-        done: list[Job[Any]] = []
+    async def run() -> list[StoredJob]:
+        done: list[StoredJob] = []
         async with _Runner(core, await core._get_pool()) as runner:
             while len(done) < limit:
                 job = await runner.claim_and_run(queue)
@@ -391,7 +391,7 @@ async def inline(client: AnyClient) -> AsyncIterator[None]:
     core = _core(client)
     async with _Runner(core, await core._get_pool()) as runner:
 
-        async def run(job: Job[Any]) -> Job[Any]:
+        async def run(job: Job[Any]) -> StoredJob:
             if job.state is not JobState.AVAILABLE:
                 return job
             done = await runner.run_by_id(job.id)
@@ -449,7 +449,7 @@ async def assert_enqueued(
     queue: str | None = None,
     state: JobState | str | None = None,
     count: int | None = None,
-) -> Job[Any]: ...
+) -> StoredJob: ...
 
 
 async def assert_enqueued(
@@ -460,7 +460,7 @@ async def assert_enqueued(
     queue: str | None = None,
     state: JobState | str | None = None,
     count: int | None = None,
-) -> Job[Any] | None:
+) -> StoredJob | None:
     """Assert a matching job exists (``count``: exactly that many); returns the newest
     (None when ``count=0`` asserted that there is none).
 
@@ -510,9 +510,9 @@ def _blocking(client: Client, name: str, coro: Coroutine[Any, Any, R]) -> R:
 
 
 @overload
-def work_one_sync(client: Client, queue: str = "default", /) -> Job[Any] | None: ...
+def work_one_sync(client: Client, queue: str = "default", /) -> StoredJob | None: ...
 @overload
-def work_one_sync(client: Client, /, *, queue: str) -> Job[Any] | None: ...
+def work_one_sync(client: Client, /, *, queue: str) -> StoredJob | None: ...
 @overload
 def work_one_sync(
     client: Client,
@@ -531,7 +531,7 @@ def work_one_sync(
     handler: Handler | None = None,
     queue: str | None = None,
     kind: str | None = None,
-) -> Job[Any] | WorkResult | None:
+) -> StoredJob | WorkResult | None:
     """:func:`work_one`, blocking, with a sync :class:`~awa.Client`."""
     core = _core(client)
     return _blocking(client, "work_one", _work_one(core, target, handler, queue, kind))
@@ -539,7 +539,7 @@ def work_one_sync(
 
 def drain_queue_sync(
     client: Client, queue: str = "default", *, limit: int = 10_000
-) -> list[Job[Any]]:
+) -> list[StoredJob]:
     """:func:`drain_queue`, blocking, with a sync :class:`~awa.Client`."""
     core = _core(client)
     return _blocking(client, "drain_queue", drain_queue(core, queue, limit=limit))
@@ -570,7 +570,7 @@ def assert_enqueued_sync(
     queue: str | None = None,
     state: JobState | str | None = None,
     count: int | None = None,
-) -> Job[Any]: ...
+) -> StoredJob: ...
 def assert_enqueued_sync(
     client: Client,
     *,
@@ -579,7 +579,7 @@ def assert_enqueued_sync(
     queue: str | None = None,
     state: JobState | str | None = None,
     count: int | None = None,
-) -> Job[Any] | None:
+) -> StoredJob | None:
     """:func:`assert_enqueued`, blocking, with a sync :class:`~awa.Client`."""
     core = _core(client)
     coro = assert_enqueued(core, kind=kind, args=args, queue=queue, state=state, count=count)

@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 
 from awa.errors import WorkerNotRunning
 
@@ -171,6 +171,13 @@ class Job(Generic[T]):
     def wait_for_callback_sync(self, callback_id: str) -> Any:
         """:meth:`wait_for_callback` for plain ``def`` handlers."""
         return self._running().wait_for_callback_sync(callback_id)
+
+
+StoredJob: TypeAlias = "Job[dict[str, Any]]"
+"""A job as the database holds it — what ``insert``, ``get_job``, ``list_jobs``, ``cancel``
+and the other client calls return: its ``args`` is the stored JSON object, a dict. Only
+inside a handler is ``Job[T].args`` rebuilt as the task's ``T`` (typed as ``Job[Any]``,
+``job.args.to`` on an inserted job type-checked and then failed: a review)."""
 
 
 @dataclass(frozen=True, slots=True)

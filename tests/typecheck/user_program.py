@@ -106,3 +106,11 @@ sync.periodic("p", "* * * * *", Report(1), tiemzone="UTC")  # E: a typo
 async def misspelt() -> None:
     async with client.transaction() as tx:
         await tx.insert(SendEmail("a@x"), priorty=1)  # E: a typo
+
+
+async def stored_args_are_dicts() -> None:
+    job = await client.insert(SendEmail("a@x"))
+    stored = sync.get_job(job.id)
+    assert stored.args["to"] == job.args["to"]  # the stored JSON object
+    to: str = job.args.to  # E: args of an inserted job are a dict, not the task's type
+    assert to

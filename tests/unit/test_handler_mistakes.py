@@ -152,3 +152,36 @@ async def test_a_handler_changing_its_jobs_identity_changes_nothing(sync: bool) 
     assert (record["id"], record["run_lease"]) == (618, 4)
     assert outcome.error is not None and outcome.error["attempt"] == 3
     assert (job.kind, job.queue, job.max_attempts) == ("k", "q", 3)
+
+
+async def _two(job: Job[Any], extra: int) -> None: ...
+
+
+class _Bound:
+    def handle(self, job: Job[Any]) -> None: ...
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [lambda: None, _two, _Bound.handle],
+    ids=["no parameter", "two required", "unbound method"],
+)
+def test_a_handler_that_cannot_take_the_job_is_refused_at_registration(
+    handler: Callable[..., Any],
+) -> None:
+    """Accepted, every job of its kind failed with a TypeError and was retried to its last
+    attempt (a review: handlers from an untyped table)."""
+    with pytest.raises(awa.ValidationError, match=r"must take one argument, the awa\.Job"):
+        TaskRegistry().register(None, handler, kind="k", queue="q")
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [lambda job: None, lambda job, extra=1: None, lambda *args: None, _Bound().handle,
+     functools.partial(_two, extra=1), print],
+    ids=["one", "one and a default", "varargs", "bound method", "partial", "builtin"],
+)  # fmt: skip
+def test_handlers_that_can_take_the_job_alone_are_registered(
+    handler: Callable[..., Any],
+) -> None:
+    assert TaskRegistry().register(None, handler, kind="k", queue="q").handler is handler

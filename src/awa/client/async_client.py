@@ -64,6 +64,7 @@ from awa.types import (
     RuntimeInstance,
     RuntimeOverrides,
     RuntimeSnapshot,
+    StoredJob,
 )
 from awa.worker.observe import Observer
 from awa.worker.registry import TaskRegistry
@@ -325,7 +326,7 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
         run_at: datetime | None = None,
         unique_opts: Mapping[str, Any] | None = None,
         ordering_key: str | None = None,
-    ) -> Job[Any]:
+    ) -> StoredJob:
         """Insert one job. ``queue`` defaults to the queue its task was registered on, else
         ``"default"``. Jobs sharing an ``ordering_key`` run one at a time in insertion
         order, across queues and processes (ADR 0034). Raises ValidationError,
@@ -363,7 +364,7 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
         run_at: datetime | None = None,
         unique_opts: Mapping[str, Any] | None = None,
         ordering_key: str | None = None,
-    ) -> list[Job[Any]]:
+    ) -> list[StoredJob]:
         """Insert many jobs in one transaction through COPY; all or nothing.
 
         The options apply to every job; an ``awa.InsertItem(args, queue=..., priority=...,
@@ -423,7 +424,7 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
 
     # -- admin -----------------------------------------------------------------------
 
-    async def get_job(self, job_id: int) -> Job[Any]:
+    async def get_job(self, job_id: int) -> StoredJob:
         """The job with ``job_id``; JobNotFound when there is none."""
         return await self._read(lambda conn: admin.get_job(conn, job_id))
 
@@ -434,7 +435,7 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
         kind: str | None = None,
         queue: str | None = None,
         limit: int = 100,
-    ) -> list[Job[Any]]:
+    ) -> list[StoredJob]:
         """Jobs newest first, filtered; ``limit`` up to 10 000."""
         return await self._read(
             lambda conn: admin.list_jobs(conn, state=state, kind=kind, queue=queue, limit=limit)
@@ -456,12 +457,12 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
             )
         )
 
-    async def cancel(self, job_id: int) -> Job[Any]:
+    async def cancel(self, job_id: int) -> StoredJob:
         """Cancel a job that has not finished; returns it as it now is."""
         async with self._connection() as conn:
             return await admin.cancel(conn, job_id)
 
-    async def retry(self, job_id: int) -> Job[Any]:
+    async def retry(self, job_id: int) -> StoredJob:
         """Make a finished, scheduled, retryable or callback-waiting job available now
         (a waiting job's callback id stops resolving); returns the job as it now is. A
         running or available job is returned unchanged."""
@@ -475,7 +476,7 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
         kind: str | None = None,
         queue: str | None = None,
         unique_opts: Mapping[str, Any] | None = None,
-    ) -> Job[Any] | None:
+    ) -> StoredJob | None:
         """Cancel the unfinished job holding the unique key these arguments produce
         (``queue`` defaults as ``insert``'s does, so ``by_queue`` keys match)."""
         kind, queue = self.registry.job_defaults(args, kind, queue)
@@ -486,7 +487,7 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
 
     async def retry_failed(
         self, *, kind: str | None = None, queue: str | None = None
-    ) -> list[Job[Any]]:
+    ) -> list[StoredJob]:
         """Retry every failed job of a kind and/or a queue."""
         async with self._connection() as conn:
             return await admin.retry_failed(conn, kind=kind, queue=queue)

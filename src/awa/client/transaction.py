@@ -13,7 +13,7 @@ from psycopg.rows import dict_row
 from awa.client import insert as insert_path
 from awa.client.insert import InsertOptions
 from awa.errors import TransactionEnded
-from awa.types import Job
+from awa.types import StoredJob
 
 Query = LiteralString | Any  # a str, or a psycopg.sql.Composable
 
@@ -99,7 +99,7 @@ class Transaction:
             await cur.execute(query, params)
             return await cur.fetchall()
 
-    async def insert(self, /, args: Any, **options: Unpack[InsertOptions]) -> Job[Any]:
+    async def insert(self, /, args: Any, **options: Unpack[InsertOptions]) -> StoredJob:
         """Insert a job inside this transaction (same options as ``AsyncClient.insert``).
         A unique job's insert runs in a savepoint: its ``UniqueConflict`` may be caught
         and the transaction goes on."""
@@ -109,7 +109,7 @@ class Transaction:
 
     async def insert_many(
         self, /, args_list: Sequence[Any], **options: Unpack[InsertOptions]
-    ) -> list[Job[Any]]:
+    ) -> list[StoredJob]:
         """Insert many jobs inside this transaction (COPY-based); with unique jobs among
         them, in a savepoint, as ``insert``."""
         specs = self._build_many(args_list, **options)

@@ -54,6 +54,7 @@ class TaskRegistry:
             raise ValidationError("handler", f"must be callable, got {type(handler).__name__}")
         if inspect.isasyncgenfunction(handler) or inspect.isgeneratorfunction(handler):
             raise ValidationError("handler", "must be a plain or async function, not a generator")
+        _check_takes_one_job(handler)
         if kind is None:
             if args_type is None or args_type is dict:
                 raise ValidationError("kind", "is required when the args type is dict or None")
@@ -119,3 +120,23 @@ class TaskRegistry:
 
     def __len__(self) -> int:
         return len(self._by_kind)
+
+
+def _check_takes_one_job(handler: Handler) -> None:
+    """Refuse a handler that cannot be called with the job alone: accepted, every job of
+    its kind failed with a TypeError and was retried to its last attempt (a review:
+    handlers from an untyped table, which no type checker saw)."""
+    try:
+        signature = inspect.signature(handler)
+    except (TypeError, ValueError):  # a builtin or C callable: nothing to read
+        return
+    try:
+        signature.bind(None)
+    except TypeError as exc:
+        raise ValidationError(
+            "handler", f"must take one argument, the awa.Job: {_name(handler)} cannot ({exc})"
+        ) from None
+
+
+def _name(handler: Handler) -> str:
+    return str(getattr(handler, "__qualname__", None) or repr(handler))
