@@ -103,8 +103,9 @@ class Portal:
             if coro is not None:
                 coro.close()
             raise BlockingCallOnLoop(
-                f"{what} was made from the client's own event loop (from a hook?): "
-                "use the AsyncClient there"
+                f"{what} was made on the client's own event loop (an async handler or "
+                "hook of its worker): await the same call on client.async_client there, or "
+                "make the handler a plain def"
             )
 
     def call(self, coro: Coroutine[Any, Any, R]) -> R:
