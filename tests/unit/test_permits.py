@@ -382,40 +382,25 @@ def test_woken_queues_are_ordered_neediest_first() -> None:
     assert wakes.take() == ["b", "c", "a"]
 
 
-def _weights_one_three_one() -> tuple[OverflowPool, Wakes]:
-    """Exact shares 0.8, 2.4, 0.8 of 4: ceil gives 1 + 3 + 1 = 5, one permit too many.
-    By a fixed order the same light queue always lost it and ran almost nothing, and
-    first come, first served the heavy queue kept its ceil (two reviews)."""
+def test_of_two_queues_as_far_below_their_share_the_one_granted_longer_ago_goes_first() -> None:
+    """Exact shares 0.8, 2.4, 0.8 of 4: ceil gives 1 + 3 + 1 = 5, so one of the two light
+    queues must wait. By a fixed order the same one always did, and ran almost nothing
+    (a review: 0-4 jobs in 12 s where ~10 were due)."""
     pool, wakes = _pool(4, wa=1, wb=3, pq=1)
     assert pool.try_acquire("wa", 8) == 4  # alone, for now
     assert pool.try_acquire("wb", 8) == 0
     assert pool.try_acquire("pq", 8) == 0
     pool.release("wa", 3)
-    assert pool.try_acquire("wb", 8) == 2  # its third would be slack: pq is further below
-    assert pool.try_acquire("pq", 8) == 1
+    assert pool.try_acquire("wb", 8) == 3
+    assert pool.try_acquire("pq", 8) == 0  # asks, waits
     wakes.take()
-    return pool, wakes
-
-
-def test_the_rounding_slack_goes_to_the_queue_furthest_below_its_exact_share() -> None:
-    pool, wakes = _weights_one_three_one()
-    pool.release("wa", 1)  # wa 0.8 below its share, wb 0.4, pq 0.2 above
-    assert wakes.take() == ["wa", "wb"]
-    assert pool.try_acquire("wb", 8) == 0  # first to ask, but not the neediest
-    assert pool.try_acquire("wa", 8) == 1
-    pool.release("pq", 1)  # now pq is 0.8 below, wb 0.4, wa 0.2 above
-    assert wakes.take() == ["pq", "wb"]
-    assert pool.try_acquire("pq", 8) == 1
-
-
-def test_of_two_queues_as_far_below_their_share_the_one_granted_longer_ago_goes_first() -> None:
-    pool, _ = _weights_one_three_one()
     pool.release("wa", 1)
-    pool.release("pq", 1)  # both 0.8 below: pq was granted more recently
-    assert sorted(["pq", "wb", "wa"], key=pool.urgency) == ["wa", "pq", "wb"]
-    assert pool.try_acquire("pq", 8) == 0
-    assert pool.try_acquire("wa", 8) == 1
+    assert wakes.take() == ["pq", "wa"]  # both 0.8 below: pq was never granted
+    assert sorted(["wa", "wb", "pq"], key=pool.urgency) == ["pq", "wa", "wb"]
     assert pool.try_acquire("pq", 8) == 1
+    pool.release("pq", 1)
+    assert wakes.take() == ["wa", "pq"]  # now wa waited longer
+    assert sorted(["pq", "wb", "wa"], key=pool.urgency) == ["wa", "pq", "wb"]
 
 
 class _Rider:
@@ -433,17 +418,21 @@ class _Rider:
 
 
 def test_claims_riding_on_a_write_reserve_the_pool_neediest_first() -> None:
+    """In a fixed order, the queue listed first took every freed permit at each write."""
     from awa.worker.completer import Completer
 
-    pool, _ = _weights_one_three_one()
-    pool.release("wa", 1)  # one permit free: wa is 0.8 below its share
+    pool, _ = _pool(4, wa=1, wb=3, pq=1)
+    assert pool.try_acquire("wa", 8) == 4
+    pool.try_acquire("wb", 8), pool.try_acquire("pq", 8)
+    pool.release("wa", 3)
+    assert pool.try_acquire("wb", 8) == 3
+    pool.release("wa", 1)  # one permit free: pq waited longest
     order: list[str] = []
     completer = Completer(None)  # type: ignore[arg-type]  # no write happens here
-    riders = [_Rider(q, pool, order) for q in ("pq", "wb", "wa")]
-    completer.ride_with(riders, pool)  # type: ignore[arg-type]
+    completer.ride_with([_Rider(q, pool, order) for q in ("wa", "wb", "pq")], pool)  # type: ignore[list-item]
     rides = completer._reserve_rides()
-    assert order == ["wa", "wb", "pq"]
-    assert [rider.queue for rider, _ in rides] == ["wa"]
+    assert order == ["pq", "wa", "wb"]
+    assert [rider.queue for rider, _ in rides] == ["pq"]
 
 
 # -- live resizing (CONTRACT §10) ------------------------------------------------------
@@ -550,5 +539,4 @@ def test_a_batch_its_minimum_covers_keeps_a_saturated_queue_contending() -> None
     a.release(first, wake_self=False)  # those two jobs ended; a asks again, covered
     assert a.try_acquire(2) == Grant(2, 0)
     assert a._pool is not None and a._pool.demand("a") == 2  # still contending
-    # ceil(7 × 3/8) = 3, not the whole pool; its exact 2.6 rounded down while a asks
-    assert b.try_acquire(512).overflow == 2
+    assert b.try_acquire(512).overflow == 3  # ceil(7 × 3/8): not the whole pool

@@ -189,39 +189,12 @@ class OverflowPool:
                 self._wake_waiting(exclude=queue)  # the others' shares may have grown
             return 0
         granted = min(wanted, self.available, self.fair_share(queue) - self._held[queue])
-        if granted > 0 and self._slack_for_another(queue, granted):
-            granted -= 1
         if granted <= 0:
             return 0
         self._add_held(queue, granted)
         self._grants += 1
         self._last_grant[queue] = self._grants
         return granted
-
-    def _slack_for_another(self, queue: str, granted: int) -> bool:
-        """True when the last of ``granted`` permits would take ``queue`` past its exact
-        share — rounding slack, since ``ceil`` shares can overbook the pool — while another
-        queue asking for permits is further below its own (:meth:`urgency`): the slack is
-        that queue's. First come, first served, the queues of larger weights kept their
-        ``ceil`` shares and those of weight 1 waited on their minimums (a review: −27 %
-        and −42 % of their exact shares, +39 % for the others)."""
-        held = self._held[queue] + granted - 1  # before the last permit
-        deficit, last = self._exact(queue) - held, self._last_grant[queue]
-        if deficit >= 1:  # the last permit is within the exact share
-            return False
-        for other, wanted in self._demand.items():
-            if wanted > 0 and other != queue:
-                other_deficit = self._exact(other) - self._held[other]
-                if other_deficit > deficit or (
-                    other_deficit == deficit and self._last_grant[other] < last
-                ):
-                    return True
-        return False
-
-    def _exact(self, queue: str) -> float:
-        """``queue``'s unrounded share of the pool among the queues asking for permits."""
-        pool, weight = self.total - self._settled, max(self._asking_weight, 1)
-        return pool * self._weights[queue] / weight
 
     def urgency(self, queue: str) -> tuple[float, int]:
         """Who should be granted first, lowest first: how far ``queue`` holds below its
@@ -233,7 +206,9 @@ class OverflowPool:
         below, to the one that waited longer: by a fixed order, a queue of weight 1 beside
         one of weight 1 and one of 3 (exact shares 0.8, 0.8, 2.4 of 4) lost every tie to
         the queue listed first and ran almost nothing (a review)."""
-        return self._held[queue] - self._exact(queue), self._last_grant[queue]
+        pool, weight = self.total - self._settled, max(self._asking_weight, 1)
+        exact = pool * self._weights[queue] / weight
+        return self._held[queue] - exact, self._last_grant[queue]
 
     def release(self, queue: str, count: int = 1, *, wake_self: bool = True) -> None:
         """Return ``count`` permits; wake the queues that can now be granted some.
