@@ -161,6 +161,20 @@ class _Bound:
     def handle(self, job: Job[Any]) -> None: ...
 
 
+def _with_session(handler: Callable[[Job[Any], str], None]) -> Callable[[Job[Any]], None]:
+    """A decorator that supplies a dependency: its wrapper takes the job alone."""
+
+    @functools.wraps(handler)
+    def wrapper(job: Job[Any]) -> None:
+        handler(job, "a db session")
+
+    return wrapper
+
+
+@_with_session
+def _injected(job: Job[Any], session: str) -> None: ...
+
+
 @pytest.mark.parametrize(
     "handler",
     [lambda: None, _two, _Bound.handle],
@@ -178,8 +192,9 @@ def test_a_handler_that_cannot_take_the_job_is_refused_at_registration(
 @pytest.mark.parametrize(
     "handler",
     [lambda job: None, lambda job, extra=1: None, lambda *args: None, _Bound().handle,
-     functools.partial(_two, extra=1), print],
-    ids=["one", "one and a default", "varargs", "bound method", "partial", "builtin"],
+     functools.partial(_two, extra=1), print, _injected],
+    ids=["one", "one and a default", "varargs", "bound method", "partial", "builtin",
+         "wraps, injecting"],
 )  # fmt: skip
 def test_handlers_that_can_take_the_job_alone_are_registered(
     handler: Callable[..., Any],

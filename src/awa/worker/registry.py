@@ -127,7 +127,9 @@ def _check_takes_one_job(handler: Handler) -> None:
     its kind failed with a TypeError and was retried to its last attempt (a review:
     handlers from an untyped table, which no type checker saw)."""
     try:
-        signature = inspect.signature(handler)
+        # The wrapper's own parameters: a functools.wraps decorator that supplies more
+        # (a session, a container) is called with the job alone (a review).
+        signature = inspect.signature(handler, follow_wrapped=False)
     except (TypeError, ValueError):  # a builtin or C callable: nothing to read
         return
     try:
