@@ -38,7 +38,7 @@ from awa.client.unique import raise_naming_the_holder_sync
 from awa.db import sql
 from awa.db.errors import mapped
 from awa.errors import DatabaseError, UniqueConflict, ValidationError
-from awa.types import Job, StoredJob
+from awa.types import StoredJob
 from awa.worker.registry import TaskRegistry
 
 if TYPE_CHECKING:  # only named in signatures: SQLAlchemy is optional
@@ -167,7 +167,7 @@ def insert_job(
     *,
     client: HasRegistry | None = None,
     **options: Unpack[InsertOptions],
-) -> Awaitable[Job[Any]]: ...
+) -> Awaitable[StoredJob]: ...
 
 
 @overload
@@ -199,12 +199,12 @@ def insert_job(
     *,
     client: HasRegistry | None = None,
     **options: Unpack[InsertOptions],
-) -> Awaitable[Job[Any]]: ...
+) -> Awaitable[StoredJob]: ...
 
 
 def insert_job(
     conn: Any, args: Any, *, client: HasRegistry | None = None, **options: Unpack[InsertOptions]
-) -> StoredJob | Awaitable[Job[Any]]:
+) -> StoredJob | Awaitable[StoredJob]:
     """Insert one job using ``conn``'s current transaction (options as ``insert``).
 
     With no ``queue`` (or ``queue=None``) the job goes, as with ``client.insert``, to the

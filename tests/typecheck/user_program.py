@@ -114,3 +114,13 @@ async def stored_args_are_dicts() -> None:
     assert stored.args["to"] == job.args["to"]  # the stored JSON object
     to: str = job.args.to  # E: args of an inserted job are a dict, not the task's type
     assert to
+
+
+async def every_returned_job_is_stored(conn: psycopg.AsyncConnection[Any]) -> None:
+    bridged = await awa.bridge.insert_job(conn, SendEmail("a@x"))
+    resumed = await client.complete_external("id")
+    dead = await client.retry_from_dlq([1])
+    to: str = bridged.args.to  # E: the async bridge's job is stored too
+    again: str = resumed.args.to  # E: so is a callback's
+    last: str = dead[0].args.to  # E: and a DLQ retry's
+    assert to and again and last

@@ -29,7 +29,7 @@ from awa.hooks import (
     Hooks,
 )
 from awa.periodic import CronSchedule, PeriodicJob
-from awa.types import Job
+from awa.types import Job, StoredJob
 from awa.worker.observe import Observer
 from awa.worker.registry import TaskRegistry
 
@@ -95,7 +95,7 @@ class JobLifecycle:
         async with self._connection() as conn:
             return await cron.resume(conn, name)
 
-    async def trigger_cron(self, name: str) -> Job[Any]:
+    async def trigger_cron(self, name: str) -> StoredJob:
         """Enqueue one job of schedule ``name`` now, outside its timetable."""
         try:
             async with self._connection() as conn:
@@ -170,7 +170,7 @@ class JobLifecycle:
         queue: str | None = None,
         older_than: timedelta | float | None = None,
         allow_all: bool = False,
-    ) -> list[Job[Any]]:
+    ) -> list[StoredJob]:
         """Move matching dead-lettered jobs — one id, several, or by ``kind``/``queue``/
         ``older_than`` — back to ``available`` with a fresh attempt budget. With no filter
         at all, refuses unless ``allow_all=True``."""
@@ -217,18 +217,18 @@ class JobLifecycle:
 
     # -- external callbacks ----------------------------------------------------------
 
-    async def complete_external(self, callback_id: str, payload: Any = None) -> Job[Any]:
+    async def complete_external(self, callback_id: str, payload: Any = None) -> StoredJob:
         """Complete the job waiting for ``callback_id`` (payload kept in metadata as
         ``callback_payload``). CallbackNotFound when no job waits for it."""
         async with self._connection() as conn:
             return await callbacks.complete(conn, callback_id, payload)
 
-    async def fail_external(self, callback_id: str, error: str) -> Job[Any]:
+    async def fail_external(self, callback_id: str, error: str) -> StoredJob:
         """Fail the job waiting for ``callback_id`` now, recording ``error``."""
         async with self._connection() as conn:
             return await callbacks.fail(conn, callback_id, error)
 
-    async def resume_external(self, callback_id: str, payload: Any = None) -> Job[Any]:
+    async def resume_external(self, callback_id: str, payload: Any = None) -> StoredJob:
         """Answer ``callback_id`` and let its job go on: a handler waiting in
         ``job.wait_for_callback(callback_id)`` returns ``payload`` and continues the same
         attempt (the job stays ``running``); a job parked by returning
@@ -237,12 +237,14 @@ class JobLifecycle:
         async with self._connection() as conn:
             return await callbacks.resume(conn, callback_id, payload)
 
-    async def retry_external(self, callback_id: str) -> Job[Any]:
+    async def retry_external(self, callback_id: str) -> StoredJob:
         """Make the job waiting for ``callback_id`` available to run again now."""
         async with self._connection() as conn:
             return await callbacks.retry(conn, callback_id)
 
-    async def heartbeat_callback(self, callback_id: str, timeout_seconds: float = 3600) -> Job[Any]:
+    async def heartbeat_callback(
+        self, callback_id: str, timeout_seconds: float = 3600
+    ) -> StoredJob:
         """Push the callback's timeout to ``timeout_seconds`` from now."""
         async with self._connection() as conn:
             return await callbacks.heartbeat(conn, callback_id, timeout_seconds)

@@ -29,7 +29,7 @@ from awa.client.registering import A, H, R
 from awa.config import DEFAULT_QUEUE
 from awa.contrib.django import conf
 from awa.extras import require
-from awa.types import Job
+from awa.types import Job, StoredJob
 from awa.worker.registry import TaskRegistry
 
 require("django", "awa.contrib.django")  # Django itself is imported where it is used
@@ -98,7 +98,7 @@ def _with_fresh_connections(handler: Callable[[Any], Any]) -> Callable[[Any], An
     return run
 
 
-def enqueue(args: Any, *, using: str | None = None, **options: Unpack[InsertOptions]) -> Job[Any]:
+def enqueue(args: Any, *, using: str | None = None, **options: Unpack[InsertOptions]) -> StoredJob:
     """Insert a job through Django's connection ``using`` (default ``AWA['DATABASE']``),
     in its current transaction. Options as ``client.insert``; ``queue`` defaults to the
     queue the args type's task was registered on."""
@@ -116,7 +116,7 @@ def enqueue(args: Any, *, using: str | None = None, **options: Unpack[InsertOpti
 
 async def aenqueue(
     args: Any, *, using: str | None = None, **options: Unpack[InsertOptions]
-) -> Job[Any]:
+) -> StoredJob:
     """:func:`enqueue` for async code: runs on Django's thread for database work, so it
     joins the same transaction as the ORM calls around it."""
     from asgiref.sync import sync_to_async
