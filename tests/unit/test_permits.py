@@ -25,8 +25,18 @@ class Wakes:
         return log
 
 
-def _pool(total: int, **weights: int) -> tuple[OverflowPool, Wakes]:
-    pool = OverflowPool(total, weights)
+class Clock:
+    """A clock the test moves: the pool's credit counts permit-seconds."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _pool(total: int, clock: Clock | None = None, **weights: int) -> tuple[OverflowPool, Wakes]:
+    pool = OverflowPool(total, weights, clock=clock or Clock())
     wakes = Wakes()
     for queue in weights:
         pool.subscribe(queue, wakes.of(queue))
@@ -369,38 +379,48 @@ def test_weighted_capacity_shows_live_overflow_held() -> None:
     assert a.capacity() == awa.Weighted(1, 3, 0)
 
 
-def test_woken_queues_are_ordered_neediest_first() -> None:
-    pool, wakes = _pool(12, a=1, b=1, c=2)
+def test_woken_queues_are_ordered_by_the_share_they_went_without() -> None:
+    clock = Clock()
+    pool, wakes = _pool(12, clock, a=1, b=1, c=2)
     assert pool.try_acquire("a", 12) == 12
     assert pool.try_acquire("b", 12) == 0
     assert pool.try_acquire("c", 12) == 0
+    clock.now = 1.0  # exact shares 3, 3, 6 a second: c went without 6, b 3; a held 9 over
     pool.release("a", 4)
-    # exact shares 3, 3, 6: c is 6 below, b 3 below, a (the releaser) 5 above
     assert wakes.take() == ["c", "b", "a"]
     assert pool.try_acquire("c", 12) == 4
-    pool.release("a", 1)  # now b is 3 below, c 2 below
+    clock.now = 5.0  # c made up 2 a second (6 due, 4 held), b fell behind 3 a second
+    pool.release("a", 1)
     assert wakes.take() == ["b", "c", "a"]
 
 
-def test_of_two_queues_as_far_below_their_share_the_one_granted_longer_ago_goes_first() -> None:
-    """Exact shares 0.8, 2.4, 0.8 of 4: ceil gives 1 + 3 + 1 = 5, so one of the two light
-    queues must wait. By a fixed order the same one always did, and ran almost nothing
-    (a review: 0-4 jobs in 12 s where ~10 were due)."""
-    pool, wakes = _pool(4, wa=1, wb=3, pq=1)
-    assert pool.try_acquire("wa", 8) == 4  # alone, for now
-    assert pool.try_acquire("wb", 8) == 0
-    assert pool.try_acquire("pq", 8) == 0
-    pool.release("wa", 3)
-    assert pool.try_acquire("wb", 8) == 3
-    assert pool.try_acquire("pq", 8) == 0  # asks, waits
-    wakes.take()
-    pool.release("wa", 1)
-    assert wakes.take() == ["pq", "wa"]  # both 0.8 below: pq was never granted
-    assert sorted(["wa", "wb", "pq"], key=pool.urgency) == ["pq", "wa", "wb"]
-    assert pool.try_acquire("pq", 8) == 1
-    pool.release("pq", 1)
-    assert wakes.take() == ["wa", "pq"]  # now wa waited longer
-    assert sorted(["pq", "wb", "wa"], key=pool.urgency) == ["wa", "pq", "wb"]
+def test_a_queue_whose_share_is_below_one_permit_comes_first_in_its_turn() -> None:
+    """Weights 1 and 10 over 4: the light queue's exact share is 0.36. By how far each
+    held below its share at the moment, it never came first; the heavy queue kept its
+    ceil of 4 and the light one ran nothing (a review). Its credit grows while it waits."""
+    clock = Clock()
+    pool, wakes = _pool(4, clock, light=1, heavy=10)
+    assert pool.try_acquire("heavy", 8) == 4
+    assert pool.try_acquire("light", 8) == 0
+    clock.now = 3.0  # light went without 3 × 4/11 ≈ 1.1 permit-seconds, heavy over by as much
+    pool.release("heavy", 1)
+    assert wakes.take() == ["light", "heavy"]
+    assert sorted(["heavy", "light"], key=pool.urgency) == ["light", "heavy"]
+    assert pool.try_acquire("light", 8) == 1
+    clock.now = 6.0  # holding 1 against 0.36, its credit is spent
+    pool.release("light", 1)
+    assert wakes.take() == ["heavy", "light"]
+
+
+def test_of_two_queues_with_the_same_credit_the_one_granted_longer_ago_goes_first() -> None:
+    """Equal weights, released together: by a fixed order the same queue kept the spare
+    permit (a review: +49 % for one of three equal queues)."""
+    pool, _ = _pool(4, a=1, b=1, c=1)
+    assert pool.try_acquire("a", 8) == 4
+    assert pool.try_acquire("b", 8) == 0
+    assert pool.try_acquire("c", 8) == 0
+    pool.release("a", 4)  # no time passed: every credit is zero
+    assert sorted(["a", "b", "c"], key=pool.urgency)[-1] == "a"  # granted most recently
 
 
 class _Rider:
@@ -417,22 +437,23 @@ class _Rider:
         return self._pool.try_acquire(self.queue, 8) or None
 
 
-def test_claims_riding_on_a_write_reserve_the_pool_neediest_first() -> None:
+def test_claims_riding_on_a_write_reserve_the_pool_in_credit_order() -> None:
     """In a fixed order, the queue listed first took every freed permit at each write."""
     from awa.worker.completer import Completer
 
-    pool, _ = _pool(4, wa=1, wb=3, pq=1)
-    assert pool.try_acquire("wa", 8) == 4
-    pool.try_acquire("wb", 8), pool.try_acquire("pq", 8)
-    pool.release("wa", 3)
-    assert pool.try_acquire("wb", 8) == 3
-    pool.release("wa", 1)  # one permit free: pq waited longest
+    clock = Clock()
+    pool, _ = _pool(4, clock, light=1, heavy=10)
+    assert pool.try_acquire("heavy", 8) == 4
+    assert pool.try_acquire("light", 8) == 0
+    clock.now = 3.0
+    pool.release("heavy", 1)
     order: list[str] = []
     completer = Completer(None)  # type: ignore[arg-type]  # no write happens here
-    completer.ride_with([_Rider(q, pool, order) for q in ("wa", "wb", "pq")], pool)  # type: ignore[list-item]
+    riders = [_Rider(q, pool, order) for q in ("heavy", "light")]
+    completer.ride_with(riders, pool)  # type: ignore[arg-type]
     rides = completer._reserve_rides()
-    assert order == ["pq", "wa", "wb"]
-    assert [rider.queue for rider, _ in rides] == ["pq"]
+    assert order == ["light", "heavy"]
+    assert [rider.queue for rider, _ in rides] == ["light"]
 
 
 # -- live resizing (CONTRACT §10) ------------------------------------------------------

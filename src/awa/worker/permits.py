@@ -21,12 +21,54 @@ from __future__ import annotations
 
 import math
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from awa.types import Capacity, HardReserved, Weighted
 
 Wake = Callable[[], None]
+
+
+class ShareCredit:
+    """What each asking queue has gone without of its exact share, over time: its weight's
+    part of the permit-seconds the pool gave the asking queues since it began to ask, less
+    the permit-seconds it held. A queue whose exact share is below one permit, or that lost
+    the rounding slack of the ``ceil`` shares, builds credit while it waits and is asked
+    first when a permit frees; one that held more than its share builds debt. O(1) per
+    event: the entitlement of one unit of weight advances with the clock, and a queue's use
+    is integrated whenever what it holds changes."""
+
+    def __init__(self, queues: list[str], clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._at = clock()
+        self._entitled = 0.0  # permit-seconds one unit of weight was entitled to, so far
+        self._used = dict.fromkeys(queues, 0.0)  # permit-seconds held, up to _used_at
+        self._used_at = dict.fromkeys(queues, self._at)
+        self._base = dict.fromkeys(queues, 0.0)  # the credit's zero, set as a queue asks
+
+    def advance(self, pool: int, asking_weight: int) -> None:
+        """Account for the time since the last event, under the division it had."""
+        now = self._clock()
+        if asking_weight > 0:
+            self._entitled += (now - self._at) * pool / asking_weight
+        self._at = now
+
+    def holding(self, queue: str, held: int) -> None:
+        """``queue`` held ``held`` permits until now (call before it changes)."""
+        now = self._clock()
+        self._used[queue] += held * (now - self._used_at[queue])
+        self._used_at[queue] = now
+
+    def restart(self, queue: str, weight: int, held: int) -> None:
+        """``queue`` begins to ask (or its weight changed): its credit starts from zero."""
+        self._base[queue] = 0.0
+        self._base[queue] = self.credit(queue, weight, held)
+
+    def credit(self, queue: str, weight: int, held: int) -> float:
+        """Permit-seconds of its share ``queue`` went without (negative: held beyond it)."""
+        used = self._used[queue] + held * (self._clock() - self._used_at[queue])
+        return weight * self._entitled - used - self._base[queue]
 
 
 class OverflowPool:
@@ -51,7 +93,13 @@ class OverflowPool:
     dispatcher handing back permits it did not use never wakes itself.
     """
 
-    def __init__(self, total: int, weights: dict[str, int], global_max: int | None = None) -> None:
+    def __init__(
+        self,
+        total: int,
+        weights: dict[str, int],
+        global_max: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if total < 0:
             raise ValueError("overflow total must be >= 0")
         if any(weight < 1 for weight in weights.values()):
@@ -70,10 +118,11 @@ class OverflowPool:
         # together, never above it (None: the pool alone, as built in isolation).
         self.global_max = global_max
         self._local_held = 0  # Σ local permits held by the queues sharing this pool
-        # Grants counted, and each queue's last: of two queues as far below their exact
-        # shares, the one granted longer ago goes first (see urgency).
+        # Grants counted, and each queue's last: of two queues with the same credit, the
+        # one granted longer ago goes first (see urgency).
         self._grants = 0
         self._last_grant = dict.fromkeys(weights, 0)
+        self._credit = ShareCredit(list(weights), clock)
         # Private switch for bench/fairness.py: False restores the record's behaviour
         # (only the releasing queue is woken) so the two can be measured side by side.
         self._wake_others = True
@@ -86,6 +135,7 @@ class OverflowPool:
         """A new pool size (Σ min_workers or global_max_workers changed live). Permits held
         beyond it stay held until released; nothing new is granted until then."""
         grew = total > self.total
+        self._advance()
         self.total = max(total, 0)
         if grew:
             self._wake_waiting(exclude="")
@@ -94,9 +144,11 @@ class OverflowPool:
         """A new weight for ``queue`` (a live override); shares change from the next grant."""
         if weight < 1:
             raise ValueError("weights must be >= 1")
+        self._advance()
         old, self._weights[queue] = self._weights[queue], weight
         if old != weight and self._demand[queue] > 0:
             self._asking_weight += weight - old
+            self._credit.restart(queue, weight, self._held[queue])
             self._wake_waiting(exclude="")
 
     @property
@@ -127,6 +179,8 @@ class OverflowPool:
 
     def _set_demand(self, queue: str, wanted: int) -> None:
         was, now = self._demand[queue] > 0, wanted > 0
+        if was != now:
+            self._advance()
         self._demand[queue] = wanted
         if was and not now:
             self._asking_weight -= self._weights[queue]
@@ -134,8 +188,14 @@ class OverflowPool:
         elif now and not was:
             self._asking_weight += self._weights[queue]
             self._settled -= self._held[queue]
+            self._credit.restart(queue, self._weights[queue], self._held[queue])
+
+    def _advance(self) -> None:
+        self._credit.advance(self.total - self._settled, self._asking_weight)
 
     def _add_held(self, queue: str, delta: int) -> None:
+        self._advance()
+        self._credit.holding(queue, self._held[queue])
         self._held[queue] += delta
         self._held_total += delta
         if self._demand[queue] == 0:
@@ -197,18 +257,20 @@ class OverflowPool:
         return granted
 
     def urgency(self, queue: str) -> tuple[float, int]:
-        """Who should be granted first, lowest first: how far ``queue`` holds below its
-        exact (unrounded) share, then how long ago it was last granted anything.
+        """Who should be granted first, lowest first: the queue with the most credit
+        (:class:`ShareCredit`: its exact share over time, less what it held), then the one
+        granted longer ago.
 
         Σ ceil(shares) can exceed the pool, so whoever asks first keeps the rounding
         slack. Asked in this order — woken dispatchers, claims riding on a write — the
-        slack goes to the queue furthest below its exact share, and between two as far
-        below, to the one that waited longer: by a fixed order, a queue of weight 1 beside
-        one of weight 1 and one of 3 (exact shares 0.8, 0.8, 2.4 of 4) lost every tie to
-        the queue listed first and ran almost nothing (a review)."""
-        pool, weight = self.total - self._settled, max(self._asking_weight, 1)
-        exact = pool * self._weights[queue] / weight
-        return self._held[queue] - exact, self._last_grant[queue]
+        slack goes to the queue that has gone without its share the longest: by a fixed
+        order, a weight-1 queue beside one of weight 1 and one of 3 (exact shares 0.8,
+        0.8, 2.4 of 4) lost every tie and ran almost nothing (a review), and by how far
+        each held below its share at the moment, a queue whose share was below one
+        permit never came first."""
+        self._advance()
+        credit = self._credit.credit(queue, self._weights[queue], self._held[queue])
+        return -credit, self._last_grant[queue]
 
     def release(self, queue: str, count: int = 1, *, wake_self: bool = True) -> None:
         """Return ``count`` permits; wake the queues that can now be granted some.
