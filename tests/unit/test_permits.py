@@ -244,7 +244,8 @@ def test_nothing_is_woken_when_nothing_is_free() -> None:
 def _weighted(
     total: int, **queues: tuple[int, int]
 ) -> tuple[dict[str, QueuePermits], OverflowPool, Wakes]:
-    pool = OverflowPool(total, {name: weight for name, (_, weight) in queues.items()})
+    weights = {name: weight for name, (_, weight) in queues.items()}
+    pool = OverflowPool(total, weights, clock=Clock())  # no time passes: credits tie
     wakes = Wakes()
     permits = {}
     for name, (local, weight) in queues.items():
@@ -410,6 +411,21 @@ def test_a_queue_whose_share_is_below_one_permit_comes_first_in_its_turn() -> No
     clock.now = 6.0  # holding 1 against 0.36, its credit is spent
     pool.release("light", 1)
     assert wakes.take() == ["heavy", "light"]
+
+
+def test_permits_taken_while_alone_are_no_debt() -> None:
+    """A queue that took the whole pool while it asked alone holds it until its handlers
+    end: charged for all of it, it owed a minute of the pool and ran nothing meanwhile (a
+    review). It is charged no more than its ceil share."""
+    clock = Clock()
+    weights = {"slow": 1, **{f"f{i}": 1 for i in range(9)}}
+    pool, _ = _pool(16, clock, **weights)
+    assert pool.try_acquire("slow", 16) == 16  # alone, for now
+    for queue in weights:
+        pool.try_acquire(queue, 8)  # all ask: exact shares 1.6, ceil 2
+    clock.now = 5.0  # slow's handlers run 5 s
+    debt, _ = pool.urgency("slow")
+    assert debt == pytest.approx((2 - 1.6) * 5)  # charged 2 a second, not 16
 
 
 def test_of_two_queues_with_the_same_credit_the_one_granted_longer_ago_goes_first() -> None:

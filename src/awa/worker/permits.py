@@ -55,7 +55,10 @@ class ShareCredit:
         self._at = now
 
     def holding(self, queue: str, held: int) -> None:
-        """``queue`` held ``held`` permits until now (call before it changes)."""
+        """``queue`` held ``held`` permits until now (call before it changes); the pool
+        charges no more than its ``ceil`` share: permits taken while it asked alone, and
+        held on until their handlers end, are no debt (a review: a queue that took the
+        whole pool at start owed a minute of it, and ran nothing meanwhile)."""
         now = self._clock()
         self._used[queue] += held * (now - self._used_at[queue])
         self._used_at[queue] = now
@@ -148,7 +151,7 @@ class OverflowPool:
         old, self._weights[queue] = self._weights[queue], weight
         if old != weight and self._demand[queue] > 0:
             self._asking_weight += weight - old
-            self._credit.restart(queue, weight, self._held[queue])
+            self._credit.restart(queue, weight, self._charged(queue))
             self._wake_waiting(exclude="")
 
     @property
@@ -188,14 +191,19 @@ class OverflowPool:
         elif now and not was:
             self._asking_weight += self._weights[queue]
             self._settled -= self._held[queue]
-            self._credit.restart(queue, self._weights[queue], self._held[queue])
+            self._credit.restart(queue, self._weights[queue], self._charged(queue))
 
     def _advance(self) -> None:
         self._credit.advance(self.total - self._settled, self._asking_weight)
 
+    def _charged(self, queue: str) -> int:
+        """What ``queue``'s credit is charged for holding: at most its ``ceil`` share."""
+        held = self._held[queue]
+        return min(held, self.fair_share(queue)) if self._demand[queue] > 0 else held
+
     def _add_held(self, queue: str, delta: int) -> None:
         self._advance()
-        self._credit.holding(queue, self._held[queue])
+        self._credit.holding(queue, self._charged(queue))
         self._held[queue] += delta
         self._held_total += delta
         if self._demand[queue] == 0:
@@ -269,7 +277,7 @@ class OverflowPool:
         each held below its share at the moment, a queue whose share was below one
         permit never came first."""
         self._advance()
-        credit = self._credit.credit(queue, self._weights[queue], self._held[queue])
+        credit = self._credit.credit(queue, self._weights[queue], self._charged(queue))
         return -credit, self._last_grant[queue]
 
     def release(self, queue: str, count: int = 1, *, wake_self: bool = True) -> None:
