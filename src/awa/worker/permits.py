@@ -55,10 +55,7 @@ class ShareCredit:
         self._at = now
 
     def holding(self, queue: str, held: int) -> None:
-        """``queue`` held ``held`` permits until now (call before it changes); the pool
-        charges no more than its ``ceil`` share: permits taken while it asked alone, and
-        held on until their handlers end, are no debt (a review: a queue that took the
-        whole pool at start owed a minute of it, and ran nothing meanwhile)."""
+        """``queue`` held ``held`` permits until now (call before it changes)."""
         now = self._clock()
         self._used[queue] += held * (now - self._used_at[queue])
         self._used_at[queue] = now
@@ -197,7 +194,10 @@ class OverflowPool:
         self._credit.advance(self.total - self._settled, self._asking_weight)
 
     def _charged(self, queue: str) -> int:
-        """What ``queue``'s credit is charged for holding: at most its ``ceil`` share."""
+        """What ``queue``'s credit is charged for holding: at most its ``ceil`` share.
+        Permits it took while it asked alone, held until their handlers end, are no debt
+        (a review: a queue that took the whole pool at start owed a minute of it, and ran
+        nothing meanwhile)."""
         held = self._held[queue]
         return min(held, self.fair_share(queue)) if self._demand[queue] > 0 else held
 
