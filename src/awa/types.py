@@ -93,8 +93,9 @@ class Job(Generic[T]):
     finalized_at: datetime | None
     # Jobs sharing a key run one at a time in insertion order (ADR 0034); None: no key.
     ordering_key: str | None = None
-    # Set while the job waits on an external callback (``waiting_external``, or running in
-    # ``wait_for_callback``): the id ``resume_external``/``fail_external`` take.
+    # Set while the id answers: the job waits on an external callback
+    # (``waiting_external``), or runs in the attempt that registered it; the id
+    # ``resume_external``/``complete_external``/``fail_external`` take.
     callback_id: str | None = None
     # The attempt running this job in a worker (set at launch); None outside a handler.
     _attempt: RunningAttempt | None = field(default=None, repr=False, compare=False)

@@ -386,11 +386,11 @@ def test_woken_queues_are_ordered_by_the_share_they_went_without() -> None:
     assert pool.try_acquire("a", 12) == 12
     assert pool.try_acquire("b", 12) == 0
     assert pool.try_acquire("c", 12) == 0
-    clock.now = 1.0  # exact shares 3, 3, 6 a second: c went without 6, b 3; a held 9 over
+    clock.now = 1.0  # exact shares 3, 3, 6: c went without 6, b 3; a, charged its ceil 3, 0
     pool.release("a", 4)
     assert wakes.take() == ["c", "b", "a"]
     assert pool.try_acquire("c", 12) == 4
-    clock.now = 5.0  # c made up 2 a second (6 due, 4 held), b fell behind 3 a second
+    clock.now = 5.0  # c still short 2 a second (6 due, 4 held), b 3 a second: b first
     pool.release("a", 1)
     assert wakes.take() == ["b", "c", "a"]
 
@@ -426,6 +426,20 @@ def test_permits_taken_while_alone_are_no_debt() -> None:
     clock.now = 5.0  # slow's handlers run 5 s
     debt, _ = pool.urgency("slow")
     assert debt == pytest.approx((2 - 1.6) * 5)  # charged 2 a second, not 16
+
+
+def test_a_change_of_the_division_bills_from_then_on_not_before() -> None:
+    """A queue that ran alone for a minute, then shared the pool: billed its new, smaller
+    cap for the whole minute, it took credit it never earned (a review: +50 % for a
+    minute after)."""
+    clock = Clock()
+    pool, _ = _pool(4, clock, a=1, b=1, c=1)
+    assert pool.try_acquire("a", 8) == 4
+    clock.now = 60.0  # alone: entitled to all 4, charged all 4
+    assert pool.try_acquire("b", 8) == 0
+    assert pool.try_acquire("c", 8) == 0
+    credit = -pool.urgency("a")[0]
+    assert credit == pytest.approx(0.0)
 
 
 def test_of_two_queues_with_the_same_credit_the_one_granted_longer_ago_goes_first() -> None:

@@ -135,7 +135,7 @@ class OverflowPool:
         """A new pool size (Σ min_workers or global_max_workers changed live). Permits held
         beyond it stay held until released; nothing new is granted until then."""
         grew = total > self.total
-        self._advance()
+        self._settle_credits()
         self.total = max(total, 0)
         if grew:
             self._wake_waiting(exclude="")
@@ -144,7 +144,7 @@ class OverflowPool:
         """A new weight for ``queue`` (a live override); shares change from the next grant."""
         if weight < 1:
             raise ValueError("weights must be >= 1")
-        self._advance()
+        self._settle_credits()
         old, self._weights[queue] = self._weights[queue], weight
         if old != weight and self._demand[queue] > 0:
             self._asking_weight += weight - old
@@ -180,7 +180,7 @@ class OverflowPool:
     def _set_demand(self, queue: str, wanted: int) -> None:
         was, now = self._demand[queue] > 0, wanted > 0
         if was != now:
-            self._advance()
+            self._settle_credits()
         self._demand[queue] = wanted
         if was and not now:
             self._asking_weight -= self._weights[queue]
@@ -201,9 +201,22 @@ class OverflowPool:
         held = self._held[queue]
         return min(held, self.fair_share(queue)) if self._demand[queue] > 0 else held
 
-    def _add_held(self, queue: str, delta: int) -> None:
+    def _settle_credits(self) -> None:
+        """Bill every queue's holding up to now at the charge it had: a change of the
+        division (a queue begins or stops asking, a settled queue's holding, a weight or
+        the pool's size) changes what each is charged from now on, never for the time
+        before (a review: a queue that ran alone was billed its new, smaller cap for all
+        of that time, and took credit it never earned: +50 % for a minute)."""
         self._advance()
-        self._credit.holding(queue, self._charged(queue))
+        for queue in self._held:
+            self._credit.holding(queue, self._charged(queue))
+
+    def _add_held(self, queue: str, delta: int) -> None:
+        if self._demand[queue] == 0:  # what a settled queue holds divides the pool
+            self._settle_credits()
+        else:
+            self._advance()
+            self._credit.holding(queue, self._charged(queue))
         self._held[queue] += delta
         self._held_total += delta
         if self._demand[queue] == 0:
