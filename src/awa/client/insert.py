@@ -6,10 +6,10 @@ row with ``INSERT … RETURNING``; ``insert_many`` reserves ids and streams rows
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, LiteralString, TypedDict
+from typing import Any, LiteralString, TypedDict, TypeVar
 
 from psycopg import AsyncConnection, Connection
 from psycopg.errors import SerializationFailure
@@ -320,6 +320,8 @@ def skipped(spec: InsertSpec) -> UniqueConflict:
     )
 
 
+R = TypeVar("R")
+
 SERIALIZATION_TRIES = 3
 """How often an insert that is a transaction of its own is run when it fails to serialize."""
 
@@ -333,17 +335,24 @@ def run_again(exc: BaseException, tries_left: int) -> bool:
     return tries_left > 0 and isinstance(exc.__cause__, SerializationFailure)
 
 
-async def insert_one(conn: AsyncConnection[Any], spec: InsertSpec) -> Job[Any]:
-    """Write one job on ``conn`` (any row factory: the cursor is its own); one round trip,
-    three with a savepoint (see :func:`guarded`)."""
-    tries_left = SERIALIZATION_TRIES - 1 if alone(conn) else 0
+async def _serialized(once: Callable[[], Awaitable[R]], tries: int) -> R:
+    """``once()``, run up to ``tries`` times while it fails only to serialize (see
+    :func:`run_again`); its other errors as they come."""
+    tries_left = tries - 1
     while True:
         try:
-            return await _insert_one(conn, spec)
+            return await once()
         except DatabaseError as exc:
             if not run_again(exc, tries_left):
                 raise
             tries_left -= 1
+
+
+async def insert_one(conn: AsyncConnection[Any], spec: InsertSpec) -> Job[Any]:
+    """Write one job on ``conn`` (any row factory: the cursor is its own); one round trip,
+    three with a savepoint (see :func:`guarded`)."""
+    tries = SERIALIZATION_TRIES if alone(conn) else 1
+    return await _serialized(lambda: _insert_one(conn, spec), tries)
 
 
 async def _insert_one(conn: AsyncConnection[Any], spec: InsertSpec) -> Job[Any]:
@@ -390,18 +399,17 @@ async def insert_direct(
         statement = _JOB_INSERT_UNIQUE if looking else _JOB_INSERT_UNIQUE_UNSEATED
     else:
         statement = _JOB_INSERT_DIRECT if looking else _JOB_INSERT_UNSEATED
-    tries_left = SERIALIZATION_TRIES - 1
-    while True:
-        try:
-            with mapped():
-                rows = await statement.rows(conn, spec.params())
-            break
-        except UniqueConflict as exc:  # the DLQ's check (ADR 0051)
-            await raise_naming_the_holder(conn, exc)
-        except DatabaseError as exc:
-            if not run_again(exc, tries_left):
-                raise
-            tries_left -= 1
+    try:  # the first try inline (the single-insert hot path), any others by _serialized
+        with mapped():
+            rows = await statement.rows(conn, spec.params())
+    except UniqueConflict as exc:  # the DLQ's check (ADR 0051)
+        await raise_naming_the_holder(conn, exc)
+    except DatabaseError as exc:
+        if not run_again(exc, SERIALIZATION_TRIES - 1):
+            raise
+        rows = await _serialized(
+            lambda: _direct_rows(conn, statement, spec), SERIALIZATION_TRIES - 1
+        )
     if not rows:
         await raise_naming_the_holder(conn, skipped(spec))
     row = rows[0]
@@ -409,6 +417,17 @@ async def insert_direct(
     if looking and state == "available":  # a job scheduled for later looked for nothing
         outlook.looked(spec.queue, found=notified is None)  # no notice: a seat took it
     return spec.inserted(row)
+
+
+async def _direct_rows(
+    conn: AsyncConnection[Any], statement: DirectStatement, spec: InsertSpec
+) -> list[tuple[Any, ...]]:
+    """The insert's rows, tried again after a serialization failure (see insert_direct)."""
+    try:
+        with mapped():
+            return await statement.rows(conn, spec.params())
+    except UniqueConflict as exc:
+        await raise_naming_the_holder(conn, exc)
 
 
 async def insert_many(conn: AsyncConnection[Any], specs: Sequence[InsertSpec]) -> list[Job[Any]]:
