@@ -20,9 +20,11 @@ DERIVED: dict[str, tuple[str, str | tuple[str, ...]]] = {
     "job_retry_failed_count": ("job_retry_failed", "rows"),
     "dlq_retry": ("dlq_retry", "count"),
     "dlq_retry_count": ("dlq_retry", "rows"),
+    "job_heartbeat_many": ("job_attempt_writes", "progress"),
+    "job_progress_many": ("job_attempt_writes", "beat"),
 }
 # Files that are only ever used less a part (no statement is the whole file).
-ONLY_IN_PARTS = {"job_insert", "job_list", "job_retry_failed", "dlq_retry"}
+ONLY_IN_PARTS = {"job_insert", "job_list", "job_retry_failed", "dlq_retry", "job_attempt_writes"}
 
 
 def test_every_query_file_is_used_and_documented() -> None:

@@ -89,7 +89,8 @@ SEATS_GIVE_BACK = load("seats_give_back")
 SEATS_PRUNE = load("seats_prune")
 JOB_FINALIZE_MANY = load("job_finalize_many")
 JOB_UNIQUE_HOLDER = load("job_unique_holder")
-JOB_HEARTBEAT_MANY = load("job_heartbeat_many")
+_attempt_writes = load("job_attempt_writes")  # the heartbeat and the progress write
+JOB_HEARTBEAT_MANY = without(_attempt_writes, "progress")
 JOB_CANCELLED_AMONG = load("job_cancelled_among")
 JOB_FENCE_ATTEMPTS = load("job_fence_attempts")
 JOB_FENCE_HOLD = load("job_fence_hold")
@@ -131,7 +132,7 @@ CRON_SCHEDULE_RESUME = load("cron_schedule_resume")
 CRON_SCHEDULE_DELETE = load("cron_schedule_delete")
 
 # Progress and external callbacks
-JOB_PROGRESS_MANY = load("job_progress_many")
+JOB_PROGRESS_MANY = without(_attempt_writes, "beat")
 JOB_REGISTER_CALLBACK = load("job_register_callback")
 JOB_COMPLETE_EXTERNAL = load("job_complete_external")
 JOB_FAIL_EXTERNAL = load("job_fail_external")
