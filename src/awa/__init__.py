@@ -11,7 +11,7 @@ from awa.client.dlq import DeadLetter
 from awa.client.insert_items import InsertItem
 from awa.client.sync_client import Client, SyncTransaction
 from awa.client.transaction import Transaction
-from awa.config import QueueConfig, WorkerConfig
+from awa.config import QueueConfig, StartSettings, WorkerConfig
 from awa.errors import (
     AwaError,
     BatchNotFound,
@@ -149,6 +149,7 @@ __all__ = [
     "SerializationError",
     "SetPriority",
     "Snooze",
+    "StartSettings",
     "StoredJob",
     "SyncTransaction",
     "TerminalError",

@@ -10,7 +10,7 @@ import logging
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from awa import validate
 from awa.errors import (
@@ -229,10 +229,36 @@ def parse_override_refresh_ms(raw: str | None, default: int = 10_000) -> tuple[i
 _BOOLEAN_SETTINGS = frozenset({"synchronous_commit"})
 _ZERO_MEANS_OFF = frozenset({"vacuum_dead_rows", "handoff_seats"})
 
-START_SETTINGS = frozenset(
-    {f.name for f in fields(WorkerConfig)} - {"queues", "global_max_workers"} | {"poll_interval_ms"}
-)
-"""The keyword settings ``start()`` takes besides its queues and ``global_max_workers``."""
+
+class StartSettings(TypedDict, total=False):
+    """The keyword settings ``start()`` takes besides its queues and ``global_max_workers``,
+    typed so that a misspelt or mistyped one is a type checker's error, not only a
+    start-time :class:`~awa.errors.InvalidSetting`. A test holds it equal to
+    :class:`WorkerConfig`'s fields; README "Configuration" says what each does."""
+
+    poll_interval_ms: int
+    heartbeat_interval_ms: int
+    heartbeat_staleness_ms: int
+    heartbeat_rescue_interval_ms: int
+    deadline_rescue_interval_ms: int
+    promote_interval_ms: int
+    leader_election_interval_ms: int
+    leader_lease_ms: int
+    max_args_bytes_in_flight: int
+    runtime_snapshot_interval_ms: int
+    completed_retention_ms: int
+    failed_retention_ms: int
+    override_refresh_ms: int
+    cron_interval_ms: int
+    callback_rescue_interval_ms: int
+    dlq_retention_ms: int
+    vacuum_dead_rows: int
+    synchronous_commit: bool
+    handoff_seats: int
+
+
+START_SETTINGS = frozenset(StartSettings.__optional_keys__)
+"""The names of :class:`StartSettings`."""
 
 
 def is_boolean_setting(name: str) -> bool:

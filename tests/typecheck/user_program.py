@@ -78,6 +78,13 @@ async def sa(session: Any) -> None:
         return awa.bridge.insert_job(s, SendEmail("x")).id
 
 
+async def run_worker() -> None:
+    await client.start([("email", 10)], heartbeat_interval_ms=5_000, synchronous_commit=True)
+    sync.start(global_max_workers=8, handoff_seats=0)
+    settings: dict[str, Any] = {"cron_interval_ms": 500}
+    await client.start(**settings)  # settings read from a file: checked at start
+
+
 async def in_transaction() -> None:
     async with client.transaction() as tx:
         await tx.insert(SendEmail("a@x"), queue="email", priority=1)
@@ -124,3 +131,9 @@ async def every_returned_job_is_stored(conn: psycopg.AsyncConnection[Any]) -> No
     again: str = resumed.args.to  # E: so is a callback's
     last: str = dead[0].args.to  # E: and a DLQ retry's
     assert to and again and last
+
+
+async def start_settings_are_typed() -> None:
+    await client.start(hartbeat_interval_ms=5_000)  # E: a typo
+    sync.start(synchronous_commit="on")  # E: a bool, not a string
+    sync.start(heartbeat_interval_ms=5.5)  # E: milliseconds are an int

@@ -157,3 +157,19 @@ def test_vacuum_dead_rows_may_be_zero_to_switch_the_vacuum_off_but_not_negative(
         build_worker_config([("q", 1)], vacuum_dead_rows=-1)
     with pytest.raises(awa.InvalidSetting, match="vacuum_dead_rows"):
         build_worker_config([("q", 1)], vacuum_dead_rows="many")
+
+
+def test_start_settings_type_names_every_worker_setting_with_its_type() -> None:
+    """StartSettings (what a type checker holds start()'s keywords to) and WorkerConfig
+    (what start() builds) must not drift: a setting missing from the type would be a type
+    error for a correct program, one too many a setting start() refuses."""
+    from dataclasses import fields
+    from typing import get_type_hints
+
+    from awa.config import START_SETTINGS, StartSettings, WorkerConfig
+
+    built = {f.name for f in fields(WorkerConfig)} - {"queues", "global_max_workers"}
+    assert built | {"poll_interval_ms"} == START_SETTINGS
+    typed, stored = get_type_hints(StartSettings), get_type_hints(WorkerConfig)
+    assert {name: typed[name] for name in built} == {name: stored[name] for name in built}
+    assert typed["poll_interval_ms"] is int

@@ -13,7 +13,7 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypeVar, Unpack
 
 import psycopg
 from psycopg import AsyncConnection
@@ -35,6 +35,7 @@ from awa.config import (
     DEFAULT_PRIORITY,
     DEFAULT_QUEUE,
     QueueSpec,
+    StartSettings,
     WorkerConfig,
     build_worker_config,
     database_url_source,
@@ -602,7 +603,7 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
         queues: Iterable[QueueSpec] | None = None,
         *,
         global_max_workers: int | None = None,
-        **settings: Any,
+        **settings: Unpack[StartSettings],
     ) -> None:
         """Start a worker in this event loop; returns once it runs.
 

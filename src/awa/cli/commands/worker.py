@@ -13,7 +13,7 @@ import os
 import socket
 import sys
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, cast
 
 import awa
 import awa.log
@@ -32,7 +32,7 @@ from awa.cli.args import (
 )
 from awa.cli.database import configured_url, database_url
 from awa.cli.output import fail
-from awa.config import START_SETTINGS, build_worker_config
+from awa.config import START_SETTINGS, StartSettings, build_worker_config
 from awa.errors import BuildError, MinWorkersExceedGlobal
 from awa.extras import require
 from awa.supervisor import ChildLink, Supervisor
@@ -210,9 +210,10 @@ def _queue_configs(flags: list[QueueFlag]) -> list[dict[str, Any]]:
     return [flag.config() for flag in flags]
 
 
-def _settings(flags: list[SettingFlag]) -> dict[str, int | bool]:
-    """The ``--set`` flags as ``start()`` keywords (a setting given twice: the last)."""
-    return {flag.name: flag.value for flag in flags}
+def _settings(flags: list[SettingFlag]) -> StartSettings:
+    """The ``--set`` flags as ``start()`` keywords (a setting given twice: the last); each
+    name is one of START_SETTINGS and each value of its kind, as the flag's parser checked."""
+    return cast(StartSettings, {flag.name: flag.value for flag in flags})
 
 
 def child_command(args: argparse.Namespace) -> list[str]:
