@@ -296,6 +296,25 @@ def test_worker_runs_jobs_and_stops_on_sigterm(
     assert awa_cli("runtime", "list", "--json").json() == []  # it unregistered itself
 
 
+def test_worker_exits_when_the_application_closes_its_client(
+    database_url: str, sync_client: awa.Client
+) -> None:
+    """It stayed up with no worker, health "shutting down", until signalled."""
+    job = sync_client.insert({}, kind="cli_close", queue="cli")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "awa", "--database-url", database_url, "worker",
+         "tests.acceptance.cli_app:client", "--queue", "cli=2"],
+        cwd=ROOT, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, stderr
+    assert "the worker stopped without being asked" in stderr
+    assert sync_client.get_job(job.id).state == awa.JobState.COMPLETED
+
+
 # -- bad input ------------------------------------------------------------------------
 
 BAD_INPUT = [
