@@ -174,6 +174,37 @@ async def test_retry_failed_and_discard_failed(
     assert db.execute("SELECT count(*) FROM awa.jobs").fetchone() == (3,)
 
 
+async def test_retry_failed_leaves_a_job_whose_unique_key_is_taken_and_retries_the_rest(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """One failed job whose key a later job holds failed the whole bulk retry (no job
+    retried, a UniqueConflict naming neither); a single retry named no holder."""
+    unique = {"by_args": True}  # the default states: `failed` is not guarded
+    taken = await client.insert({"n": 1}, kind="charge", queue="pay", unique_opts=unique)
+    plain = await client.insert({"n": 2}, kind="charge", queue="pay")
+    twin = await client.insert({"n": 3}, kind="charge", queue="pay", unique_opts=unique)
+    for job in (taken, plain, twin):
+        await _fail(db, job.id)
+    # Taken since it failed; and a second failed job with the key of `twin`.
+    holder = await client.insert({"n": 1}, kind="charge", queue="pay", unique_opts=unique,
+                                 run_at=datetime.now().astimezone() + timedelta(hours=1))  # fmt: skip
+    twin_again = await client.insert({"n": 3}, kind="charge", queue="pay", unique_opts=unique)
+    await _fail(db, twin_again.id)
+
+    with pytest.raises(awa.UniqueConflict) as refused:
+        await client.retry(taken.id)
+    assert refused.value.existing_id == holder.id
+    with caplog.at_level("WARNING", logger="awa"):
+        retried = await client.retry_failed(kind="charge")
+    assert sorted(j.id for j in retried) == [plain.id, twin.id]  # the first of a key only
+    assert (await client.get_job(taken.id)).state is awa.JobState.FAILED
+    assert (await client.get_job(twin_again.id)).state is awa.JobState.FAILED
+    assert f"job {taken.id} (key held by job {holder.id})" in caplog.text
+    assert f"job {twin_again.id} (key held by job {twin.id})" in caplog.text
+    await client.cancel(holder.id)  # the key is free again: the count form retries it
+    assert await client._retry_failed_count(kind="charge") == 1
+
+
 async def test_pause_resume_drain_and_stats(client: awa.AsyncClient) -> None:
     await client.insert_many([{"i": i} for i in range(4)], kind="k", queue="q")
     await client.insert({"x": 1}, kind="k", queue="other")

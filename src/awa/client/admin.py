@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any, LiteralString
 
@@ -9,11 +10,11 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
 from awa import override_keys, validate
-from awa.client.unique import UniqueOpts
+from awa.client.unique import UniqueOpts, raise_naming_the_holder
 from awa.db import sql
 from awa.db.errors import mapped
 from awa.db.rows import job_rows, job_summary, queue_stat, runtime_overrides
-from awa.errors import JobNotFound, ValidationError
+from awa.errors import JobNotFound, UniqueConflict, ValidationError
 from awa.kinds import derive_kind
 from awa.serialization import args_to_dict, encode_json
 from awa.types import (
@@ -29,6 +30,8 @@ from awa.worker.snapshot import snapshot_from_json
 
 MAX_LIST_LIMIT = 10_000
 MAX_FRESH_MS = validate.MAX_DURATION_MS  # well inside the interval arithmetic
+
+_log = logging.getLogger("awa")
 
 
 def _state(value: JobState | str | None) -> str | None:
@@ -126,8 +129,12 @@ async def cancel(
 
 async def retry(conn: AsyncConnection[Any], job_id: int) -> Job[Any]:
     """Make a failed, cancelled, completed, scheduled, retryable or callback-waiting job
-    available now (the waiting job's callback is voided)."""
-    return await _changed_or_current(conn, sql.JOB_RETRY, job_id)
+    available now (the waiting job's callback is voided). A finished job whose unique key
+    another job has taken since raises UniqueConflict naming that job."""
+    try:
+        return await _changed_or_current(conn, sql.JOB_RETRY, job_id)
+    except UniqueConflict as conflict:
+        await raise_naming_the_holder(conn, conflict)
 
 
 async def cancel_by_unique_key(
@@ -153,8 +160,12 @@ async def cancel_by_unique_key(
 async def retry_failed(
     conn: AsyncConnection[Any], *, kind: str | None = None, queue: str | None = None
 ) -> list[Job[Any]]:
-    """Retry every failed job of a kind and/or a queue (at least one filter is required)."""
-    return await _many_jobs(conn, sql.JOB_RETRY_FAILED, _failed_of(kind, queue))
+    """Retry every failed job of a kind and/or a queue (at least one filter is required).
+    A job whose unique key another job guards now stays failed, named in a warning."""
+    params = _failed_of(kind, queue)
+    retried = await _many_jobs(conn, sql.JOB_RETRY_FAILED, params)
+    await _warn_held_back(conn, params)
+    return retried
 
 
 async def retry_failed_count(
@@ -162,9 +173,21 @@ async def retry_failed_count(
 ) -> int:
     """:func:`retry_failed`, returning how many instead of the jobs (for a count shown)."""
     with mapped():
-        cur = await conn.execute(sql.JOB_RETRY_FAILED_COUNT, _failed_of(kind, queue))
-        row = await cur.fetchone()
+        params = _failed_of(kind, queue)
+        row = await (await conn.execute(sql.JOB_RETRY_FAILED_COUNT, params)).fetchone()
+    await _warn_held_back(conn, params)
     return int(row[0]) if row is not None else 0
+
+
+async def _warn_held_back(conn: AsyncConnection[Any], params: dict[str, Any]) -> None:
+    with mapped():
+        held = await (await conn.execute(sql.JOB_RETRY_FAILED_HELD_BACK, params)).fetchall()
+    if held:
+        _log.warning(
+            "retry_failed left %s failed: another job guards the unique key, so a retry "
+            "would duplicate it; retry again once that job is done",
+            ", ".join(f"job {job} (key held by job {holder})" for job, holder in held),
+        )
 
 
 def _failed_of(kind: str | None, queue: str | None) -> dict[str, Any]:

@@ -48,6 +48,7 @@ JOB_RETRY = load("job_retry")
 _job_retry_failed = load("job_retry_failed")  # the jobs, or how many
 JOB_RETRY_FAILED = without(_job_retry_failed, "count")
 JOB_RETRY_FAILED_COUNT = without(_job_retry_failed, "rows")
+JOB_RETRY_FAILED_HELD_BACK = load("job_retry_failed_held_back")
 JOB_DISCARD_FAILED = load("job_discard_failed")
 QUEUE_DRAIN = load("queue_drain")
 QUEUE_STATS = load("queue_stats")
