@@ -186,8 +186,9 @@ async def test_retry_failed_leaves_a_job_whose_unique_key_is_taken_and_retries_t
     for job in (taken, plain, twin):
         await _fail(db, job.id)
     # Taken since it failed; and a second failed job with the key of `twin`.
+    later = datetime.now().astimezone() + timedelta(hours=1)
     holder = await client.insert({"n": 1}, kind="charge", queue="pay", unique_opts=unique,
-                                 run_at=datetime.now().astimezone() + timedelta(hours=1))  # fmt: skip
+                                 run_at=later)  # fmt: skip
     twin_again = await client.insert({"n": 3}, kind="charge", queue="pay", unique_opts=unique)
     await _fail(db, twin_again.id)
 
