@@ -60,6 +60,18 @@ def test_each_asyncio_run_leaves_no_connection_behind(database_url: str) -> None
         asyncio.run(client.close())
 
 
+def test_a_clients_core_on_the_applications_loop_says_it_is_the_clients(
+    database_url: str,
+) -> None:
+    """Told "use awa.Client from other threads" while doing just that (a review): the
+    blocking calls and the application's loop cannot share the core, and it says so."""
+    with awa.Client(database_url) as client:
+        client.insert({}, kind="k")  # the core now runs on the client's own loop
+        with pytest.raises(awa.WrongEventLoop, match=r"client\.async_client"):
+            asyncio.run(client.async_client.insert({}, kind="k"))
+        assert len(client.list_jobs(kind="k")) == 1
+
+
 def test_a_second_loop_while_the_first_runs_is_refused(database_url: str) -> None:
     client = awa.AsyncClient(database_url)
     first = asyncio.new_event_loop()

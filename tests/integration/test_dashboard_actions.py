@@ -111,6 +111,37 @@ def test_names_with_spaces_at_their_ends_are_kept_by_every_form(database_url: st
     assert limits_stored is not None and limits_stored.partition_by == " tenant "
 
 
+def test_bidirectional_controls_are_shown_not_obeyed_and_forms_keep_them(
+    database_url: str,
+) -> None:
+    """A queue named RLO + "liame" read "email" — a second row beside the real one, and in
+    its pause confirmation; an error ending in an RLO reversed awa's sentence after it,
+    job id included (a review)."""
+    spoof = "\u202eliame"
+
+    async def seed(client: awa.AsyncClient) -> int:
+        await client.insert({}, kind="k", queue="email")
+        job = await client.insert({}, kind="k", queue=spoof)
+        return job.id
+
+    job_id = _run(database_url, seed)
+    with _http(database_url) as http:
+        overview = http.get(PREFIX + "/").text
+        shown = re.sub(r'value="[^"]*"', "", overview)  # what the page says, less form values
+        assert "\u202e" not in shown  # no control reaches the page as text ...
+        assert "\\u202eliame" in shown  # ... it is written out where the name shows
+        assert f'name="queue" value="{spoof}"' in overview  # the form posts the name itself
+        assert "Pause queue \\u202eliame?" in overview  # the confirmation shows it too
+        job = http.get(f"{PREFIX}/jobs/{job_id}").text
+        assert "\u202e" not in job and "\\u202eliame" in job
+        paused = http.post(PREFIX + "/actions/queue/pause",
+                           data={"csrf_token": _csrf(http, "/"), "queue": spoof},
+                           follow_redirects=False)  # fmt: skip
+        assert paused.status_code == 303
+    stats = {s.queue: s.paused for s in _run(database_url, lambda c: c.queue_stats())}
+    assert stats == {"email": False, spoof: True}
+
+
 def test_numbers_that_are_not_ascii_digits_are_a_400(database_url: str) -> None:
     with _http(database_url) as http:
         token = _csrf(http, "/")

@@ -5,6 +5,7 @@ interrupted while blocked."""
 from __future__ import annotations
 
 import gc
+import logging
 import os
 import signal
 import threading
@@ -17,7 +18,7 @@ import pytest
 from psycopg import conninfo
 
 import awa
-from tests.helpers import noop_task
+from tests.helpers import noop_task, wait_until
 
 
 def _with_name(url: str, name: str) -> str:
@@ -54,11 +55,15 @@ def test_a_client_made_before_a_fork_works_in_the_child_and_spares_the_parent(
         if pid == 0:  # the child: its own loop and connections; the parent's untouched
             code = 1
             try:
+                said = _Said()
+                logging.getLogger("asyncio").addHandler(said)
                 client.insert({"who": "child"}, kind="k", queue="q")
                 code = 0 if len(client.list_jobs(queue="q")) == 2 else 2
                 client.close()
-                del client
+                del client, pool
                 gc.collect()  # what an inherited connection would say when collected
+                if said.lines:  # the parent's pool tasks, collected: "Task was destroyed"
+                    code = 3
             finally:
                 os._exit(code)
         assert _wait_child(pid) == 0
@@ -67,6 +72,35 @@ def test_a_client_made_before_a_fork_works_in_the_child_and_spares_the_parent(
         assert client.async_client._pool is pool
     rows = db.execute("SELECT args->>'who' FROM awa.jobs ORDER BY id").fetchall()
     assert [r[0] for r in rows] == ["parent", "child", "parent again"]
+
+
+class _Said(logging.Handler):
+    """The records logged to it, as text."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def test_a_client_collected_unclosed_warns_and_lets_go_of_its_thread_and_session(
+    database_url: str, db: psycopg.Connection[Any]
+) -> None:
+    """A client made per request and never closed kept its loop thread and a server
+    session for the life of the process, silently (a review)."""
+    url = _with_name(database_url, "awa_unclosed_test")
+    client = awa.Client(url)
+    client.insert({}, kind="k", queue="q")
+    thread = client._portal._thread
+    assert _sessions(db, "awa_unclosed_test") >= 1
+    with pytest.warns(ResourceWarning, match="garbage collected without close"):  # noqa: PT031
+        del client  # (collected here: nothing else refers to it)
+        gc.collect()
+    thread.join(timeout=15)
+    assert not thread.is_alive()
+    wait_until(lambda: _sessions(db, "awa_unclosed_test") == 0)
 
 
 def test_close_cancels_the_calls_in_flight_and_leaves_no_session(

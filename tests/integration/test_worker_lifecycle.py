@@ -57,6 +57,27 @@ async def test_paused_queue_claims_nothing_until_resumed(client: awa.AsyncClient
     assert ran == [job.id]
 
 
+async def test_wait_stopped_returns_when_a_handler_shuts_the_worker_down(
+    client: awa.AsyncClient,
+) -> None:
+    await client.wait_stopped()  # no worker: at once
+    stops: list[asyncio.Task[None]] = []
+
+    @client.task(None, kind="stop", queue="q")
+    async def stop(job: awa.Job[Any]) -> None:
+        stops.append(asyncio.create_task(client.shutdown()))
+
+    await client.start([("q", 2)], **FAST_WORKER)
+    waiting = asyncio.create_task(client.wait_stopped())
+    await asyncio.sleep(0)
+    assert not waiting.done()  # the worker runs
+    job = await client.insert({}, kind="stop", queue="q")
+    await asyncio.wait_for(waiting, timeout=30)
+    assert (await client.get_job(job.id)).state is awa.JobState.COMPLETED
+    with pytest.raises(awa.ValidationError):
+        client.runtime_snapshot()  # no worker any more
+
+
 async def _at_least(read: Any, n: int) -> bool:
     return bool(read() >= n)
 

@@ -24,4 +24,5 @@ def test_listen_url_falls_back_to_the_environment(monkeypatch: pytest.MonkeyPatc
     assert awa.AsyncClient(DB).listen_url == "postgresql://app@db-direct/app"
     explicit = awa.AsyncClient(DB, listen_url="postgresql://app@other/app")
     assert explicit.listen_url == "postgresql://app@other/app"
-    assert awa.Client(DB).async_client.listen_url == "postgresql://app@db-direct/app"
+    with awa.Client(DB) as sync:
+        assert sync.async_client.listen_url == "postgresql://app@db-direct/app"

@@ -126,6 +126,12 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
         self._hooks: Hooks | None = None  # client.on_event(...)
         self._after_insert: Callable[[Job[Any]], Awaitable[Job[Any]]] | None = None  # testing
         self._starting = False  # a start() is under way (several threads may call it)
+        self._stopped = _set(asyncio.Event())  # cleared for each worker started (wait_stopped)
+        self._wrong_loop_advice = (  # what a call from a second event loop is told
+            "this AsyncClient's pool runs on another event loop, not closed yet: use one "
+            "client per event loop (with pytest-asyncio, give a client fixture the "
+            "loop_scope of the tests using it), or awa.Client from other threads"
+        )
         forking.reset_in_child(self)
 
     def _forget_parent(self) -> None:
@@ -137,6 +143,12 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
     def _forget_pool(self) -> None:
         """Drop the pool and what runs on its loop (a fork's parent's, or a closed loop's:
         nothing of it can run again)."""
+        if self._pool_loop is not None:
+            # Its pending tasks (the pool's workers, say) are collected unfinished, each
+            # logged "Task was destroyed but it is pending!": in every forked child on its
+            # first call (a review), and nothing is lost.
+            for task in asyncio.all_tasks(self._pool_loop):
+                task._log_destroy_pending = False  # type: ignore[attr-defined]
         self._pool = None
         self._pool_loop = None
         self._pool_lock = asyncio.Lock()
@@ -144,6 +156,7 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
         self._seat_outlook = SeatOutlook()
         self._worker = None
         self._starting = False
+        self._stopped = _set(asyncio.Event())
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -165,11 +178,7 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
             if self._pool_loop is None:
                 self._pool_loop = running
             elif self._pool_loop is not running:
-                raise WrongEventLoop(
-                    "this AsyncClient's pool runs on another event loop, not closed yet: use "
-                    "one client per event loop (with pytest-asyncio, give a client fixture "
-                    "the loop_scope of the tests using it), or awa.Client from other threads"
-                )
+                raise WrongEventLoop(self._wrong_loop_advice)
 
     def _leave_a_closed_loop(self) -> None:
         """Nothing of a pool whose event loop has closed can run again: forget it (its
@@ -641,6 +650,7 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
         )
         await worker.start()
         self._worker = worker
+        self._stopped = asyncio.Event()
 
     def _check_tasks(self, queues: list[str]) -> None:
         """No handler at all is an error; a task on a queue not served here, a warning."""
@@ -666,10 +676,20 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
         """Stop claiming, let in-flight jobs finish within ``timeout_ms``, return the rest."""
         validate.integer("timeout_ms", timeout_ms, low=0)
         worker, self._worker = self._worker, None
-        if worker is not None:
-            await worker.shutdown(timeout_ms)
-        if self._hooks is not None:  # let async lifecycle hooks of the last jobs finish
-            await self._hooks.wait_idle(timeout_ms / 1000)
+        try:
+            if worker is not None:
+                await worker.shutdown(timeout_ms)
+            if self._hooks is not None:  # let async lifecycle hooks of the last jobs finish
+                await self._hooks.wait_idle(timeout_ms / 1000)
+        finally:
+            if worker is not None:
+                self._stopped.set()
+
+    async def wait_stopped(self) -> None:
+        """Return once the worker this client started has stopped — by :meth:`shutdown`
+        or :meth:`close`, from whichever task called it (a handler, say); at once when no
+        worker was started. A program that starts a worker and then waits for it."""
+        await self._stopped.wait()
 
     async def health_check(self) -> HealthCheck:
         """Liveness of the database, the worker loops and each queue's capacity."""
@@ -688,3 +708,8 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
             raise ValidationError("runtime_snapshot", "no worker is running in this client")
         snapshot: RuntimeSnapshot = self._worker.snapshot()
         return snapshot
+
+
+def _set(event: asyncio.Event) -> asyncio.Event:
+    event.set()
+    return event

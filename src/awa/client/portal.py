@@ -47,6 +47,7 @@ class Portal:
         self._calls: set[asyncio.Task[Any]] = set()  # in flight (not a worker's own tasks)
         self._waiting: set[concurrent.futures.Future[Any]] = set()  # callers blocked on these
         self._death: BaseException | None = None  # what stopped the loop, if anything did
+        self._unattended = False  # closed by close_soon(): the loop thread ends on its own
         self._start()
         forking.reset_in_child(self)
 
@@ -74,6 +75,9 @@ class Portal:
         except BaseException as exc:  # SystemExit out of a hook, say: the loop is gone
             self._died(exc)
             self._loop.close()
+        else:
+            if self._unattended:  # close_soon(): nobody joins this thread to close it
+                self._loop.close()
 
     def _died(self, exc: BaseException) -> None:
         """The loop stopped on an exception: no call can ever finish, so every call
@@ -91,6 +95,11 @@ class Portal:
         if self._death is None:
             return ClientClosed("this client is closed")
         return ClientClosed(f"this client's event loop stopped: {self._death!r}")
+
+    @property
+    def closed(self) -> bool:
+        """True once closed (or its loop died): no call runs any more."""
+        return self._closed
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -166,6 +175,18 @@ class Portal:
             self._thread.join()
             if not self._loop.is_closed():
                 self._loop.close()
+
+    def close_soon(self, last: Coroutine[Any, Any, Any]) -> None:
+        """:meth:`close` without waiting, from any thread (a collected client's finalizer):
+        refuse new calls, cancel those in flight, run ``last``, then the loop stops and its
+        thread ends and closes it. Nothing when closed already or forked since."""
+        with self._lock:
+            if self._closed or self._death is not None or self._pid != os.getpid():
+                last.close()
+                return
+            self._closed = self._unattended = True
+            done = asyncio.run_coroutine_threadsafe(self._wind_down(last), self._loop)
+        done.add_done_callback(lambda _: self._loop.call_soon_threadsafe(self._loop.stop))
 
     async def _tracked(self, coro: Coroutine[Any, Any, R]) -> R:
         task = asyncio.current_task()

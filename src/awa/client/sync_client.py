@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import warnings
+import weakref
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, Self, TypeVar, overload
@@ -105,9 +107,17 @@ class Client(Registering):
         self._core = AsyncClient(
             database_url, max_connections=max_connections, listen_url=listen_url
         )
+        self._core._wrong_loop_advice = (
+            "this awa.Client's async core (client.async_client) is in use on another event "
+            "loop: an awa.Client's blocking calls and a loop of the application's own cannot "
+            "share one core; give code that runs its own event loop an awa.AsyncClient"
+        )
         self._portal = Portal()
         self._transactions: set[Any] = set()  # open, each between two calls of its thread
         forking.reset_in_child(self)
+        # A client collected unclosed (a client per request, never closed) kept its loop
+        # thread and a server connection for the life of the process (a review).
+        weakref.finalize(self, _collected_unclosed, self._portal, self._core).atexit = False
         self.registry = self._core.registry
         self.database_url = self._core.database_url
 
@@ -143,6 +153,7 @@ class Client(Registering):
     fleet_pool = _blocking(AsyncClient.fleet_pool)
     start = _blocking(AsyncClient.start)
     shutdown = _blocking(AsyncClient.shutdown)
+    wait_stopped = _blocking(AsyncClient.wait_stopped)
     health_check = _blocking(AsyncClient.health_check)
     list_cron_schedules = _blocking(AsyncClient.list_cron_schedules)
     pause_cron = _blocking(AsyncClient.pause_cron)
@@ -173,7 +184,11 @@ class Client(Registering):
 
     @property
     def async_client(self) -> AsyncClient:
-        """The async core this client drives (for code that runs its own event loop)."""
+        """The async core this client drives, on the client's own event loop: await its
+        methods inside this client's async handlers and hooks, where a blocking call would
+        wait for itself. One core runs on one loop: code with an event loop of its own (an
+        async web endpoint) needs an :class:`AsyncClient` of its own; used there, this core
+        and the blocking calls refuse each other (:class:`~awa.errors.WrongEventLoop`)."""
         return self._core
 
     def runtime_snapshot(self) -> RuntimeSnapshot:
@@ -229,6 +244,21 @@ class Client(Registering):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _collected_unclosed(portal: Portal, core: AsyncClient) -> None:
+    """A :class:`Client` was garbage collected without ``close()``: warn, as an unclosed
+    file does, and close it without waiting. One whose worker runs is left running: its
+    jobs, not the object, are what the application keeps it for."""
+    if portal.closed or core._worker is not None:
+        return
+    warnings.warn(
+        "an awa.Client was garbage collected without close(): closing it now (use "
+        "`with awa.Client(...) as client:` or one client for the process)",
+        ResourceWarning,
+        stacklevel=1,
+    )
+    portal.close_soon(core.close())
 
 
 __all__ = ["Client", "SyncTransaction"]

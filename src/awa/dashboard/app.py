@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, cast
 from urllib.parse import quote, urlencode, urlsplit
 
+from markupsafe import Markup, escape
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -67,7 +68,8 @@ class Dashboard:
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         env = self.templates.env
         env.filters.update(ts=_ts, ago=_ago, seconds=_seconds, num=_num, pretty=_pretty,
-                           segment=path_segment)  # fmt: skip
+                           segment=path_segment, raw=as_typed)  # fmt: skip
+        env.finalize = shown
 
     def _connect(self) -> None:
         self.client = awa.AsyncClient(self.settings.database_url, max_connections=4)
@@ -154,6 +156,31 @@ def live_url(request: Request) -> str:
     """This page's URL asking for its live fragment only."""
     params = [(k, v) for k, v in request.query_params.multi_items() if k != "fragment"]
     return f"{local_path(request_path(request))}?{urlencode([*params, ('fragment', 'live')])}"
+
+
+# Characters that reorder the text around them (bidirectional overrides, embeddings,
+# isolates, marks): a queue named "\u202eliame" read "email", a second row beside the real
+# one, in its pause confirmation and in the audit; an error ending in one reversed the
+# sentence awa wrote after it, job id included (a review).
+_BIDI_CONTROLS = dict.fromkeys(
+    [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+)
+_VISIBLE = {code: f"\\u{code:04x}" for code in _BIDI_CONTROLS}
+
+
+def shown(value: Any) -> Any:
+    """Every value a template writes, as it is shown (Jinja's ``finalize``): text with its
+    bidirectional controls written out (``\\u202e``), so none reorders what a page says.
+    A value marked with the ``raw`` filter (a form field's, posted back as it is) is kept."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return value.translate(_VISIBLE)
+    return value
+
+
+def as_typed(value: Any) -> Markup:
+    """``value`` escaped but otherwise as it is (``{{ q.name | raw }}``): for the value of
+    a form field, which goes back to the server and must name the very queue."""
+    return escape(value)
 
 
 def path_segment(value: object) -> str:

@@ -13,7 +13,7 @@ import os
 import socket
 import sys
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import awa
 import awa.log
@@ -36,10 +36,6 @@ from awa.config import START_SETTINGS, StartSettings, build_worker_config
 from awa.errors import BuildError, MinWorkersExceedGlobal
 from awa.extras import require
 from awa.supervisor import ChildLink, Supervisor
-from awa.worker.observe import Observer
-
-if TYPE_CHECKING:
-    from awa.worker.runtime import Worker
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
@@ -318,8 +314,6 @@ async def _serve(
             return _cannot_serve_metrics(args, exc)
         if link is None:
             sys.stderr.write(f"awa: metrics on {metrics_server.url}\n")
-    ended = asyncio.Event()
-    client.add_observer(_WorkerEnd(ended))
     await client.start(
         _queue_configs(args.queues) or None,
         global_max_workers=args.global_max_workers,
@@ -336,7 +330,7 @@ async def _serve(
         )
     status = 0
     try:
-        if await _first_of(stop, ended) is ended and not stop.is_set():
+        if await _first_of(stop.wait(), client.wait_stopped()) == 1 and not stop.is_set():
             stop_signals.say(
                 "the worker stopped without being asked (the application shut its client "
                 "down): exiting with status 1"
@@ -352,24 +346,12 @@ async def _serve(
     return status
 
 
-class _WorkerEnd(Observer):
-    """Sets ``ended`` when the client's worker stops, whoever stopped it: an application
-    that shuts its client down (from a handler, say) left ``awa worker`` running with no
-    worker, reporting "shutting down" until signalled."""
-
-    def __init__(self, ended: asyncio.Event) -> None:
-        self._ended = ended
-
-    def worker_stopped(self, worker: Worker) -> None:
-        self._ended.set()
-
-
-async def _first_of(*events: asyncio.Event) -> asyncio.Event:
-    """Wait until one of ``events`` is set; return it."""
-    waits = {asyncio.ensure_future(event.wait()): event for event in events}
+async def _first_of(*waits: Coroutine[Any, Any, Any]) -> int:
+    """Wait until one of ``waits`` ends; return its index (the others are cancelled)."""
+    tasks = [asyncio.ensure_future(wait) for wait in waits]
     try:
-        done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for wait in waits:
-            wait.cancel()
-    return waits[next(iter(done))]
+        for task in tasks:
+            task.cancel()
+    return min(tasks.index(task) for task in done)
