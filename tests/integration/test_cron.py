@@ -215,6 +215,27 @@ async def test_a_slow_tick_is_no_stall(
     assert _fires(db, "sec") == [start + timedelta(seconds=s) for s in (1, 2, 3, 4)]
 
 
+async def test_a_tick_finding_more_fires_than_a_statement_holds_loses_none(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """A tick blocked 110 s (a lock on the schedule's row): the next found 111 fires due,
+    enqueued 100, and the tick after it went on from its own start — 11 fires lost, with
+    the leader up all along (a review)."""
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    await _define(client, db, start, client.periodic("sec", "* * * * * *", {}, kind="k"))
+    # Each tick reads the clock as it starts and as it ends: the first is blocked 111 s.
+    times = iter([1.1, 112.0, 113.0, 113.0, 114.5, 114.5])
+    service = CronService(
+        await client._get_pool(),
+        clock=lambda: start + timedelta(seconds=next(times)),
+        interval_s=1.0,
+    )
+    epoch = await asyncio.to_thread(_lead, client.database_url)
+    for _ in range(3):
+        await service.tick(epoch)
+    assert _fires(db, "sec") == [start + timedelta(seconds=s) for s in range(1, 115)]
+
+
 async def test_leader_failover_neither_skips_nor_repeats_a_fire(
     database_url: str, db: psycopg.Connection[Any]
 ) -> None:

@@ -33,8 +33,12 @@ from awa.periodic import PeriodicJob, definitions_json
 logger = logging.getLogger("awa")
 
 # catch_up enqueues at most this many missed fires per schedule per tick; the rest follow
-# on the next ticks, so a long outage never becomes one giant statement.
+# on the next ticks, so a long outage never becomes one giant statement. Fires that came
+# due while the leader ticked go in statements of this many too.
 CATCH_UP_BATCH = 100
+# More fires than this due since the previous tick (a per-second schedule beside a tick
+# blocked for a quarter of an hour) are folded by coalesce as missed ones, with a warning.
+FRESH_LIMIT = 1_000
 # Tick intervals (cron_interval_ms) after its previous tick ended past which a leader
 # that has not ticked counts as stalled: what came due meanwhile is missed.
 STALL_TICKS = 3
@@ -102,21 +106,32 @@ def due_fires(
     whatever the policy: ticks are a second or more apart, so one tick often finds two
     fires of a per-second schedule, and coalescing them lost one in every few dozen with
     nothing down (a review). Only fires no tick was there for — downtime, a new leader, a
-    stalled one — are missed ones, for ``coalesce`` to fold into the latest."""
+    stalled one — are missed ones, for ``coalesce`` to fold into the latest.
+
+    Those fires are reckoned from the last one enqueued, not from ``looked_at``: fires the
+    previous tick found due but did not enqueue (it enqueues at most FRESH_LIMIT; its write
+    failed) are still owed. From ``looked_at``, the fires past the previous tick's cap
+    were never enqueued: a tick blocked on a lock for 110 s, the next found 111 due and
+    enqueued 100, and the 11 after them were lost (a review)."""
     if policy == "catch_up":
-        return _each_fire(expr, base, now)
+        return _each_fire(expr, base, now, CATCH_UP_BATCH)
     if looked_at is not None:
-        fresh = _each_fire(expr, max(base, looked_at), now)
-        if fresh:
+        fresh = _each_fire(expr, base, now, FRESH_LIMIT + 1)
+        if 0 < len(fresh) <= FRESH_LIMIT:
             return fresh
+        if fresh:
+            logger.warning(
+                "cron: more than %d fires came due since the previous tick; coalesce enqueues "
+                "the latest only (is a lock held on awa.cron_schedules?)", FRESH_LIMIT,
+            )  # fmt: skip
     latest = expr.latest_in(base, now)
     return [] if latest is None else [latest]
 
 
-def _each_fire(expr: CronExpression, base: datetime, now: datetime) -> list[datetime]:
+def _each_fire(expr: CronExpression, base: datetime, now: datetime, limit: int) -> list[datetime]:
     fires: list[datetime] = []
     current = base
-    while len(fires) < CATCH_UP_BATCH:
+    while len(fires) < limit:
         nxt = expr.next_after(current)
         if nxt is None or nxt > now:
             break
@@ -188,8 +203,13 @@ class CronService:
         due = await asyncio.to_thread(_all_due, live, now, looked_at)
         enqueued = 0
         for (row, _), fires in zip(live, due, strict=True):
-            if fires:
-                enqueued += await self._fire(row["name"], row["last_fire_at"], fires, epoch)
+            previous = row["last_fire_at"]
+            for at in range(0, len(fires), CATCH_UP_BATCH):
+                batch = fires[at : at + CATCH_UP_BATCH]
+                fired = await self._fire(row["name"], previous, batch, epoch)
+                if not fired:  # another process fired them first: it goes on from there
+                    break
+                enqueued, previous = enqueued + fired, batch[-1]
         # only once every due fire was fired; when it ended, on the same clock as ``now``
         ended = (
             self._clock()
