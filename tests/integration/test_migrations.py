@@ -220,6 +220,47 @@ async def test_an_upgrade_blocked_by_an_open_transaction_gives_up_saying_so(
     assert await client.migrate() == [version]
 
 
+async def test_the_sql_of_an_upgrade_gives_up_on_a_lock_instead_of_queueing_the_fleet(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The printed script waited as long as a transaction held a table lock, and every
+    insert of the fleet queued behind it (a review); `awa migrate` itself never did."""
+    _with_a_future_migration(monkeypatch, "ALTER TABLE awa.jobs ADD COLUMN test_future int;")
+    script = await client.migration_sql()
+    assert "lock_timeout" in script
+    with psycopg.connect(client.database_url) as holder:
+        holder.execute("INSERT INTO awa.jobs (kind, queue) VALUES ('k', 'q')")  # left open
+        db.execute("SET statement_timeout = '60s'")  # a guard: the test fails, not hangs
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            db.execute(script)
+        db.execute("ROLLBACK")
+        holder.rollback()
+    db.execute(script)  # once the holder is gone it applies
+    assert await client.migration_sql() != script
+
+
+async def test_an_owner_of_a_schema_a_dba_made_migrates_without_create_on_the_database(
+    empty_database_url: str,
+) -> None:
+    """0001's own CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the
+    schema exists: the owner was refused on a fresh database (a review)."""
+    role = f"awa_owner_{abs(hash(empty_database_url)) % 10**8}"
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+        conn.execute(f'REVOKE CREATE ON DATABASE "{conn.info.dbname}" FROM PUBLIC')
+        conn.execute(f'CREATE SCHEMA awa AUTHORIZATION "{role}"')
+    try:
+        as_owner = psycopg.conninfo.make_conninfo(empty_database_url, user=role)
+        async with awa.AsyncClient(as_owner) as client:
+            assert await client.migrate() == [m.version for m in migrations.migrations()]
+            await client.check_schema()
+    finally:
+        with psycopg.connect(empty_database_url, autocommit=True) as conn:
+            conn.execute("DROP SCHEMA awa CASCADE")
+            conn.execute(f'DROP OWNED BY "{role}"')
+            conn.execute(f'DROP ROLE "{role}"')
+
+
 async def test_the_sql_of_an_upgrade_creates_no_schema() -> None:
     """Creating the schema "if not exists" needs CREATE on the database, which the owner
     of an existing schema may lack (``awa migrate`` does not ask for it)."""
