@@ -115,7 +115,7 @@ JOBS_VACUUM = load("jobs_vacuum")
 CONTROL_TABLES_STALE = load("control_tables_stale")
 CONTROL_TABLES_ANALYZE = load("control_tables_analyze")
 FINISHED_COUNTS_FOLD = load("finished_counts_fold")
-ROLE_MAY_RECORD_OUTCOMES = load("role_may_record_outcomes")
+ROLE_MISSING_WORKER_GRANTS = load("role_missing_worker_grants")
 
 # Runtime registry
 RUNTIME_INSTANCE_UPSERT = load("runtime_instance_upsert")

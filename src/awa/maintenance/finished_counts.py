@@ -29,12 +29,13 @@ async def fold(pool: AsyncConnectionPool) -> int:
 
 
 async def check_grants(conn: AsyncConnection[Any]) -> None:
-    """Raise unless this role may run the two functions that write the counts, neither
-    ``PUBLIC``'s: the outcomes' count (every completion calls it) and the leader's fold."""
-    cur = await conn.execute(sql.ROLE_MAY_RECORD_OUTCOMES)
-    if await cur.fetchone() != (True,):
+    """Raise unless this role holds every grant a worker needs (docs/security.md), naming
+    the GRANTs it lacks: among them the two functions that write the counts, neither
+    ``PUBLIC``'s (the outcomes' count, which every completion calls, and the leader's fold)."""
+    cur = await conn.execute(sql.ROLE_MISSING_WORKER_GRANTS)
+    missing = [row[0] for row in await cur.fetchall()]
+    if missing:
         raise DatabaseError(
-            "this role may not record outcomes: as the owner of awa's schema, GRANT "
-            "EXECUTE ON FUNCTION awa.fold_finished_counts(), awa.count_finished_outcomes("
-            "text[], awa.job_state[], timestamptz[], bigint[]) TO it (docs/security.md)"
+            "this role lacks grants a worker needs: as the owner of awa's schema, "
+            f"{'; '.join(f'{grant} TO it' for grant in missing)} (docs/security.md)"
         )

@@ -351,7 +351,8 @@ class Worker:
             with mapped():
                 await migrations.check_schema(conn)
                 await finished_counts.check_grants(conn)
-        await self.upkeep.prepare()
+        with mapped():  # a refusal of the schedules' or DLQ flags' writes: an awa error
+            await self.upkeep.prepare()
         await self.control.refresh()  # dispatchers start knowing pauses, overrides, limits
         await self.completer.prepare()
         self.completer.start()
