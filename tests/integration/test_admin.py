@@ -12,6 +12,7 @@ from psycopg import conninfo
 
 import awa
 from awa.types import CANCEL_APPLIES_TO, RETRY_APPLIES_TO
+from tests.helpers import wait_for
 
 
 async def _fail(db: psycopg.Connection[Any], job_id: int) -> None:
@@ -285,6 +286,32 @@ class _HostBehind(datetime):
     @classmethod
     def now(cls, tz: Any = None) -> datetime:  # type: ignore[override]
         return datetime.now(tz) - timedelta(minutes=10)
+
+
+class _HostAhead(datetime):
+    """``datetime`` on a host whose clock runs 5 minutes ahead of the database's."""
+
+    @classmethod
+    def now(cls, tz: Any = None) -> datetime:  # type: ignore[override]
+        return datetime.now(tz) + timedelta(minutes=5)
+
+
+async def test_a_workers_start_is_by_the_databases_clock(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker on a host 5 minutes fast stored its start in the future: `awa job explain`
+    called its running jobs orphaned until its next report (a review of skewed hosts)."""
+    import awa.worker.runtime
+
+    monkeypatch.setattr(awa.worker.runtime, "datetime", _HostAhead)
+    client.task(None, kind="k", queue="q")(lambda job: None)
+    await client.start(["q"])
+    try:
+        (instance,) = await wait_for(client.list_runtime_instances)  # its first report
+        (now,) = db.execute("SELECT now()").fetchone() or (None,)
+        assert instance.started_at <= now
+    finally:
+        await client.shutdown()
 
 
 async def test_a_workers_age_is_by_the_databases_clock(

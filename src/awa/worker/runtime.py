@@ -335,7 +335,6 @@ class Worker:
                     "instance_id": self.instance_id,
                     "hostname": self.hostname,
                     "pid": self.pid,
-                    "started_at": self.started_at,
                     "is_leader": self.leader.is_leader,
                     "snapshot": json.dumps(snapshot_json(snap)),
                 },
