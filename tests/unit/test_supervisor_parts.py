@@ -439,6 +439,29 @@ def test_a_render_without_statistics_reads_none() -> None:
     assert database.reads == 1
 
 
+def test_the_age_of_the_statistics_grows_while_they_cannot_be_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the database out of reach a scrape kept answering the last depth and pause,
+    up and unremarkable for as long as the outage lasted (a review)."""
+    from awa.metrics.core import Metrics
+
+    now = [100.0]
+    monkeypatch.setattr(gauges.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr("awa.metrics.core.time.monotonic", lambda: now[0])
+    database = _CountingDatabase()
+    metrics = Metrics(database, otel_enabled=False, stats_max_age_s=1)
+    assert b"awa_queue_stats_age_seconds 0.0" in metrics.render()
+    database.queue_stats = _refused  # type: ignore[method-assign]
+    now[0] = 190.0
+    assert b"awa_queue_stats_age_seconds 90.0" in metrics.render()
+    assert database.reads == 1  # the depth served is that read's
+
+
+def _refused() -> list[awa.QueueStat]:
+    raise awa.DatabaseError("the database did not answer")
+
+
 class _Fixed:
     def render(self, *, stats: bool = True) -> bytes:
         return b"awa_up 1\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -77,9 +78,14 @@ class Metrics:
             self.stats.ensure_fresh()
         worker = self.observer.worker
         snap = worker.snapshot() if worker is not None else None
+        read_at = self.stats.fetched_at
         samples = (
-            stats_samples(self.stats.stats, list(snap.queues) if snap is not None else [])
-            if with_stats and self.stats.fetched_at is not None
+            stats_samples(
+                self.stats.stats,
+                list(snap.queues) if snap is not None else [],
+                age_s=time.monotonic() - read_at,
+            )
+            if with_stats and read_at is not None
             else {}  # never read (render() on the loop, or the first read failed): unknown,
         )  # not zero — an empty queue and one nobody looked at must not read the same
         if snap is not None:

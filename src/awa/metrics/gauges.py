@@ -203,8 +203,9 @@ class StatsCache:
             self._failed(exc)
 
 
-def stats_samples(stats: list[QueueStat], extra_queues: list[str]) -> Samples:
-    """Depth, lag and pause per queue (zeros for worker queues with no jobs yet)."""
+def stats_samples(stats: list[QueueStat], extra_queues: list[str], age_s: float) -> Samples:
+    """Depth, lag and pause per queue (zeros for worker queues with no jobs yet), read
+    ``age_s`` seconds ago."""
     depth: list[Sample] = []
     lag: list[Sample] = []
     paused: list[Sample] = []
@@ -219,7 +220,10 @@ def stats_samples(stats: list[QueueStat], extra_queues: list[str]) -> Samples:
             depth.extend(((queue, state), 0.0) for state in spec.DEPTH_STATES)
             lag.append(((queue,), 0.0))
             paused.append(((queue,), 0.0))
-    return {spec.DEPTH.name: depth, spec.LAG.name: lag, spec.PAUSED.name: paused}
+    return {
+        spec.DEPTH.name: depth, spec.LAG.name: lag, spec.PAUSED.name: paused,
+        spec.STATS_AGE.name: [((), max(age_s, 0.0))],
+    }  # fmt: skip
 
 
 def _overflow_total(snap: RuntimeSnapshot) -> int:

@@ -103,6 +103,11 @@ PAUSED = Instrument(
     "awa_queue_paused", "awa.queue.paused", "gauge", ("queue",),
     "1 while the queue is paused, from queue_stats().",
 )  # fmt: skip
+STATS_AGE = Instrument(
+    "awa_queue_stats_age_seconds", "awa.queue.stats_age", "gauge", (),
+    "Seconds since depth, lag and pause were read from the database: a scrape serves the "
+    "last read while a new one fails or is slow, so alert when this grows.", "s",
+)  # fmt: skip
 IN_FLIGHT = Instrument(
     "awa_queue_in_flight", "awa.queue.in_flight", "gauge", ("queue",),
     "Jobs whose handler runs now in this worker.", "{job}",
@@ -152,7 +157,7 @@ COUNTERS = (
     OVERRIDES_IGNORED,
 )  # fmt: skip
 HISTOGRAMS = (DURATION, PICKUP)
-STATS_GAUGES = (DEPTH, LAG, PAUSED)
+STATS_GAUGES = (DEPTH, LAG, PAUSED, STATS_AGE)
 WORKER_GAUGES = (IN_FLIGHT, CAPACITY, OVERFLOW_HELD, IGNORED_ACTIVE)
 # Fleet-wide values: from a worker's last control refresh, or (a process running no
 # worker, such as the dashboard) read from the database at scrape time.
