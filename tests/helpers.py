@@ -8,6 +8,7 @@ import os
 import secrets
 import time
 from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -128,3 +129,15 @@ def stop_migrations_before(
         return [m.version for m in every if m.version >= version]
 
     return go_on
+
+
+def skewed_datetime(offset: timedelta) -> type[datetime]:
+    """``datetime`` as a host sees it whose clock is ``offset`` from the database's (to
+    monkeypatch into one module: what it reads from its own clock)."""
+
+    class Skewed(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> datetime:  # type: ignore[override]
+            return datetime.now(tz) + offset
+
+    return Skewed

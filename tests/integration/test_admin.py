@@ -12,7 +12,7 @@ from psycopg import conninfo
 
 import awa
 from awa.types import CANCEL_APPLIES_TO, RETRY_APPLIES_TO
-from tests.helpers import wait_for
+from tests.helpers import skewed_datetime, wait_for
 
 
 async def _fail(db: psycopg.Connection[Any], job_id: int) -> None:
@@ -280,20 +280,8 @@ async def test_a_blank_queue_an_older_version_let_in_can_be_found_and_cleared(
         await client.insert({}, kind="k", queue="   ")
 
 
-class _HostBehind(datetime):
-    """``datetime`` on a host whose clock runs 10 minutes behind the database's."""
-
-    @classmethod
-    def now(cls, tz: Any = None) -> datetime:  # type: ignore[override]
-        return datetime.now(tz) - timedelta(minutes=10)
-
-
-class _HostAhead(datetime):
-    """``datetime`` on a host whose clock runs 5 minutes ahead of the database's."""
-
-    @classmethod
-    def now(cls, tz: Any = None) -> datetime:  # type: ignore[override]
-        return datetime.now(tz) + timedelta(minutes=5)
+_HostBehind = skewed_datetime(-timedelta(minutes=10))  # a host 10 minutes behind the database
+_HostAhead = skewed_datetime(timedelta(minutes=5))  # one 5 minutes ahead
 
 
 async def test_a_workers_start_is_by_the_databases_clock(

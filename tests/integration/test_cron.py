@@ -18,7 +18,7 @@ import pytest
 import awa
 from awa.cli.main import main as cli
 from awa.maintenance.cron import CronService, register
-from tests.helpers import FAST_WORKER, lead_maintenance, noop_task, wait_for
+from tests.helpers import FAST_WORKER, lead_maintenance, noop_task, skewed_datetime, wait_for
 
 CRON_FAST = {**FAST_WORKER, "cron_interval_ms": 50}
 
@@ -279,12 +279,7 @@ async def test_coalesce_enqueues_one_job_after_downtime_catch_up_one_per_miss(
     assert _fires(db, "cu") == [start + timedelta(minutes=5 * i) for i in range(1, 13)]
 
 
-class _HostAhead(datetime):
-    """``datetime`` on a host whose clock runs 90 s ahead of the database's."""
-
-    @classmethod
-    def now(cls, tz: Any = None) -> datetime:  # type: ignore[override]
-        return datetime.now(tz) + timedelta(seconds=90)
+_HostAhead = skewed_datetime(timedelta(seconds=90))  # a host 90 s ahead of the database
 
 
 async def test_fires_are_reckoned_by_the_databases_clock_not_the_leaders(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -82,17 +84,25 @@ async def test_migrate_with_nothing_pending_needs_no_right_to_create(
 ) -> None:
     """An application role (docs/security.md) may call migrate() at start-up: with the
     schema current it only reads the version, and creates nothing."""
-    role = f"awa_reader_{abs(hash(database_url)) % 10**8}"
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(f'CREATE ROLE "{role}" LOGIN')
-        conn.execute(f'GRANT USAGE ON SCHEMA awa TO "{role}"')
-        conn.execute(f'GRANT SELECT ON awa.schema_version TO "{role}"')
-    try:
+    with _role(database_url, "awa_reader") as role:
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute(f'GRANT USAGE ON SCHEMA awa TO "{role}"')
+            conn.execute(f'GRANT SELECT ON awa.schema_version TO "{role}"')
         as_role = psycopg.conninfo.make_conninfo(database_url, user=role)
         async with awa.AsyncClient(as_role) as client:
             assert await client.migrate() == []
+
+
+@contextmanager
+def _role(url: str, prefix: str) -> Iterator[str]:
+    """A login role for one test, dropped with everything it owns afterwards."""
+    role = f"{prefix}_{abs(hash(url)) % 10**8}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+    try:
+        yield role
     finally:
-        with psycopg.connect(database_url, autocommit=True) as conn:
+        with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f'DROP OWNED BY "{role}"')
             conn.execute(f'DROP ROLE "{role}"')
 
@@ -244,21 +254,14 @@ async def test_an_owner_of_a_schema_a_dba_made_migrates_without_create_on_the_da
 ) -> None:
     """0001's own CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the
     schema exists: the owner was refused on a fresh database (a review)."""
-    role = f"awa_owner_{abs(hash(empty_database_url)) % 10**8}"
-    with psycopg.connect(empty_database_url, autocommit=True) as conn:
-        conn.execute(f'CREATE ROLE "{role}" LOGIN')
-        conn.execute(f'REVOKE CREATE ON DATABASE "{conn.info.dbname}" FROM PUBLIC')
-        conn.execute(f'CREATE SCHEMA awa AUTHORIZATION "{role}"')
-    try:
+    with _role(empty_database_url, "awa_owner") as role:
+        with psycopg.connect(empty_database_url, autocommit=True) as conn:
+            conn.execute(f'REVOKE CREATE ON DATABASE "{conn.info.dbname}" FROM PUBLIC')
+            conn.execute(f'CREATE SCHEMA awa AUTHORIZATION "{role}"')
         as_owner = psycopg.conninfo.make_conninfo(empty_database_url, user=role)
         async with awa.AsyncClient(as_owner) as client:
             assert await client.migrate() == [m.version for m in migrations.migrations()]
             await client.check_schema()
-    finally:
-        with psycopg.connect(empty_database_url, autocommit=True) as conn:
-            conn.execute("DROP SCHEMA awa CASCADE")
-            conn.execute(f'DROP OWNED BY "{role}"')
-            conn.execute(f'DROP ROLE "{role}"')
 
 
 async def test_the_sql_of_an_upgrade_creates_no_schema() -> None:

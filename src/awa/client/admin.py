@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any, LiteralString
 
@@ -10,7 +9,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
 from awa import override_keys, validate
-from awa.client.unique import UniqueOpts, raise_naming_the_holder
+from awa.client.unique import UniqueOpts, raise_naming_the_holder, warn_held_back
 from awa.db import sql
 from awa.db.errors import mapped
 from awa.db.rows import job_rows, job_summary, queue_stat, runtime_overrides
@@ -30,8 +29,6 @@ from awa.worker.snapshot import snapshot_from_json
 
 MAX_LIST_LIMIT = 10_000
 MAX_FRESH_MS = validate.MAX_DURATION_MS  # well inside the interval arithmetic
-
-_log = logging.getLogger("awa")
 
 
 def _state(value: JobState | str | None) -> str | None:
@@ -180,14 +177,8 @@ async def retry_failed_count(
 
 
 async def _warn_held_back(conn: AsyncConnection[Any], params: dict[str, Any]) -> None:
-    with mapped():
-        held = await (await conn.execute(sql.JOB_RETRY_FAILED_HELD_BACK, params)).fetchall()
-    if held:
-        _log.warning(
-            "retry_failed left %s failed: another job guards the unique key, so a retry "
-            "would duplicate it; retry again once that job is done",
-            ", ".join(f"job {job} (key held by job {holder})" for job, holder in held),
-        )
+    await warn_held_back(conn, sql.JOB_RETRY_FAILED_HELD_BACK, params,
+                         retry="retry_failed", left="failed", item="job")  # fmt: skip
 
 
 def _failed_of(kind: str | None, queue: str | None) -> dict[str, Any]:

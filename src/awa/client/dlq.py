@@ -9,7 +9,6 @@ transaction as the failure (ADR 0008). Each operation here is one statement.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -19,16 +18,15 @@ from psycopg import AsyncConnection, AsyncCursor, Cursor
 from psycopg.rows import RowMaker
 
 from awa import validate
+from awa.client.unique import warn_held_back
 from awa.db import sql
 from awa.db.errors import mapped
 from awa.db.rows import job_rows
 from awa.errors import JobNotFound, ValidationError
-from awa.log import LOGGER_NAME
 from awa.types import Job
 from awa.validate import BIGINT_MAX
 
 MAX_LIST_LIMIT = 10_000
-_log = logging.getLogger(LOGGER_NAME)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,14 +180,8 @@ async def retry_count(
 
 
 async def _warn_held_back(conn: AsyncConnection[Any], params: dict[str, Any]) -> None:
-    with mapped():
-        held = await (await conn.execute(sql.DLQ_HELD_BACK, params)).fetchall()
-    if held:
-        _log.warning(
-            "retry_from_dlq left %s in the dead letter queue: another job guards the unique "
-            "key, so a retry would duplicate it; retry again once that job is done",
-            ", ".join(f"entry {entry} (key held by job {holder})" for entry, holder in held),
-        )
+    await warn_held_back(conn, sql.DLQ_HELD_BACK, params, retry="retry_from_dlq",
+                         left="in the dead letter queue", item="entry")  # fmt: skip
 
 
 async def purge(

@@ -5,10 +5,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, LiteralString, NoReturn
 
 import psycopg
 from psycopg import AsyncConnection, Connection
@@ -17,8 +18,11 @@ from psycopg.rows import tuple_row
 
 from awa import validate
 from awa.db import sql
+from awa.db.errors import mapped
 from awa.errors import UniqueConflict, ValidationError
 from awa.types import JobState
+
+logger = logging.getLogger("awa")
 
 # The states a job moves between on its own (the claim, a retry, a snooze, a rescue, a
 # callback's wait and its answer). A key must be guarded in all of them: a duplicate let
@@ -152,3 +156,26 @@ def raise_naming_the_holder_sync(conn: Connection[Any], conflict: UniqueConflict
             cur.execute(sql.JOB_UNIQUE_HOLDER, {"unique_key": conflict.unique_key})
             holder = cur.fetchone()
     _raise(conflict, holder)
+
+
+async def warn_held_back(
+    conn: AsyncConnection[Any],
+    query: LiteralString,
+    params: Mapping[str, Any],
+    *,
+    retry: str,
+    left: str,
+    item: str,
+) -> None:
+    """After a retry that skips what would duplicate a job (``retry_failed``, the DLQ's),
+    warn naming each ``item`` it left (``query``: at most 20, with the job guarding its
+    key), or nothing when it left none."""
+    with mapped():
+        held = await (await conn.execute(query, params)).fetchall()
+    if held:
+        logger.warning(
+            "%s left %s %s: another job guards the unique key, so a retry would duplicate "
+            "it; retry again once that job is done",
+            retry, ", ".join(f"{item} {row} (key held by job {holder})" for row, holder in held),
+            left,
+        )  # fmt: skip
