@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg import conninfo
 
 import awa
 from awa.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY
@@ -84,23 +85,23 @@ async def test_migrate_with_nothing_pending_needs_no_right_to_create(
 ) -> None:
     """An application role (docs/security.md) may call migrate() at start-up: with the
     schema current it only reads the version, and creates nothing."""
-    with _role(database_url, "awa_reader") as role:
-        with psycopg.connect(database_url, autocommit=True) as conn:
-            conn.execute(f'GRANT USAGE ON SCHEMA awa TO "{role}"')
-            conn.execute(f'GRANT SELECT ON awa.schema_version TO "{role}"')
-        as_role = psycopg.conninfo.make_conninfo(database_url, user=role)
-        async with awa.AsyncClient(as_role) as client:
-            assert await client.migrate() == []
+    async with _as_role(database_url, "awa_reader", 'GRANT USAGE ON SCHEMA awa TO "{role}"',
+                        'GRANT SELECT ON awa.schema_version TO "{role}"') as client:  # fmt: skip
+        assert await client.migrate() == []
 
 
-@contextmanager
-def _role(url: str, prefix: str) -> Iterator[str]:
-    """A login role for one test, dropped with everything it owns afterwards."""
+@asynccontextmanager
+async def _as_role(url: str, prefix: str, *setup: str) -> AsyncIterator[awa.AsyncClient]:
+    """A client of a login role made for one test, after ``setup`` (statements naming it
+    ``{role}``); the role is dropped with everything it owns afterwards."""
     role = f"{prefix}_{abs(hash(url)) % 10**8}"
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f'CREATE ROLE "{role}" LOGIN')
+        for statement in setup:
+            conn.execute(statement.format(role=role, db=conn.info.dbname))  # test-only DDL
     try:
-        yield role
+        async with awa.AsyncClient(conninfo.make_conninfo(url, user=role)) as client:
+            yield client
     finally:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f'DROP OWNED BY "{role}"')
@@ -254,14 +255,11 @@ async def test_an_owner_of_a_schema_a_dba_made_migrates_without_create_on_the_da
 ) -> None:
     """0001's own CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the
     schema exists: the owner was refused on a fresh database (a review)."""
-    with _role(empty_database_url, "awa_owner") as role:
-        with psycopg.connect(empty_database_url, autocommit=True) as conn:
-            conn.execute(f'REVOKE CREATE ON DATABASE "{conn.info.dbname}" FROM PUBLIC')
-            conn.execute(f'CREATE SCHEMA awa AUTHORIZATION "{role}"')
-        as_owner = psycopg.conninfo.make_conninfo(empty_database_url, user=role)
-        async with awa.AsyncClient(as_owner) as client:
-            assert await client.migrate() == [m.version for m in migrations.migrations()]
-            await client.check_schema()
+    async with _as_role(empty_database_url, "awa_owner",
+                        'REVOKE CREATE ON DATABASE "{db}" FROM PUBLIC',
+                        'CREATE SCHEMA awa AUTHORIZATION "{role}"') as client:  # fmt: skip
+        assert await client.migrate() == [m.version for m in migrations.migrations()]
+        await client.check_schema()
 
 
 async def test_the_sql_of_an_upgrade_creates_no_schema() -> None:
