@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import re
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import psycopg
 import pytest
@@ -134,6 +134,11 @@ def test_bidirectional_controls_are_shown_not_obeyed_and_forms_keep_them(
         assert "Pause queue \\u202eliame?" in overview  # the confirmation shows it too
         job = http.get(f"{PREFIX}/jobs/{job_id}").text
         assert "\u202e" not in job and "\\u202eliame" in job
+        # Every form of the queue's own page names the very queue (a review: five of its
+        # six posted the written-out name, acting on no queue or on another one).
+        page = http.get(f"{PREFIX}/queues/{quote(spoof, safe='')}").text
+        assert page.count(f'name="queue" value="{spoof}"') == 6  # pause too
+        assert 'value="\\u202e' not in page
         paused = http.post(PREFIX + "/actions/queue/pause",
                            data={"csrf_token": _csrf(http, "/"), "queue": spoof},
                            follow_redirects=False)  # fmt: skip
