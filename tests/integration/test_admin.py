@@ -207,6 +207,22 @@ async def test_retry_failed_leaves_a_job_whose_unique_key_is_taken_and_retries_t
     assert await client._retry_failed_count(kind="charge") == 1
 
 
+async def test_a_long_list_of_jobs_left_failed_says_how_many_it_leaves_out(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    unique = {"by_args": True}
+    jobs = await client.insert_many([{"n": n} for n in range(22)], kind="charge",
+                                    unique_opts=unique)  # fmt: skip
+    db.execute("UPDATE awa.jobs SET state = 'failed', finalized_at = now()")
+    later = datetime.now().astimezone() + timedelta(hours=1)
+    await client.insert_many([{"n": n} for n in range(22)], kind="charge", unique_opts=unique,
+                             run_at=later)  # fmt: skip
+    with caplog.at_level("WARNING", logger="awa"):
+        assert await client.retry_failed(kind="charge") == []
+    assert f"job {jobs[19].id} (key held by job" in caplog.text
+    assert f"job {jobs[20].id} " not in caplog.text and " and 2 more failed" in caplog.text
+
+
 async def test_pause_resume_drain_and_stats(client: awa.AsyncClient) -> None:
     await client.insert_many([{"i": i} for i in range(4)], kind="k", queue="q")
     await client.insert({"x": 1}, kind="k", queue="other")

@@ -183,3 +183,47 @@ async def test_a_purge_ended_by_a_deadlock_runs_again(
     finally:
         await other.close()
     assert await client.list_dlq() == []
+
+
+async def test_a_retry_beside_a_dead_letter_guarding_its_key_is_refused_naming_it(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """retry(id) is an update, which neither jobs_unique_idx (awa.jobs only) nor the
+    DLQ's insert check sees: the job ran beside its dead-lettered twin, while
+    retry_failed refused the same job (a review)."""
+    db.execute("INSERT INTO awa.queue_meta (queue, dlq) VALUES ('pay', true)")
+    first = await client.insert({"order": 7}, kind="charge", queue="plain",
+                                unique_opts={"by_args": True})  # fmt: skip
+    _fail_all(db)  # failed, where the default states do not guard its key
+    dead = await client.insert({"order": 7}, kind="charge", queue="pay", unique_opts=GUARD_FAILED)
+    db.execute("UPDATE awa.jobs SET state = 'failed', finalized_at = now() WHERE id = %s",
+               (dead.id,))  # fmt: skip
+    assert [d.job.id for d in await client.list_dlq()] == [dead.id]
+
+    with pytest.raises(awa.UniqueConflict) as refused:
+        await client.retry(first.id)
+    assert refused.value.existing_id == dead.id
+    assert (await client.get_job(first.id)).state is awa.JobState.FAILED
+    assert await client.retry_failed(kind="charge") == []
+    await client.purge_dlq([dead.id])  # the key is free: the retry goes through
+    assert (await client.retry(first.id)).state is awa.JobState.AVAILABLE
+
+
+async def test_a_key_taken_while_the_bulk_retry_runs_fails_none_of_it(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """The retry skips keys held as it starts; one inserted while it ran failed all of it
+    (a review: 200 000 jobs, one producer's insert, nothing retried)."""
+    taken = await client.insert({"order": 7}, kind="charge", queue="plain",
+                                unique_opts={"by_args": True})  # fmt: skip
+    other = await client.insert({"order": 8}, kind="charge", queue="plain")
+    _fail_all(db)
+    async with client.transaction() as tx:  # the key taken, not yet committed
+        holder = await tx.insert({"order": 7}, kind="charge", queue="plain",
+                                 unique_opts={"by_args": True})  # fmt: skip
+        retrying = asyncio.create_task(client.retry_failed(kind="charge"))
+        await _waits_for_a_lock(db, "-- job_retry_failed")  # on the key, behind this insert
+    retried = await retrying
+    assert [j.id for j in retried] == [other.id]
+    assert (await client.get_job(taken.id)).state is awa.JobState.FAILED
+    assert (await client.get_job(holder.id)).state is awa.JobState.AVAILABLE

@@ -10,6 +10,7 @@ import os
 import signal
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -101,6 +102,29 @@ def test_a_client_collected_unclosed_warns_and_lets_go_of_its_thread_and_session
     thread.join(timeout=15)
     assert not thread.is_alive()
     wait_until(lambda: _sessions(db, "awa_unclosed_test") == 0)
+
+
+def test_a_child_dropping_the_parents_client_unused_says_nothing(database_url: str) -> None:
+    """It is the parent's to close: the child's warning said it was being closed, and
+    nothing was (a review)."""
+    client = awa.Client(database_url)
+    client.queue_stats()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                del client
+                gc.collect()
+            code = 3 if said else 0
+        finally:
+            os._exit(code)
+    try:
+        assert _wait_child(pid) == 0
+        assert client.queue_stats() == []  # the parent's goes on
+    finally:
+        client.close()
 
 
 def test_close_cancels_the_calls_in_flight_and_leaves_no_session(

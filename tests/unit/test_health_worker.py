@@ -59,3 +59,18 @@ def test_a_fresh_row_of_a_process_that_is_gone_is_no_worker() -> None:
     assert worker_problems([killed, alive], HOST) == [
         f"worker pid {os.getpid()}: no readable snapshot"
     ]
+
+
+def test_a_host_clock_ahead_of_the_databases_does_not_read_its_worker_as_gone() -> None:
+    """The row's start is the database's time (explain compares it with claims): 5
+    minutes behind this host's clock, which /proc's start is on, the pid check read the
+    worker as a later process under a reused pid (a review)."""
+    from datetime import timedelta
+
+    from awa.cli.commands.health import still_running
+    from awa.types import RuntimeSnapshot
+
+    snap = RuntimeSnapshot("id", HOST, os.getpid(), NOW, False, "hard_reserved", None, {})
+    database_start = NOW - timedelta(minutes=5)
+    instance = RuntimeInstance("id", HOST, os.getpid(), database_start, NOW, False, snap)
+    assert still_running(instance)

@@ -102,6 +102,12 @@ class Portal:
         return self._closed
 
     @property
+    def inherited(self) -> bool:
+        """True in a forked child that has not used this portal: its loop thread is the
+        parent's, and nothing of it runs here."""
+        return self._pid != os.getpid()
+
+    @property
     def loop(self) -> asyncio.AbstractEventLoop:
         """The background loop."""
         return self._loop

@@ -250,8 +250,8 @@ def _collected_unclosed(portal: Portal, core: AsyncClient) -> None:
     """A :class:`Client` was garbage collected without ``close()``: warn, as an unclosed
     file does, and close it without waiting. One whose worker runs is left running: its
     jobs, not the object, are what the application keeps it for."""
-    if portal.closed or core._worker is not None:
-        return
+    if portal.closed or portal.inherited or core._worker is not None:
+        return  # (inherited: the parent's, which the parent closes)
     warnings.warn(
         "an awa.Client was garbage collected without close(): closing it now (use "
         "`with awa.Client(...) as client:` or one client for the process)",

@@ -169,13 +169,14 @@ async def warn_held_back(
 ) -> None:
     """After a retry that skips what would duplicate a job (``retry_failed``, the DLQ's),
     warn naming each ``item`` it left (``query``: at most 20, with the job guarding its
-    key), or nothing when it left none."""
+    key, and how many in all), or nothing when it left none."""
     with mapped():
         held = await (await conn.execute(query, params)).fetchall()
     if held:
+        named = ", ".join(f"{item} {row} (key held by job {holder})" for row, holder, _ in held)
+        more = held[0][2] - len(held)
         logger.warning(
-            "%s left %s %s: another job guards the unique key, so a retry would duplicate "
+            "%s left %s%s %s: another job guards the unique key, so a retry would duplicate "
             "it; retry again once that job is done",
-            retry, ", ".join(f"{item} {row} (key held by job {holder})" for row, holder in held),
-            left,
+            retry, named, f" and {more} more" if more else "", left,
         )  # fmt: skip

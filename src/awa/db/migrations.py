@@ -66,11 +66,15 @@ def latest_version() -> int:
     return migrations()[-1].version
 
 
-def render_sql(from_version: int = 0) -> str:
+def render_sql(from_version: int = 0, *, schema_exists: bool | None = None) -> str:
     """The SQL script ``awa migrate --sql`` prints: what migrate() would run on a schema
     at ``from_version`` — the migrations after it, in one transaction under the same
     advisory lock (a script run twice, or beside ``migrate()``, waits its turn; the
-    second run then fails on a version already recorded and changes nothing)."""
+    second run then fails on a version already recorded and changes nothing).
+    ``schema_exists`` (default: for an upgrade) leaves out creating it, which needs
+    CREATE on the database (a DBA may have made the schema for its owner)."""
+    if schema_exists is None:
+        schema_exists = from_version > 0
     pending = [m for m in migrations() if m.version > from_version]
     if not pending:
         return f"-- the awa schema is at version {from_version}: nothing to apply\n"
@@ -86,11 +90,12 @@ def render_sql(from_version: int = 0) -> str:
             "fleet behind it). On a lock timeout\n-- nothing is applied: run the script "
             f"again.\nSET LOCAL lock_timeout = '{LOCK_TIMEOUT_MS}ms';"
         )
-    # An upgrade's schema exists, and creating it "if not exists" needs CREATE on the
-    # database, which the owner of the schema may not have (migrate() does not ask).
-    parts.append((_SCHEMA + ";\n" if from_version == 0 else "") + _VERSION_TABLE.strip() + ";")
+    # Creating the schema "if not exists" needs CREATE on the database, which the owner
+    # of an existing schema may not have (migrate() does not ask).
+    parts.append(("" if schema_exists else _SCHEMA + ";\n") + _VERSION_TABLE.strip() + ";")
     for m in pending:
-        parts.append(f"-- {m.version:04d}_{m.name}\n{m.sql.strip()}")
+        text = _without_schema(m.sql) if schema_exists else m.sql
+        parts.append(f"-- {m.version:04d}_{m.name}\n{text.strip()}")
         parts.append(
             f"INSERT INTO awa.schema_version (version, name) VALUES ({m.version}, '{m.name}');"
         )
@@ -121,7 +126,8 @@ async def pending_sql(conn: AsyncConnection[Any]) -> str:
     version = await current_version(conn)
     if version > latest_version():
         raise _too_new(version)
-    return render_sql(version)
+    cur = await conn.execute("SELECT to_regnamespace('awa') IS NOT NULL")
+    return render_sql(version, schema_exists=(await cur.fetchone()) == (True,))
 
 
 # An upgrade's DDL waits for the tables it changes: while it waits, every insert, claim

@@ -45,6 +45,7 @@ JOB_LIST_SUMMARIES = without(_job_list, "rows")
 JOB_CANCEL = load("job_cancel")
 JOB_CANCEL_BY_UNIQUE_KEY = load("job_cancel_by_unique_key")
 JOB_RETRY = load("job_retry")
+JOB_RETRY_HELD_BY = load("job_retry_held_by")
 _job_retry_failed = load("job_retry_failed")  # the jobs, or how many
 JOB_RETRY_FAILED = without(_job_retry_failed, "count")
 JOB_RETRY_FAILED_COUNT = without(_job_retry_failed, "rows")

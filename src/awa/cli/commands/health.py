@@ -61,7 +61,10 @@ def still_running(instance: awa.RuntimeInstance) -> bool:
     except PermissionError:
         pass  # another user's process: alive
     started = _process_started_at(instance.pid)
-    return started is None or started <= instance.started_at + _SLACK
+    # On this host's clock, as /proc's: the snapshot's own start (the row's is the
+    # database's, minutes off on a host whose clock is: a healthy worker read as gone).
+    own_start = instance.snapshot.started_at if instance.snapshot else instance.started_at
+    return started is None or started <= own_start + _SLACK
 
 
 def worker_problems(

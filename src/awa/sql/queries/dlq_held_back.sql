@@ -1,8 +1,8 @@
 -- dlq_held_back: after dlq_retry, the entries of its filter still in the DLQ because
 -- another job guards their unique key — in awa.jobs (on jobs_unique_idx), else another
 -- DLQ entry (dlq_unique_key_idx) — each with that job: what the retry's warning names.
--- At most 20: the warning is read by a person.
-SELECT d.id, h.id AS holder
+-- At most 20 (the warning is read by a person), each row with how many there are in all.
+SELECT d.id, h.id AS holder, count(*) OVER () AS total
 FROM awa.dlq AS d
 CROSS JOIN LATERAL (
     (SELECT j.id FROM awa.jobs AS j

@@ -11,6 +11,10 @@ WITH retried AS (
     WHERE id = %(id)s
       AND state IN ('scheduled', 'retryable', 'failed', 'cancelled', 'completed',
                     'waiting_external')
+      -- not beside another job guarding its unique key: a DLQ entry's is not in
+      -- jobs_unique_idx, and the DLQ's own check fires on inserts only (a review: the job
+      -- ran beside its dead-lettered twin). job_retry_held_by names the holder.
+      AND (unique_key IS NULL OR coalesce(awa.unique_key_holder(unique_key), id) = id)
     RETURNING *
 )
 SELECT r.*, pg_notify('awa_available', r.queue) AS notified FROM retried AS r
