@@ -81,21 +81,41 @@ class JsonFormatter(logging.Formatter):
             entry["exc"] = self.formatException(record.exc_info)
         if record.stack_info:
             entry["stack"] = self.formatStack(record.stack_info)
-        return _json.dumps(entry, default=str, ensure_ascii=False)
+        return _json.dumps(entry, default=str, ensure_ascii=False).translate(_JSON_BREAKS)
+
+
+# Characters a reader may take for the end of a line. A record is one line: a handler's
+# error text holding "\n2026-… INFO awa: job 424242 … cancelled" wrote a second, forged
+# record into a text log (a review); they are written out instead (\n). JSON escapes
+# the ASCII ones itself, not the three Unicode separators Python's splitlines() honours.
+_TEXT_BREAKS = {
+    c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+    for c in (0x0A, 0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x85, 0x2028, 0x2029)
+}
+_TEXT_BREAKS |= {0x0A: "\\n", 0x0D: "\\r"}
+_JSON_BREAKS = {c: f"\\u{c:04x}" for c in (0x85, 0x2028, 0x2029)}
+
+
+def one_line(text: str) -> str:
+    """``text`` with whatever could break its line written out (``\\n``)."""
+    return text.translate(_TEXT_BREAKS)
 
 
 class TextFormatter(logging.Formatter):
-    """``time LEVEL logger: message`` followed by the structured fields as ``key=value``."""
+    """``time LEVEL logger: message`` followed by the structured fields as ``key=value``,
+    on one line (a traceback, when there is one, follows on its own lines)."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
+        flat = logging.makeLogRecord(record.__dict__)  # other handlers see the record as is
+        flat.msg, flat.args = one_line(record.getMessage()), None
+        line = super().format(flat)
         fields = structured_fields(record)
         if not fields:
             return line
-        extras = " ".join(f"{key}={value}" for key, value in fields.items())
+        extras = " ".join(f"{key}={one_line(str(value))}" for key, value in fields.items())
         head, sep, tail = line.partition("\n")  # keep a traceback below the fields
         return f"{head} [{extras}]{sep}{tail}"
 

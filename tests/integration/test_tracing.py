@@ -4,6 +4,7 @@ travels in the job's metadata, each attempt is a consumer span in the producer's
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import subprocess
 import sys
@@ -294,3 +295,33 @@ def test_a_configured_sdk_turns_spans_on_by_itself(
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == expected
+
+
+def test_a_stale_outcome_ends_its_span_as_stale_not_as_what_the_handler_returned(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    """The span recorded a completion the write refused (the attempt had lost its lease):
+    a trace of three completions for a job that completed once (a review)."""
+    from datetime import UTC, datetime
+
+    from awa.tracing.spans import Tracing
+    from awa.types import JobState
+    from awa.worker.results import Finalization
+
+    now = datetime.now(UTC)
+    job = awa.Job(id=7, kind="k", queue="q", args={}, state=JobState.RUNNING, priority=2,
+                  attempt=1, max_attempts=3, run_lease=1, tags=[], metadata={}, progress=None,
+                  errors=[], created_at=now, run_at=now, attempted_at=now, deadline_at=None,
+                  finalized_at=None)  # fmt: skip
+    tracing = Tracing(provider)
+    stale, current = Finalization(job, JobState.COMPLETED), Finalization(job, JobState.COMPLETED)
+    tracing.job_started(job, 0.0)
+    tracing.job_finished(job, stale, 0.1)
+    assert _consumer_spans(exporter, 7) == []  # open until its write says
+    tracing.outcomes_stale([stale])
+    retried = dataclasses.replace(job, run_lease=2, attempt=2)
+    tracing.job_started(retried, 0.0)
+    tracing.job_finished(retried, current, 0.1)
+    tracing.outcomes_applied([Finalization(retried, JobState.COMPLETED)])
+    outcomes = [s.attributes["awa.job.outcome"] for s in _consumer_spans(exporter, 7)]
+    assert outcomes == ["stale", "completed"]

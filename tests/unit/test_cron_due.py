@@ -17,11 +17,11 @@ def _at(seconds: float) -> datetime:
     return START + timedelta(seconds=seconds)
 
 
-def test_fires_a_previous_tick_left_owed_are_enqueued_with_those_due_since() -> None:
-    """The last fire enqueued was 100 s (the previous tick enqueued only part of what it
-    found); the previous tick looked at 111 s: everything after 100 s is owed."""
-    fires = due_fires(EVERY_SECOND, _at(100), _at(113), "coalesce", looked_at=_at(111))
-    assert fires == [_at(s) for s in range(101, 114)]
+def test_every_fire_due_since_the_previous_tick_is_enqueued_past_a_statements_worth() -> None:
+    """A tick blocked 150 s on a lock: the next finds 150 fires due, and enqueues them
+    all (it enqueued 100 and lost the rest, a review)."""
+    fires = due_fires(EVERY_SECOND, START, _at(150.2), "coalesce", looked_at=_at(0.1))
+    assert fires == [_at(s) for s in range(1, 151)]
 
 
 def test_more_fires_than_the_limit_since_the_previous_tick_are_folded(

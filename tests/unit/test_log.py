@@ -73,6 +73,25 @@ def test_text_lines_append_the_fields_and_configure_replaces_its_handler() -> No
     assert line.endswith("WARNING awa: queue email: refused [queue=email override=rate_limit]")
 
 
+def test_a_handlers_error_text_cannot_write_a_record_of_its_own() -> None:
+    """Line breaks in an error's text wrote a second, forged record into a text log, and
+    U+2028 split a JSON record for Python's splitlines() (a review)."""
+    forged = "boom\n2026-12-07 20:00:00,000 INFO awa: job 424242 cancelled\u2028x"
+    for json_lines in (False, True):
+        stream = io.StringIO()
+        awa.log.configure(json=json_lines, stream=stream, propagate=False)
+        try:
+            raise ValueError("bad")
+        except ValueError:
+            AWA.exception("job 1 failed: %s", forged, extra={"reason": forged})
+        head, *traceback = stream.getvalue().splitlines()
+        assert "job 424242" in head  # the text is there, in its own record's line
+        assert json_lines or traceback[-1] == "ValueError: bad"  # (a traceback keeps its lines)
+        assert not any("INFO awa" in line for line in traceback)
+        if json_lines:
+            assert json.loads(head)["reason"] == forged
+
+
 def test_job_records_carry_queue_kind_id_and_lease(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="awa")
     job = make_job()
@@ -147,6 +166,12 @@ def test_a_wait_for_a_callback_and_a_stop_from_outside_are_named_for_what_they_a
     ]
     assert "cancelled by an operator" in records[1].getMessage()
     assert records[2].outcome == "stopped"  # type: ignore[attr-defined]
+    # A handler stopped by the worker's shutdown: the job came back retryable with no
+    # line saying why (a review).
+    caplog.clear()
+    log.attempt_stopped(job, "shutdown")
+    (stopped,) = caplog.records
+    assert stopped.levelno == logging.INFO and "shutdown" in stopped.getMessage()
 
 
 async def test_a_loop_step_failing_names_its_fault_and_traces_what_is_not_the_database(

@@ -108,15 +108,15 @@ def due_fires(
     nothing down (a review). Only fires no tick was there for — downtime, a new leader, a
     stalled one — are missed ones, for ``coalesce`` to fold into the latest.
 
-    Those fires are reckoned from the last one enqueued, not from ``looked_at``: fires the
-    previous tick found due but did not enqueue (it enqueues at most FRESH_LIMIT; its write
-    failed) are still owed. From ``looked_at``, the fires past the previous tick's cap
-    were never enqueued: a tick blocked on a lock for 110 s, the next found 111 due and
-    enqueued 100, and the 11 after them were lost (a review)."""
+    All of those fires are enqueued, up to FRESH_LIMIT: capped at CATCH_UP_BATCH, a tick
+    that found more (one blocked on a lock for 110 s found 111) enqueued 100, and the next
+    went on from its own start — the rest lost (a review). (A tick whose write failed
+    part-way records no look: the next reckons from the look before, and enqueues what
+    the failed one did not.)"""
     if policy == "catch_up":
         return _each_fire(expr, base, now, CATCH_UP_BATCH)
     if looked_at is not None:
-        fresh = _each_fire(expr, base, now, FRESH_LIMIT + 1)
+        fresh = _each_fire(expr, max(base, looked_at), now, FRESH_LIMIT + 1)
         if 0 < len(fresh) <= FRESH_LIMIT:
             return fresh
         if fresh:

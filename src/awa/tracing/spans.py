@@ -2,7 +2,10 @@
 
 ``job_started`` opens the span and makes it current for the rest of the attempt's task,
 so spans an async handler opens (database calls, HTTP requests) are its children.
-``job_finished`` records the outcome and ends it. The parent is the producer's context
+``job_finished`` records the outcome; the span ends (at that instant) once the outcome's
+write says whether it took effect: an outcome refused as stale — the attempt had lost
+its lease — is recorded as ``stale``, not as what the handler returned (a review saw a
+trace of three completions for a job that completed once). The parent is the producer's context
 from the job's metadata, so every attempt of a job, retries included, lands in the
 producer's trace as a separate span; the span also links to the producer's span, which
 is how the messaging conventions tie a consumer to its message.
@@ -17,6 +20,8 @@ no more than these.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from contextvars import Token
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +46,9 @@ _OUTCOMES = {JobState.SCHEDULED: "snoozed", JobState.WAITING_EXTERNAL: "waiting_
 _CHOSEN = frozenset({"RetryAfter", "Cancel"})
 
 _Key = tuple[int, int]  # (job id, run_lease): one attempt
+# Outcomes being written at once, at most (the completer's backlog is 10 000): beyond it a
+# span ends with its handler, as it would if its write were never reported.
+_MAX_WRITING = 20_000
 
 
 class Tracing(Observer):
@@ -52,6 +60,8 @@ class Tracing(Observer):
         self.tracer = otel_trace.get_tracer("awa", __version__, tracer_provider=tracer_provider)
         self._open: dict[_Key, tuple[Span, Token[otel_context.Context]]] = {}
         self._stopped: dict[_Key, str] = {}  # why the worker stopped an attempt
+        # Ended handlers whose outcome is being written: (span, when the handler ended).
+        self._writing: dict[_Key, tuple[Span, int]] = {}
 
     def job_started(self, job: Job[Any], pickup_latency_s: float) -> None:
         parent = extract(job.metadata)
@@ -94,7 +104,25 @@ class Tracing(Observer):
                 span.set_attribute("awa.job.cancel_reason", str(reason))
         else:
             _record(span, outcome)
+            if len(self._writing) < _MAX_WRITING:  # else (never seen): end it as it was
+                self._writing[(job.id, job.run_lease)] = (span, time.time_ns())
+                return
         span.end()
+
+    def outcomes_applied(self, applied: Sequence[Finalization]) -> None:
+        for f in applied:
+            written = self._writing.pop((f.job_id, f.run_lease), None)
+            if written is not None:
+                span, ended = written
+                span.end(end_time=ended)
+
+    def outcomes_stale(self, stale: Sequence[Finalization]) -> None:
+        for f in stale:
+            written = self._writing.pop((f.job_id, f.run_lease), None)
+            if written is not None:
+                span, ended = written
+                span.set_attribute("awa.job.outcome", "cancelled" if f.cancelled_first else "stale")
+                span.end(end_time=ended)
 
     def worker_stopped(self, worker: Worker) -> None:
         # Attempts abandoned at shutdown never reach job_finished; end their spans here
@@ -102,8 +130,11 @@ class Tracing(Observer):
         for span, _ in self._open.values():
             span.set_attribute("awa.job.outcome", "abandoned")
             span.end()
+        for span, ended in self._writing.values():  # written or not, the worker is gone
+            span.end(end_time=ended)
         self._open.clear()
         self._stopped.clear()
+        self._writing.clear()
 
 
 def _record(span: Span, outcome: Finalization) -> None:

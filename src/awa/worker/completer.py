@@ -212,9 +212,10 @@ class Completer(LoopService):
                 delay = min(delay * 2, 5.0)
                 continue
             self.healthy = True
-            if len(applied) < len(batch):
-                await self._mark_cancelled_first([f for f in batch if f.job_id not in applied])
-            self._account(batch, applied)
+            took = _took_effect(batch, applied)
+            if len(took) < len(batch):
+                await self._mark_cancelled_first(_others(batch, took))
+            self._account(batch, took)
             return
 
     async def _mark_cancelled_first(self, stale: list[Finalization]) -> None:
@@ -293,17 +294,16 @@ class Completer(LoopService):
         """True while outcomes wait to be written: a write (and its riding claims) follows."""
         return bool(self._pending)
 
-    def _account(self, batch: list[Finalization], applied_ids: set[int]) -> None:
+    def _account(self, batch: list[Finalization], applied: list[Finalization]) -> None:
         self.flushes += 1
         if self._waiters:
             for item in batch:
                 waiter = self._waiters.get(id(item))
                 if waiter is not None and not waiter.done():
                     waiter.set_result(None)
-        applied = [f for f in batch if f.job_id in applied_ids]
         self.applied += len(applied)
         if len(applied) < len(batch):
-            stale = [f for f in batch if f.job_id not in applied_ids]
+            stale = _others(batch, applied)
             self.stale += len(stale)
             logger.debug("completer: %d stale outcome(s) not applied", len(stale))
             self._observer.outcomes_stale(stale)
@@ -314,3 +314,24 @@ class Completer(LoopService):
                     self._observer.outcomes_durable(applied)
                 else:
                     self.durable.committed(applied)
+
+
+def _took_effect(batch: list[Finalization], applied_ids: set[int]) -> list[Finalization]:
+    """The outcomes of ``batch`` the write applied, in batch order. The write names jobs,
+    not attempts, and a batch may hold a stale outcome of a job beside its current
+    attempt's: of one job's outcomes only the latest lease can have applied (leases only
+    grow). By id alone the stale one counted as applied too — a completed hook fired for
+    a job that had only been retried (a review)."""
+    latest: dict[int, Finalization] = {}
+    for f in batch:
+        if f.job_id in applied_ids:
+            held = latest.get(f.job_id)
+            if held is None or f.run_lease > held.run_lease:
+                latest[f.job_id] = f
+    return [f for f in batch if latest.get(f.job_id) is f]
+
+
+def _others(batch: list[Finalization], these: list[Finalization]) -> list[Finalization]:
+    """``batch`` less ``these`` (by identity: two outcomes of one job may compare equal)."""
+    taken = {id(f) for f in these}
+    return [f for f in batch if id(f) not in taken]

@@ -36,6 +36,13 @@ _OUTCOME_NAMES = {
 }
 
 
+_STOPS = {
+    "cancelled": "cancelled by an operator while running",
+    "lease lost": "lost its lease while running",
+    "shutdown": "running at the worker's shutdown (the job goes back to its queue)",
+}
+
+
 def outcome_name(outcome: Finalization) -> str:
     """What ``outcome`` means for its job (``retryable`` → ``retried``; a job given back
     for want of a handler → ``handed_back``)."""
@@ -75,12 +82,14 @@ class JobLog(Observer):
             )  # fmt: skip
 
     def attempt_stopped(self, job: Job[Any], reason: str) -> None:
-        # An operator's cancel and a lost lease end a running handler from outside: INFO,
-        # as a retry is. (A deadline is logged with its outcome; a shutdown by the worker.)
-        if reason in ("cancelled", "lease lost") and logger.isEnabledFor(logging.INFO):
-            what = "cancelled by an operator" if reason == "cancelled" else "lost its lease"
+        # An operator's cancel, a lost lease and the worker's shutdown end a running
+        # handler from outside: INFO, as a retry is (a shutdown's was logged nowhere, and
+        # the job came back retryable with no line saying why, a review). A deadline is
+        # logged with its outcome.
+        if reason in _STOPS and logger.isEnabledFor(logging.INFO):
+            what = _STOPS[reason]
             logger.info(
-                "job %s (%s on %s) %s while running: its handler was stopped",
+                "job %s (%s on %s) %s: its handler was stopped",
                 job.id, job.kind, job.queue, what,
                 extra=job_fields(job, "job_stopped", reason=reason),
             )  # fmt: skip
