@@ -26,6 +26,7 @@ from awa.worker.abandon import ABANDON_AFTER_S, Abandoned
 from awa.worker.attempt import LEASE_UNCONFIRMED, STOPPED_BY_WORKER, Attempt, AttemptServices
 from awa.worker.completer import Completer
 from awa.worker.deadlines import Deadlined, DeadlineWatch
+from awa.worker.joblog import job_fields
 from awa.worker.observe import Observer
 from awa.worker.permits import Permit
 from awa.worker.registry import Task, TaskRegistry
@@ -274,7 +275,7 @@ class Executor:
                     "reach, too slow to answer, or the row held by another transaction); "
                     "stopping its handler before the job can be rescued and run elsewhere",
                     attempt.describe(), now - lease + self.lease_limit_s,
-                    extra={"event": "lease_unconfirmed", "job_id": attempt.job.id},
+                    extra=job_fields(attempt.job, "lease_unconfirmed"),
                 )  # fmt: skip
                 self._stop_by_worker(attempt, LEASE_UNCONFIRMED)
                 return

@@ -116,6 +116,7 @@ class Listener(LoopService):
                 logger.warning(
                     "listener: %s; reconnecting in %.2fs", fault(exc), backoff,
                     exc_info=traceback_unless_expected(exc),
+                    extra={"event": "listener_reconnecting"},
                 )  # fmt: skip
             self.healthy, self.backend_pid = False, None
             if self._on_disconnect is not None:
