@@ -34,6 +34,8 @@ def test_limits_set_show_clear(awa_cli: Awa, sync_client: awa.Client) -> None:
     }  # fmt: skip
     assert body["running"] == 0 and body["top_partitions"] == []
     assert "refresh cadence" in result.stderr
+    shown = awa_cli("queue", "limits", "show", "email").stdout
+    assert "3 (default)" in shown  # the burst in force, ceil(2.5): "-" read as "none"
     stored = sync_client.queue_limits("email")
     assert stored is not None and (stored.concurrency, stored.partition_by) == (3, "tenant")
 

@@ -12,6 +12,7 @@ from typing import Any
 import awa
 from awa.cli.args import bounded_int, rate, with_example
 from awa.cli.output import print_json, print_table
+from awa.types import bucket_size
 
 APPLY_NOTE = (
     "note: every worker applies fleet limits within its refresh cadence "
@@ -138,7 +139,7 @@ def _print_status(statuses: list[awa.QueueLimitsStatus], queue: str | None) -> N
     print_table(
         ("queue", "cap", "running", "rate/s", "burst", "tokens", "per key", "busiest keys",
          "updated"),
-        ((s.limits.queue, s.limits.concurrency, s.running, s.limits.rate_limit, s.limits.burst,
+        ((s.limits.queue, s.limits.concurrency, s.running, s.limits.rate_limit, _burst(s.limits),
           s.tokens, s.limits.partition_by,
           [f"{k or '(none)'}={n}" for k, n in s.top_partitions], s.limits.updated_at)
          for s in statuses),
@@ -187,3 +188,11 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
     if action != "show":
         sys.stderr.write(APPLY_NOTE + "\n")
     return 0
+
+
+def _burst(limits: awa.QueueLimits) -> int | str | None:
+    """The burst in force: the stored one, or for a rate stored without one its default
+    (``-`` read as "none", where ceil(rate) starts at once, a review)."""
+    if limits.rate_limit is None or limits.burst is not None:
+        return limits.burst
+    return f"{bucket_size(limits.rate_limit, None)} (default)"
