@@ -90,6 +90,11 @@ def test_the_database_count_wins_over_an_old_snapshot() -> None:
     live = [instance(1, {"email": runtime(HardReserved(2), 0)})]
     assert codes(facts(q=queue(running=2), live=live)) == [ReasonCode.WORKERS_BUSY]
     assert codes(facts(q=queue(running=1), live=live)) == [ReasonCode.QUEUED_BEHIND]
+    # ... and says why its "holds 0 of 2" disagrees ("counts 2 running"), a review.
+    (busy,) = explain(facts(q=queue(running=2), live=live)).reasons
+    assert "holds 0 of 2 (reported 2.0 s ago) (reports older than the latest claims)" in (
+        busy.message
+    )
 
 
 def test_a_process_without_a_limiter_and_a_free_permit_is_not_rate_limited() -> None:

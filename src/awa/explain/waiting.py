@@ -226,11 +226,19 @@ def workers_busy(f: Facts) -> Finding | None:
         return None
     total = sum(s.limit for s in serving)
     never = _never_given(serving, f.queue.name)
+    # Reports come every few seconds: "holds 0 of 1" beside "counts 1 running" read as a
+    # contradiction right after a claim (a review).
+    behind = (
+        " (reports older than the latest claims)"
+        if sum(s.held for s in serving) < f.queue.running
+        else ""
+    )
     return finding(
         ReasonCode.WORKERS_BUSY,
         f"Every permit for {_queue(f)} on the live processes serving it is in use: the "
         f"database counts {count(f.queue.running, 'running job')} of the queue against "
-        f"{count(total, 'permit')}: {names([_holds(s, f) for s in serving])}.{never}",
+        f"{count(total, 'permit')}: {names([_holds(s, f) for s in serving])}{behind}."
+        f"{never}",
         waits(f, _every_permit_held(total, _queue(f))),
         running=f.queue.running,
         permits=total,
