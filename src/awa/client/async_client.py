@@ -673,7 +673,8 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
         self._observers.append(observer)
 
     async def shutdown(self, timeout_ms: int = 5_000) -> None:
-        """Stop claiming, let in-flight jobs finish within ``timeout_ms``, return the rest."""
+        """Stop claiming, let in-flight jobs finish within ``timeout_ms``, return the rest
+        (retryable; an attempt counts, so a job on its last one fails: docs/job-states.md)."""
         validate.integer("timeout_ms", timeout_ms, low=0)
         worker, self._worker = self._worker, None
         try:
