@@ -210,7 +210,7 @@ async def test_a_paused_queue_parks_no_seats_and_a_pause_beats_a_taken_seat(
     try:
         await _parked(db, 4)
         async with client.transaction() as tx:
-            job = await tx.insert({}, kind="k", queue="q")  # takes a seat
+            job = await tx.insert({}, kind="k", queue="q")  # (above READ COMMITTED: no seat)
             # A pause committed before this transaction does: the job is not claimed.
             with psycopg.connect(db.info.dsn, autocommit=True) as other:
                 other.execute(
@@ -264,7 +264,7 @@ async def test_a_pause_committed_first_wins_over_a_seat_taken_in_a_snapshot_tran
         async with client.transaction() as tx:
             await tx.execute(f"SET TRANSACTION ISOLATION LEVEL {isolation}")
             await tx.execute("SELECT 1")  # the snapshot is taken here
-            job = await tx.insert({}, kind="k", queue="q")  # takes a seat
+            job = await tx.insert({}, kind="k", queue="q")  # (above READ COMMITTED: no seat)
             with psycopg.connect(db.info.dsn, autocommit=True) as other:
                 other.execute(
                     "INSERT INTO awa.queue_meta (queue, paused) VALUES ('q', true) "
@@ -272,6 +272,28 @@ async def test_a_pause_committed_first_wins_over_a_seat_taken_in_a_snapshot_tran
                 )
         assert (await client.get_job(job.id)).state is awa.JobState.AVAILABLE
         await client.resume_queue("q")
+        await wait_for(lambda: _completed(client, job.id))
+        assert ran == [job.id]
+    finally:
+        await client.shutdown()
+
+
+@pytest.mark.parametrize("isolation", ["REPEATABLE READ", "SERIALIZABLE"])
+async def test_a_seat_renewed_after_the_applications_snapshot_fails_none_of_its_inserts(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], isolation: str
+) -> None:
+    """Taking a seat an idle worker renewed since the snapshot failed to serialize, and
+    the application's whole transaction with it (a review): above READ COMMITTED an
+    insert takes no seat and wakes the queue instead."""
+    ran: list[int] = []
+    await _start(client, ran)
+    try:
+        await _parked(db, 4)
+        async with client.transaction() as tx:
+            await tx.execute(f"SET TRANSACTION ISOLATION LEVEL {isolation}")
+            await tx.execute("SELECT 1")  # the snapshot is taken here
+            db.execute("UPDATE awa.handoff_seats SET expires_at = expires_at")  # a renewal
+            job = await tx.insert({}, kind="k", queue="q")
         await wait_for(lambda: _completed(client, job.id))
         assert ran == [job.id]
     finally:

@@ -184,3 +184,23 @@ async def test_a_pool_timeout_names_the_whole_wait(database_url: str) -> None:
         async with client.transaction():  # takes it back from the lane, and keeps it
             with pytest.raises(awa.DatabaseError, match=r"after 1\.00 sec"):
                 await client.queue_stats()
+
+
+async def test_conflicting_single_inserts_one_after_another_wait_for_no_patrol(
+    client: awa.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The holder of a conflict is looked up with a psycopg cursor on the lane's kept
+    connection: psycopg's wait took the socket's registration over and removed it, and the
+    next insert waited for the patrol's look (1 s: every other conflict, a review). With
+    the patrol an hour away, each insert still returns as soon as its reply is in."""
+    import awa.db.direct
+
+    monkeypatch.setattr(awa.db.direct, "PATROL_S", 3600.0)
+    first = await client.insert({"n": 1}, kind="k", unique_opts={"by_args": True})
+    for _ in range(3):
+        with pytest.raises(awa.UniqueConflict) as refused:
+            await asyncio.wait_for(
+                client.insert({"n": 1}, kind="k", unique_opts={"by_args": True}), timeout=30
+            )
+        assert refused.value.existing_id == first.id
+    assert (await asyncio.wait_for(client.insert({"n": 2}, kind="k"), timeout=30)).id

@@ -44,6 +44,10 @@ RETURNING j.id, j.state, j.created_at, j.run_at,
         WHEN j.ordering_key IS NULL
             AND EXISTS (SELECT FROM awa.handoff_seats AS s
                         WHERE s.queue = j.queue AND s.job_id IS NULL)
+            -- above READ COMMITTED (an application's transaction), taking a seat an idle
+            -- worker renewed since the snapshot failed to serialize, and with it the
+            -- application's whole transaction (a review): such an insert wakes the queue
+            AND current_setting('transaction_isolation') = 'read committed'
             AND awa.take_seat(j.queue, j.id) THEN NULL
         -- } seat
         ELSE pg_notify('awa_available', j.queue) END AS notified
