@@ -111,13 +111,17 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         flat = logging.makeLogRecord(record.__dict__)  # other handlers see the record as is
         flat.msg, flat.args = one_line(record.getMessage()), None
-        line = super().format(flat)
+        head, sep, tail = super().format(flat).partition("\n")  # a traceback below
+        if tail:
+            # A record's line begins with its time, a digit; a traceback's own lines never
+            # do, but an exception's message may hold "\n2026-… INFO awa: …" and forge a
+            # record there (a hook's error quoting the handler's, a review): indented.
+            tail = "\n".join(f"  {t}" if t[:1].isdigit() else t for t in tail.split("\n"))
         fields = structured_fields(record)
-        if not fields:
-            return line
-        extras = " ".join(f"{key}={one_line(str(value))}" for key, value in fields.items())
-        head, sep, tail = line.partition("\n")  # keep a traceback below the fields
-        return f"{head} [{extras}]{sep}{tail}"
+        if fields:
+            extras = " ".join(f"{key}={one_line(str(value))}" for key, value in fields.items())
+            head = f"{head} [{extras}]"
+        return f"{head}{sep}{tail}"
 
 
 def configure(

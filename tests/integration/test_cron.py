@@ -236,6 +236,38 @@ async def test_a_tick_finding_more_fires_than_a_statement_holds_loses_none(
     assert _fires(db, "sec") == [start + timedelta(seconds=s) for s in range(1, 115)]
 
 
+async def test_a_schedule_whose_writes_fail_holds_back_no_other_and_loses_none(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """One schedule's refused insert aborted the tick: the schedules after it got nothing,
+    and failed ticks in a row read as a stall whose coalesce lost every one's fires (a
+    review)."""
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    await _define(client, db, start, client.periodic("a_bad", "* * * * * *", {}, kind="a"),
+                  client.periodic("b_good", "* * * * * *", {}, kind="b"))  # fmt: skip
+    db.execute(  # test-only: a trigger refusing kind a while asked to
+        "CREATE TABLE refuse (on_ boolean); INSERT INTO refuse VALUES (false);"
+        "CREATE FUNCTION refuse_a() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "IF NEW.kind = 'a' AND (SELECT on_ FROM refuse) THEN RAISE 'refused'; END IF; "
+        "RETURN NEW; END $$;"
+        "CREATE TRIGGER refuse_a BEFORE INSERT ON awa.jobs FOR EACH ROW EXECUTE FUNCTION refuse_a()"
+    )
+    clock = [start + timedelta(milliseconds=1_100)]
+    service = CronService(await client._get_pool(), clock=lambda: clock[0], interval_s=1.0)
+    epoch = await asyncio.to_thread(_lead, client.database_url)
+    await service.tick(epoch)  # fires 1 s of both
+    db.execute("UPDATE refuse SET on_ = true")
+    for _ in range(4):  # 2 s … 5 s: a refused, b goes on
+        clock[0] += timedelta(seconds=1)
+        await service.tick(epoch)
+    db.execute("UPDATE refuse SET on_ = false")
+    clock[0] += timedelta(seconds=1)
+    await service.tick(epoch)  # 6 s, and a's owed fires
+    every = [start + timedelta(seconds=s) for s in range(1, 7)]
+    assert sorted(_fires(db, "b_good")) == every
+    assert sorted(_fires(db, "a_bad")) == every
+
+
 async def test_leader_failover_neither_skips_nor_repeats_a_fire(
     database_url: str, db: psycopg.Connection[Any]
 ) -> None:

@@ -28,6 +28,7 @@ from psycopg_pool import AsyncConnectionPool
 from awa.cronexpr import CronExpression
 from awa.db import sql
 from awa.errors import ValidationError
+from awa.log import fault
 from awa.periodic import PeriodicJob, definitions_json
 
 logger = logging.getLogger("awa")
@@ -110,9 +111,8 @@ def due_fires(
 
     All of those fires are enqueued, up to FRESH_LIMIT: capped at CATCH_UP_BATCH, a tick
     that found more (one blocked on a lock for 110 s found 111) enqueued 100, and the next
-    went on from its own start — the rest lost (a review). (A tick whose write failed
-    part-way records no look: the next reckons from the look before, and enqueues what
-    the failed one did not.)"""
+    went on from its own start — the rest lost (a review). (A schedule whose write failed
+    is reckoned from the look before its failure: see CronService.tick.)"""
     if policy == "catch_up":
         return _each_fire(expr, base, now, CATCH_UP_BATCH)
     if looked_at is not None:
@@ -144,12 +144,15 @@ def _all_due(
     schedules: list[tuple[dict[str, Any], CronExpression]],
     now: datetime,
     looked_at: datetime | None,
+    owed: Mapping[str, datetime],
 ) -> list[list[datetime]]:
-    """:func:`due_fires` of each schedule (its base: the last fire, else its creation)."""
+    """:func:`due_fires` of each schedule (its base: the last fire, else its creation);
+    one whose firing failed is reckoned from the look before its failures (``owed``)."""
     due: list[list[datetime]] = []
     for row, expr in schedules:
         base = row["last_fire_at"] or row["created_at"]
-        due.append(due_fires(expr, base, now, row["missed_fire_policy"], looked_at))
+        looked = looked_at if looked_at is None else owed.get(row["name"], looked_at)
+        due.append(due_fires(expr, base, now, row["missed_fire_policy"], looked))
     return due
 
 
@@ -169,6 +172,8 @@ class CronService:
         # (lease epoch, the last tick's now, when that tick ended)
         self._looked: tuple[int, datetime, datetime] | None = None
         self.fired = 0
+        # Schedules whose firing failed, each with the look its owed fires count from.
+        self._owed: dict[str, datetime] = {}
 
     def _expression(self, row: dict[str, Any]) -> CronExpression | None:
         key = (row["cron_expr"], row["timezone"])
@@ -200,17 +205,28 @@ class CronService:
         looked_at = self._looked_at(epoch, now)
         # Off the loop, in one hop per tick: a catch-up of a per-second schedule near a DST
         # change costs seconds of CPU, and the loop renews the leader's lease meanwhile.
-        due = await asyncio.to_thread(_all_due, live, now, looked_at)
+        if looked_at is None:
+            self._owed.clear()  # a new lease, or a stall: what is missed is missed
+        due = await asyncio.to_thread(_all_due, live, now, looked_at, self._owed)
         enqueued = 0
         for (row, _), fires in zip(live, due, strict=True):
-            previous = row["last_fire_at"]
-            for at in range(0, len(fires), CATCH_UP_BATCH):
-                batch = fires[at : at + CATCH_UP_BATCH]
-                fired = await self._fire(row["name"], previous, batch, epoch)
-                if not fired:  # another process fired them first: it goes on from there
-                    break
-                enqueued, previous = enqueued + fired, batch[-1]
-        # only once every due fire was fired; when it ended, on the same clock as ``now``
+            name = row["name"]
+            try:
+                enqueued += await self._fire_all(row, fires, epoch)
+            except Exception as exc:
+                # One schedule's refused write (a value the server rejects, a trigger)
+                # held back every schedule after it, and ticks failing in a row read as a
+                # stall, whose coalesce lost their fires (a review). Its fires are owed
+                # from the look before, tried again next tick; the others go on.
+                if looked_at is not None:
+                    self._owed.setdefault(name, looked_at)
+                logger.warning(
+                    "cron %s: enqueuing its fires failed (%s); tried again at the next tick",
+                    name, fault(exc), extra={"event": "cron_fire_failed", "cron": name},
+                )  # fmt: skip
+            else:
+                self._owed.pop(name, None)
+        # when it ended, on the same clock as ``now``
         ended = (
             self._clock()
             if self._clock is not None
@@ -218,6 +234,17 @@ class CronService:
         )
         self._looked = (epoch, now, ended)
         self.fired += enqueued
+        return enqueued
+
+    async def _fire_all(self, row: dict[str, Any], fires: list[datetime], epoch: int) -> int:
+        """Enqueue ``fires`` of one schedule, CATCH_UP_BATCH per statement."""
+        enqueued, previous = 0, row["last_fire_at"]
+        for at in range(0, len(fires), CATCH_UP_BATCH):
+            batch = fires[at : at + CATCH_UP_BATCH]
+            fired = await self._fire(row["name"], previous, batch, epoch)
+            if not fired:  # another process fired them first: it goes on from there
+                break
+            enqueued, previous = enqueued + fired, batch[-1]
         return enqueued
 
     def _looked_at(self, epoch: int, now: datetime) -> datetime | None:
