@@ -56,3 +56,37 @@ async def test_a_stale_outcome_written_beside_its_jobs_next_attempt_is_not_appli
     assert seen.stale == [(inserted.id, 1, JobState.COMPLETED)]
     assert (completer.applied, completer.stale, completer.flushes) == (1, 1, 1)
     assert (await client.get_job(inserted.id)).state is JobState.RETRYABLE
+
+
+async def test_an_outcome_the_database_refuses_is_dropped_not_reported_stale(
+    client: awa.AsyncClient,
+) -> None:
+    """Written one by one after its batch was refused, an outcome refused on its own was
+    reported as a lost lease (log, counter, span), the row still running under it (a
+    review)."""
+    inserted = await client.insert({}, kind="j", queue="q")
+    pool = await client._get_pool()
+    async with pool.connection() as conn:  # test-only: a claim, and a rule refusing the outcome
+        await conn.execute(
+            "UPDATE awa.jobs SET state = 'running', attempt = 1, run_lease = 1, "
+            "attempted_at = clock_timestamp(), heartbeat_at = now() WHERE id = %s",
+            (inserted.id,),
+        )
+        await conn.execute(
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "RAISE check_violation USING MESSAGE = 'refused'; END $$;"
+            "CREATE TRIGGER refuse BEFORE UPDATE ON awa.jobs FOR EACH ROW "
+            "WHEN (NEW.state = 'completed') EXECUTE FUNCTION refuse()"
+        )
+    job = await client.get_job(inserted.id)
+    seen = _Seen()
+    completer = Completer(pool, observer=seen, synchronous_commit=True)
+    await completer.submit(Finalization(job, JobState.COMPLETED))
+    completer.start()
+    await completer.drain()
+    await completer.stop()
+    assert seen.applied == [] and completer.stale == 0
+    assert [(job_id, state) for job_id, _, state in seen.stale] == [
+        (inserted.id, JobState.COMPLETED)  # told, marked dropped: its span ends
+    ]
+    assert (await client.get_job(inserted.id)).state is JobState.RUNNING

@@ -172,6 +172,9 @@ def test_a_wait_for_a_callback_and_a_stop_from_outside_are_named_for_what_they_a
     log.attempt_stopped(job, "shutdown")
     (stopped,) = caplog.records
     assert stopped.levelno == logging.INFO and "shutdown" in stopped.getMessage()
+    caplog.clear()  # on its last attempt the job fails: "goes back" was untrue (a review)
+    log.attempt_stopped(make_job(attempt=3, max_attempts=3), "shutdown")
+    assert "last attempt" in caplog.records[0].getMessage()
 
 
 async def test_a_loop_step_failing_names_its_fault_and_traces_what_is_not_the_database(

@@ -93,7 +93,7 @@ class MetricsObserver(Observer):
 
     def outcomes_stale(self, stale: Sequence[Finalization]) -> None:
         for f in stale:
-            if f.job is not None:
+            if f.job is not None and not f.dropped:  # a dropped outcome lost no lease
                 self._add(spec.STALE, (f.job.queue, f.job.kind))
 
     def jobs_rescued(self, reason: str, rows: Sequence[tuple[int, str, str, str]]) -> None:

@@ -121,7 +121,8 @@ class Tracing(Observer):
             written = self._writing.pop((f.job_id, f.run_lease), None)
             if written is not None:
                 span, ended = written
-                span.set_attribute("awa.job.outcome", "cancelled" if f.cancelled_first else "stale")
+                name = "dropped" if f.dropped else "cancelled" if f.cancelled_first else "stale"
+                span.set_attribute("awa.job.outcome", name)
                 span.end(end_time=ended)
 
     def worker_stopped(self, worker: Worker) -> None:

@@ -199,7 +199,7 @@ class Completer(LoopService):
                 # statement could never succeed, and every job of the batch would wait
                 # forever. Write the outcomes one by one instead.
                 logger.warning("completer: a batch of %d outcomes was refused (%s); "
-                               "writing them one by one", len(batch), exc)  # fmt: skip
+                               "writing them one by one", len(batch), fault(exc))  # fmt: skip
                 one_by_one = True
                 continue
             except Exception as exc:  # connection loss, restart: keep the batch and retry
@@ -240,9 +240,10 @@ class Completer(LoopService):
             try:
                 applied |= await self._flush(left[:1], ride=False)
             except _REFUSED as exc:
+                left[0].dropped = True
                 logger.error(
                     "completer: dropping the outcome of job %s, refused by the database (%s); "
-                    "the job will be rescued and run again", left[0].job_id, exc,
+                    "the job will be rescued and run again", left[0].job_id, fault(exc),
                     extra={"event": "outcome_dropped", "job_id": left[0].job_id},
                 )  # fmt: skip
             del left[0]
@@ -304,8 +305,8 @@ class Completer(LoopService):
                     waiter.set_result(None)
         self.applied += len(applied)
         if len(applied) < len(batch):
-            stale = _others(batch, applied)
-            self.stale += len(stale)
+            stale = _others(batch, applied)  # (with the dropped: their spans end too)
+            self.stale += sum(not f.dropped for f in stale)
             logger.debug("completer: %d stale outcome(s) not applied", len(stale))
             self._observer.outcomes_stale(stale)
         if applied:

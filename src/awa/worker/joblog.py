@@ -88,6 +88,8 @@ class JobLog(Observer):
         # logged with its outcome.
         if reason in _STOPS and logger.isEnabledFor(logging.INFO):
             what = _STOPS[reason]
+            if reason == "shutdown" and job.attempt >= job.max_attempts:
+                what = "running its last attempt at the worker's shutdown (the job fails)"
             logger.info(
                 "job %s (%s on %s) %s: its handler was stopped",
                 job.id, job.kind, job.queue, what,
@@ -155,6 +157,8 @@ class JobLog(Observer):
         if not logger.isEnabledFor(logging.INFO):
             return
         for f in stale:
+            if f.dropped:  # logged as an error where it was dropped
+                continue
             if f.cancelled_first:
                 logger.info(
                     "job %s (%s on %s) cancelled by an operator as its handler returned: "

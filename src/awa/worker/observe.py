@@ -61,7 +61,9 @@ class Observer:
 
     def outcomes_stale(self, stale: Sequence[Finalization]) -> None:
         """Outcomes refused because their attempt had lost its lease, or because an
-        operator cancelled the job after its handler returned (``cancelled_first``)."""
+        operator cancelled the job after its handler returned (``cancelled_first``), or
+        that the database refused on their own and were dropped (``dropped``: the job
+        stays running until rescued)."""
 
     def polled(self, queue: str, claimed: int, rate_limited: bool) -> None:
         """A dispatcher poll ended (claimed may be 0)."""

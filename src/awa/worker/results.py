@@ -67,6 +67,9 @@ class Finalization:
     # Refused as stale because an operator cancelled the job during this attempt, after
     # its handler had returned (set by the completer when a write finds it stale).
     cancelled_first: bool = False
+    # Refused by the database on its own (a value or a row it rejects) and dropped: the
+    # job stays running under its lease until rescued. Not a lost lease: reported apart.
+    dropped: bool = False
 
     @property
     def job_id(self) -> int:
