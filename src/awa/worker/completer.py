@@ -83,6 +83,7 @@ class Completer(LoopService):
         self._by_need: Callable[[Rider], tuple[float, int]] | None = None
         self.applied = 0
         self.stale = 0
+        self.dropped = 0  # refused by the database on their own (see _flush_each)
         self.flushes = 0
         # Under load, each write waits this long after the last for more outcomes (ADR
         # 0044): fewer, larger writes leave the event loop and the server to the claims.
@@ -306,7 +307,9 @@ class Completer(LoopService):
         self.applied += len(applied)
         if len(applied) < len(batch):
             stale = _others(batch, applied)  # (with the dropped: their spans end too)
-            self.stale += sum(not f.dropped for f in stale)
+            dropped = sum(f.dropped for f in stale)
+            self.stale += len(stale) - dropped
+            self.dropped += dropped
             logger.debug("completer: %d stale outcome(s) not applied", len(stale))
             self._observer.outcomes_stale(stale)
         if applied:
