@@ -325,3 +325,39 @@ async def test_a_callback_of_an_attempt_that_ended_does_not_resolve_the_next_one
         with pytest.raises(awa.CallbackNotFound):
             await answer()
     assert (await client.get_job(job.id)).state is awa.JobState.RUNNING
+
+
+async def test_a_retry_arriving_before_the_handler_returns_stops_that_handler(
+    client: awa.AsyncClient,
+) -> None:
+    """retry_external made the running job available without telling its worker: claimed
+    again by another process, the job ran twice at once for as long as the first handler
+    went on (a review). It is now stopped, as by a cancel."""
+    stopped = asyncio.Event()
+    tokens: list[str] = []
+
+    @client.task(None, kind="slow", queue="q")
+    async def slow(job: awa.Job[Any]) -> awa.WaitForCallback:
+        tokens.append(await job.register_callback(timeout_seconds=60))
+        try:
+            await asyncio.sleep(3600)  # still working when the callback comes
+        except asyncio.CancelledError:
+            stopped.set()
+            raise
+        return awa.WaitForCallback(tokens[0])
+
+    job = await client.insert({}, kind="slow", queue="q")
+    # One permit, held by the first run; heartbeats too far apart to be what stops it.
+    slow_beat = {"heartbeat_interval_ms": 60_000, "heartbeat_staleness_ms": 180_000}
+    await client.start([("q", 1)], **{**FAST_WORKER, **slow_beat})
+    try:
+        await wait_for(lambda: _has(tokens))
+        retried = await client.retry_external(tokens[0])
+        assert retried.id == job.id
+        await asyncio.wait_for(stopped.wait(), timeout=20)
+    finally:
+        await client.shutdown()
+
+
+async def _has(items: list[Any]) -> bool:
+    return bool(items)
