@@ -233,8 +233,12 @@ async def test_handlers_the_worker_stopped_are_counted_by_reason(
         await wait_for(waits_started)
         await client.cancel(started["waits"])
 
-        def stopped(series: Series) -> bool:
-            return len(by_label(series, "awa_jobs_stopped_total", "queue", "kind", "reason")) == 2
+        def stopped(series: Series) -> bool:  # and the deadline's outcome written (after)
+            failed = value(
+                series, "awa_jobs_total", queue="short", kind="overrun", outcome="failed"
+            )
+            stops = by_label(series, "awa_jobs_stopped_total", "queue", "kind", "reason")
+            return len(stops) == 2 and failed is not None
 
         series = await wait_for(lambda: _scrape_if(server.url, stopped))
         assert by_label(series, "awa_jobs_stopped_total", "queue", "kind", "reason") == {
