@@ -200,3 +200,21 @@ def test_handlers_that_can_take_the_job_alone_are_registered(
     handler: Callable[..., Any],
 ) -> None:
     assert TaskRegistry().register(None, handler, kind="k", queue="q").handler is handler
+
+
+@pytest.mark.parametrize("args_type", ["send_mail", 3, print], ids=["str", "int", "function"])
+def test_an_args_type_that_is_not_a_class_is_refused_at_registration(args_type: Any) -> None:
+    """``@client.task("send_mail")`` (a name, as other queues spell it) was registered with
+    the string for args type, and every job of its kind failed decoding its args."""
+    with pytest.raises(awa.ValidationError, match=r"^args_type: must be a class"):
+        TaskRegistry().register(args_type, lambda job: None, queue="q")
+
+
+def test_a_string_args_type_is_told_the_kind_keyword() -> None:
+    with pytest.raises(awa.ValidationError, match=r"task\(kind='send_mail'\)"):
+        awa.AsyncClient("postgresql://unused").task("send_mail")(lambda job: None)  # type: ignore[call-overload]
+
+
+def test_a_parameterised_dict_types_the_handler_of_a_named_kind() -> None:
+    task = TaskRegistry().register(dict[str, Any], lambda job: None, kind="report", queue="q")
+    assert task.args_type == dict[str, Any]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_origin
 
 from awa import validate
 from awa.config import DEFAULT_QUEUE
@@ -55,6 +55,7 @@ class TaskRegistry:
         if inspect.isasyncgenfunction(handler) or inspect.isgeneratorfunction(handler):
             raise ValidationError("handler", "must be a plain or async function, not a generator")
         _check_takes_one_job(handler)
+        _check_args_type(args_type)
         if kind is None:
             if args_type is None or args_type is dict:
                 raise ValidationError("kind", "is required when the args type is dict or None")
@@ -120,6 +121,23 @@ class TaskRegistry:
 
     def __len__(self) -> int:
         return len(self._by_kind)
+
+
+def _check_args_type(args_type: object) -> None:
+    """Refuse an args type that is not a class: ``@client.task("send_mail")``, as other
+    queues spell a name, registered the kind ``send_mail`` with a string for args type,
+    and every job of it then failed on decoding its args (a review)."""
+    if args_type is None or isinstance(args_type, type):
+        return
+    if isinstance(get_origin(args_type), type):  # dict[str, Any], to type the handler
+        return
+    if isinstance(args_type, str):
+        raise ValidationError(
+            "args_type",
+            f"must be a class, got the string {args_type!r}: to register a handler by "
+            f"kind name, write task(kind={args_type!r})",
+        )
+    raise ValidationError("args_type", f"must be a class or None, got {args_type!r}")
 
 
 def _check_takes_one_job(handler: Handler) -> None:
