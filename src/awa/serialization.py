@@ -137,7 +137,8 @@ def encode_json(value: Any, *, what: str = "args") -> str:
 
     JSON that PostgreSQL's ``jsonb`` refuses (a NUL character, an unpaired surrogate)
     raises :class:`ValidationError` naming ``what``: caught here, it cannot reach a
-    statement and fail it (for a batch of outcomes, fail every other job's too).
+    statement and fail it (for a batch of outcomes, fail every other job's too). So does
+    JSON nested deeper than :data:`MAX_JSON_DEPTH`.
     """
     try:
         text = _encode(value)
@@ -149,7 +150,36 @@ def encode_json(value: Any, *, what: str = "args") -> str:
         problem = unstorable(text)
         if problem:
             raise ValidationError(what, f"contains {problem}, which PostgreSQL cannot store")
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and nested_too_deep(text):
+        raise ValidationError(
+            what,
+            f"nests arrays and objects more than {MAX_JSON_DEPTH} levels deep, which awa "
+            "cannot read back reliably: flatten it",
+        )
     return text
+
+
+# How deep stored JSON may nest. Python's decoder recurses once per level and shares
+# the interpreter's recursion limit (1 000) with the frames of whoever reads the row:
+# args 960 levels deep were stored, ran, and then failed every list_jobs of their queue
+# and the dashboard's (a review). A level costs a count only past this many brackets.
+MAX_JSON_DEPTH = 256
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def nested_too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether JSON ``text`` nests arrays and objects more than ``limit`` levels deep
+    (brackets inside strings do not count)."""
+    depth = 0
+    for bracket in _BRACKET.findall(_JSON_STRING.sub("", text)):
+        if bracket in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth -= 1
+    return False
 
 
 # Metadata, progress and a callback's payload are stored on the job row and come back

@@ -69,6 +69,7 @@ CASES = [
     C("args NUL key", lambda c: c.insert({"x\x00": 1}, kind="k"), V, "args"),
     C("args lone surrogate", lambda c: c.insert({"x": "\ud800"}, kind="k"), V, "args"),
     C("args nested too deep", lambda c: c.insert(deep(100_000), kind="k"), S, "args"),
+    C("args nested past what awa reads", lambda c: c.insert(deep(300), kind="k"), V, "args"),
     C("args 10 MB", lambda c: c.insert(TEN_MB, kind="k"), V, "args"),
     C("dict args without kind", lambda c: c.insert({}), V, "kind"),
     # -- insert: options ---------------------------------------------------------------
@@ -537,6 +538,20 @@ async def test_a_worker_ignores_malformed_control_notices(
     finally:
         release.set()
         await client.shutdown()
+
+
+async def test_a_job_stored_nested_deeper_than_the_readers_stack_is_still_listed(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """Args 960 levels deep (stored before awa refused more than 256, or by SQL) failed
+    every list_jobs of their queue, and the dashboard's, with a RecursionError."""
+    job = await client.insert({}, kind="k", queue="deep")
+    db.execute(
+        "UPDATE awa.jobs SET args = jsonb_build_object('x', %s::jsonb) WHERE id = %s",
+        ("[" * 960 + "]" * 960, job.id),
+    )
+    [listed] = await client.list_jobs(queue="deep")
+    assert listed.id == job.id and isinstance(listed.args["x"], list)
 
 
 async def test_an_unreadable_runtime_snapshot_does_not_break_listing_the_fleet(

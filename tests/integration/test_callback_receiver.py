@@ -165,6 +165,7 @@ async def test_a_bad_value_signed_correctly_is_a_400_not_a_server_error(
         [(job_id, token)] = await _parked(client, 1)
         bad = [
             ("complete", b"[" * 50_000 + b"]" * 50_000),  # nested past json.loads
+            ("complete", b"[" * 900 + b"]" * 900),  # read, but past what awa stores
             ("complete", b'{"x": NaN}'),  # JSON Python reads, but not a JSON value to store
             ("heartbeat", b'{"timeout_seconds": 1e20}'),  # past a bigint of milliseconds
             ("heartbeat", b'{"timeout_seconds": 1e12}'),  # past PostgreSQL's timestamps

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from awa.db.connection import load_json
-from awa.errors import SerializationError
-from awa.serialization import encode_json
+from awa.errors import SerializationError, ValidationError
+from awa.serialization import MAX_JSON_DEPTH, encode_json, nested_too_deep
 
 
 @pytest.mark.parametrize(
@@ -61,3 +61,45 @@ def test_a_dataclass_inside_dict_args_is_encoded_as_a_dict() -> None:
         x: int
 
     assert encode_json({"p": Point(3)}) == '{"p":{"x":3}}'
+
+
+def _nested(levels: int) -> object:
+    value: object = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def test_json_deeper_than_the_limit_is_refused_naming_the_field() -> None:
+    encode_json({"x": _nested(MAX_JSON_DEPTH - 1)}, what="payload")  # the object is one level
+    with pytest.raises(ValidationError, match=r"^payload: nests .* more than 256 levels"):
+        encode_json({"x": _nested(MAX_JSON_DEPTH)}, what="payload")
+
+
+@pytest.mark.parametrize(
+    ("text", "deeper_than_2"),
+    [("[[1]]", False), ("[[[1]]]", True), ('[["[[[[", 1]]', False),
+     ('[{"k": "\\"[[[["}]', False), ('[1, [2], [3], {"a": 4}]', False)],
+)  # fmt: skip
+def test_depth_counts_brackets_outside_strings_only(text: str, deeper_than_2: bool) -> None:
+    assert nested_too_deep(text, 2) is deeper_than_2
+
+
+def test_many_shallow_containers_are_not_too_deep() -> None:
+    rows = [{"id": i, "tags": ["a"]} for i in range(1_000)]
+    assert encode_json(rows).startswith("[{")
+
+
+def _on_a_deep_stack(levels: int, call: object) -> object:
+    return _on_a_deep_stack(levels - 1, call) if levels else call()  # type: ignore[operator]
+
+
+def test_json_too_deep_for_the_callers_stack_is_still_read() -> None:
+    """Rows stored before the limit (or by SQL) are read from wherever the caller is: 960
+    levels failed every list_jobs of their queue (a review)."""
+    text = "[" * 900 + "]" * 900
+    value = _on_a_deep_stack(300, lambda: load_json(text.encode()))
+    depth = 0
+    while isinstance(value, list) and value:
+        value, depth = value[0], depth + 1
+    assert depth == 899

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from typing import Any, Self
 
 import psycopg
@@ -26,14 +27,36 @@ def load_json(data: bytes | bytearray | memoryview | str) -> Any:
     Empty objects and arrays (metadata, errors of a fresh job) skip the decoder, and
     bytes are decoded to str first so ``json`` need not sniff their encoding.
     """
-    if isinstance(data, str):
-        return _decode(data)
-    raw = bytes(data)
-    if raw == b"{}":
+    text = data if isinstance(data, str) else bytes(data).decode()
+    if text == "{}":
         return {}
-    if raw == b"[]":
+    if text == "[]":
         return []
-    return _decode(raw.decode())
+    try:
+        return _decode(text)
+    except RecursionError:
+        return _decode_on_a_fresh_stack(text)
+
+
+def _decode_on_a_fresh_stack(text: str) -> Any:
+    """Decode JSON too deep for the frames above this call (each level takes one of the
+    interpreter's 1 000) in a thread of its own, whose stack is empty: a row written
+    before awa refused JSON past 256 levels, or by SQL, would otherwise fail every read
+    of its table that returns it — a queue's job list, the dashboard."""
+    answer: list[Any] = []
+
+    def decode() -> None:
+        try:
+            answer.append(_decode(text))
+        except RecursionError as exc:
+            answer.append(exc)
+
+    thread = threading.Thread(target=decode, name="awa-deep-json")
+    thread.start()
+    thread.join()
+    if isinstance(answer[0], RecursionError):
+        raise answer[0]
+    return answer[0]
 
 
 async def behind_pooler(conn: AsyncConnection[Any]) -> bool:
