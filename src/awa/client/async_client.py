@@ -199,6 +199,7 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
                         self.database_url,
                         min_size=1,
                         max_size=self.max_connections,
+                        connection_class=connection.Connection,
                         kwargs={"autocommit": True, **connection.keepalives(self.database_url)},
                         configure=connection.configure,
                         open=False,

@@ -17,7 +17,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
 from awa import validate
-from awa.db import direct, sql
+from awa.db import sql
 from awa.db.errors import mapped
 from awa.errors import UniqueConflict, ValidationError
 from awa.types import JobState
@@ -141,7 +141,6 @@ async def raise_naming_the_holder(conn: AsyncConnection[Any], conflict: UniqueCo
     it up (one read on jobs_unique_idx, only after a conflict; a failed look adds nothing)."""
     holder = None
     if _lookable(conn, conflict):
-        direct.before_psycopg(conn)  # the insert lane's connection: kept watched
         with contextlib.suppress(psycopg.Error):
             async with conn.cursor(row_factory=tuple_row) as cur:
                 await cur.execute(sql.JOB_UNIQUE_HOLDER, {"unique_key": conflict.unique_key})

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import os
 import threading
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import psycopg
 from psycopg import AsyncConnection, AsyncCursor, conninfo
-from psycopg.abc import Params
+from psycopg.abc import Params, PQGen
 from psycopg.rows import Row
 from psycopg.types.json import set_json_loads
 
@@ -17,6 +17,7 @@ from awa.db import direct, forking, sql
 from awa.errors import DatabaseError, ValidationError
 
 PROBE_CONNECT_TIMEOUT_S = 10
+RV = TypeVar("RV")  # what a psycopg generator returns
 
 _decode = json.JSONDecoder().decode
 
@@ -113,6 +114,20 @@ async def configure(conn: AsyncConnection[Any]) -> None:
     if await behind_pooler(conn):
         conn.prepare_threshold = None  # psycopg's own prepared statements
         direct.send_unnamed(conn)  # and the hot path's
+
+
+class Connection(AsyncConnection[Any]):
+    """The pool's connections: psycopg's, except that every operation psycopg runs on one
+    first drops a direct statement's kept watch of its socket (ADR 0048). psycopg's own
+    wait takes the socket's registration with the event loop over and then removes it,
+    so the kept watch would wait for a wakeup that never came — until the patrol's look,
+    a second later: every other conflicting single insert took 1 s, its holder looked up
+    with a cursor on the insert lane's connection (a review). The next direct statement
+    registers afresh."""
+
+    async def wait(self, gen: PQGen[RV], *args: Any, **kwargs: Any) -> RV:
+        direct.before_psycopg(self)
+        return await super().wait(gen, *args, **kwargs)
 
 
 class Cursor(AsyncCursor[Row]):

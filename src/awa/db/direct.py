@@ -269,11 +269,10 @@ def watch(conn: AsyncConnection[Any]) -> None:
 
 
 def before_psycopg(conn: AsyncConnection[Any]) -> None:
-    """Call before a psycopg statement on a connection kept watched (a lane's): psycopg's
-    own wait takes the socket's registration over and then removes it, so the kept watch
-    would wait for a wakeup that never comes — until the patrol's look, a second later (a
-    review: every other conflicting single insert took 1 s, its holder looked up with a
-    cursor). The next direct statement registers afresh."""
+    """Drop ``conn``'s kept watch before psycopg waits on its socket itself: psycopg takes
+    the registration over and removes it, so the watch would wait for a wakeup that never
+    comes. Called by every wait of :class:`awa.db.connection.Connection` (the pool's
+    connections); the next direct statement registers afresh."""
     session: _Session | None = getattr(conn, _SESSION_ATTR, None)
     if session is not None:
         session.drop_watch()

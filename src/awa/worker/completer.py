@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import psycopg
 
-from awa.db import direct, sql
+from awa.db import sql
 from awa.db.direct import DirectStatement
 from awa.db.lane import ConnectionLane
 from awa.db.pool import Pool
@@ -224,7 +224,6 @@ class Completer(LoopService):
         small read, only when a write refused some): a cancel, not a lost lease."""
         try:
             async with self._lane.connection(self._pool) as conn:
-                direct.before_psycopg(conn)  # the lane's connection is kept watched
                 cancelled = await cancelled_among(conn, [attempt_key(f.job) for f in stale])
         except Exception as exc:  # only the wording of the report depends on it
             logger.debug("completer: could not tell cancels among stale outcomes (%s)", exc)
