@@ -293,6 +293,40 @@ async def test_resume_of_a_job_parked_by_returning_runs_it_again(client: awa.Asy
     assert runs == [None, {"go": 1}]
 
 
+async def test_a_resume_runs_the_parked_attempt_on_and_spends_no_attempt(
+    client: awa.AsyncClient,
+) -> None:
+    """Each park-and-resume spent an attempt: a job of max_attempts=2 ran its resumed
+    handler as attempt 2 of 2 (4 of 2 after three resumes), and one error then failed it."""
+    runs: list[int] = []
+
+    @client.task(None, kind="parked", queue="q")
+    async def parked(job: awa.Job[Any]) -> awa.WaitForCallback | awa.RetryAfter | None:
+        runs.append(job.attempt)
+        if len(runs) in (1, 2):  # parks twice
+            return awa.WaitForCallback(await job.register_callback())
+        if len(runs) == 3:  # the resumed run meets a transient error: retried
+            return awa.RetryAfter(0.01)
+        return None
+
+    job = await client.insert({}, kind="parked", queue="q", max_attempts=2)
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+        for round_ in (1, 2):
+            await wait_for(lambda: _parked_run(client, job.id, runs, round_))
+            resumed = await client.resume_external(await _token(client, job.id), payload=round_)
+            assert resumed.attempt == 0 and resumed.state is awa.JobState.AVAILABLE
+        done = await _state(client, job.id, awa.JobState.COMPLETED)
+    finally:
+        await client.shutdown()
+    assert runs == [1, 1, 1, 2] and done.attempt == 2
+
+
+async def _parked_run(client: awa.AsyncClient, job_id: int, runs: list[int], n: int) -> bool:
+    row = await client.get_job(job_id)
+    return len(runs) == n and row.state is awa.JobState.WAITING_EXTERNAL
+
+
 async def _token(client: awa.AsyncClient, job_id: int) -> str:
     pool = await client._get_pool()
     async with pool.connection() as conn:
