@@ -5,6 +5,7 @@ records carry structured fields in ``extra``: ``event`` (``job_started``,
 ``job_finished``, ``job_retried``, ``job_failed``, ``job_cancelled``, ``job_stopped``,
 ``job_snoozed``, ``job_handed_back``, ``job_waiting_external``, ``job_rescued``,
 ``outcome_stale``, ``override_ignored``, ``overrides_applied``, ``lease_lost``,
+``listener_reconnecting``, ``listener_reconnected``,
 ``leader_elected``, ``leader_released``, ``worker_started``, ``worker_stopped``, …) and,
 where they apply, ``queue``, ``kind``, ``job_id``, ``run_lease``, ``attempt``, ``state``,
 ``outcome``, ``reason``, ``instance_id``. Nothing here is required: without :func:`configure` the

@@ -1,7 +1,9 @@
-"""Every path that makes jobs available wakes the queue's dispatchers (awa_available)."""
+"""Every path that makes jobs available wakes the queue's dispatchers (awa_available), and
+the worker's LISTEN connection says when it is back."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -10,6 +12,7 @@ import psycopg
 import pytest
 
 import awa
+from tests.helpers import FAST_WORKER, wait_for
 
 
 @pytest.fixture
@@ -64,3 +67,27 @@ async def test_retry_and_resume_wake(
     await client.pause_queue("p")
     await client.resume_queue("p")
     assert await _woken(listener) == {"r", "p"}
+
+
+async def test_a_listener_that_came_back_says_so(
+    client: awa.AsyncClient, db: psycopg.Connection[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its loss was a WARNING and its return said nothing: an operator reading the log
+    after an outage could not tell whether wake-ups were back (a review)."""
+    client.task(None, kind="k", queue="q")(lambda job: None)
+    await client.start([("q", 1)], **FAST_WORKER)
+    listener = client._worker.listener
+    try:
+        await wait_for(lambda: _true(listener.backend_pid is not None))
+        with caplog.at_level(logging.INFO, logger="awa"):
+            db.execute("SELECT pg_terminate_backend(%s)", (listener.backend_pid,))
+            await wait_for(lambda: _true(listener.connections == 2 and listener.connected))
+        [back] = [r for r in caplog.records if getattr(r, "event", None) == "listener_reconnected"]
+        assert back.levelno == logging.INFO
+        assert back.getMessage() == "listener: reconnected after 1 failed attempt(s)"
+    finally:
+        await client.shutdown()
+
+
+async def _true(value: bool) -> bool:
+    return value

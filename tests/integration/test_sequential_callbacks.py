@@ -313,7 +313,7 @@ async def test_a_resume_runs_the_parked_attempt_on_and_spends_no_attempt(
     await client.start([("q", 1)], **FAST_WORKER)
     try:
         for round_ in (1, 2):
-            await wait_for(lambda: _parked_run(client, job.id, runs, round_))
+            await wait_for(lambda n=round_: _parked_run(client, job.id, runs, n))
             resumed = await client.resume_external(await _token(client, job.id), payload=round_)
             assert resumed.attempt == 0 and resumed.state is awa.JobState.AVAILABLE
         done = await _state(client, job.id, awa.JobState.COMPLETED)

@@ -34,6 +34,9 @@ import psycopg
 import psycopg.errors
 from psycopg import AsyncConnection, pq
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool.base import AttemptWithBackoff
+
+from awa.log import fault
 
 # A live idle connection rarely has anything to read (a NOTIFY on a LISTEN connection);
 # a dead one has the server's last message and then end-of-file. Reading this many
@@ -43,6 +46,13 @@ _MAX_READS = 3
 # How long a caller waits for a connection before asking the idle holders (lanes) for
 # theirs, when the pool could still grow but may not be able to (see Pool._next).
 HOLDERS_AFTER_S = 0.5
+
+# The longest wait between two attempts to open a connection the server refused.
+# psycopg_pool doubles its wait without bound (1, 2, 4 … 64 s): a client that made a call
+# while the server was down for a minute then failed every call for up to a minute more
+# with the server back, and a worker ran no job for 50 s (a review). The listener and the
+# leader wait at most 5 s; a pool's attempt is a cheap refused connect.
+RECONNECT_DELAY_MAX_S = 2.0
 
 # The severities of the message a server sends a session it is closing.
 _GOODBYE = frozenset({b"FATAL", b"PANIC"})
@@ -117,9 +127,19 @@ class Holder(Protocol):
         """Return the connection now unless it is in use."""
 
 
+class _Backoff(AttemptWithBackoff):
+    """psycopg_pool's reconnect backoff, its wait capped at :data:`RECONNECT_DELAY_MAX_S`."""
+
+    def update_delay(self, now: float) -> None:
+        super().update_delay(now)
+        self.delay = min(self.delay, RECONNECT_DELAY_MAX_S)
+
+
 class Pool(AsyncConnectionPool[AsyncConnection[Any]]):
     """An ``AsyncConnectionPool`` that never lends a connection :func:`alive` knows dead,
-    and gets connections back from idle holders when it has none left."""
+    gets connections back from idle holders when it has none left, tries a refused
+    connection again at least every :data:`RECONNECT_DELAY_MAX_S`, and says why it had
+    none to lend."""
 
     dead_discarded = 0  # connections found dead at checkout (tests read it)
 
@@ -127,6 +147,24 @@ class Pool(AsyncConnectionPool[AsyncConnection[Any]]):
         super().__init__(*args, **kwargs)
         self.waiting = 0  # callers inside getconn: a busy holder gives back to them
         self._holders: weakref.WeakSet[Holder] = weakref.WeakSet()
+        # Why the last attempt to open a connection failed; None once one opened.
+        self.connect_failure: str | None = None
+
+    async def _add_connection(
+        self, attempt: AttemptWithBackoff | None, growing: bool = False
+    ) -> None:
+        await super()._add_connection(
+            attempt or _Backoff(timeout=self.reconnect_timeout), growing=growing
+        )
+
+    async def _connect(self, timeout: float | None = None) -> AsyncConnection[Any]:
+        try:
+            conn = await super()._connect(timeout)
+        except Exception as exc:
+            self.connect_failure = fault(exc)
+            raise
+        self.connect_failure = None
+        return conn
 
     def close_stranded(self) -> None:
         """Close the idle connections of a pool whose event loop has closed: nothing can
@@ -166,6 +204,13 @@ class Pool(AsyncConnectionPool[AsyncConnection[Any]]):
                 self.dead_discarded += 1
                 await discard(self, conn)
             return await self._next(timeout)  # all were dead: this one is new
+        except PoolTimeout as exc:
+            failure = self.connect_failure
+            if failure is None:
+                raise
+            # "couldn't get a connection after 30.00 sec" said nothing of the server
+            # refusing them (a review): the last attempt's reason goes with it.
+            raise PoolTimeout(f"{exc}; the last attempt to connect failed: {failure}") from None
         finally:
             self.waiting -= 1
 

@@ -87,6 +87,7 @@ class Listener(LoopService):
 
     async def _run(self) -> None:
         backoff = 0.05
+        failures = 0  # attempts failed since the connection was last up
         self.healthy = False
         while not self.stopping:
             try:
@@ -103,7 +104,12 @@ class Listener(LoopService):
                     self.healthy = True
                     self.backend_pid = conn.info.backend_pid
                     self.connections += 1
-                    backoff = 0.05
+                    if failures:  # its loss was a WARNING: say it is over
+                        logger.info(
+                            "listener: reconnected after %d failed attempt(s)", failures,
+                            extra={"event": "listener_reconnected"},
+                        )  # fmt: skip
+                    backoff, failures = 0.05, 0
                     self._on_connect()
                     while True:
                         # Notices that come while the probe runs wait in psycopg's backlog.
@@ -119,6 +125,7 @@ class Listener(LoopService):
                     extra={"event": "listener_reconnecting"},
                 )  # fmt: skip
             self.healthy, self.backend_pid = False, None
+            failures += 1
             if self._on_disconnect is not None:
                 self._on_disconnect()
             await asyncio.sleep(backoff)
