@@ -238,9 +238,12 @@ def storable_text(text: str) -> str:
         text = text.replace("\x00", "\ufffd")
     try:
         text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", "replace").decode("utf-8")
+    except UnicodeEncodeError:  # the "replace" error handler would write "?"
+        text = _SURROGATE.sub("\ufffd", text)
     return text
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def decode_args(args_type: type[Any] | None, data: Any) -> Any:

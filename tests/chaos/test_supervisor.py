@@ -9,7 +9,10 @@ changes, not from the supervisor's own words alone.
 from __future__ import annotations
 
 import os
+import re
 import signal
+import subprocess
+import sys
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -19,9 +22,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import awa
-from tests.chaos.support import Supervised, check_history, install_audit
+from tests.chaos.support import ROOT, SUPERVISED_APP, Supervised, check_history, install_audit
 from tests.conftest import PgServer
-from tests.helpers import wait_for, wait_until
+from tests.helpers import CHILD_PYTHONPATH, wait_for, wait_until
 
 pytestmark = pytest.mark.chaos
 
@@ -276,3 +279,48 @@ def test_children_of_a_killed_supervisor_drain_and_say_why(supervise: Any) -> No
     wait_until(
         lambda: sum("the supervisor is gone: shutting down" in line for line in sup.lines) == 2
     )
+
+
+async def test_a_supervisor_whose_stderr_is_gone_still_restarts_and_stops(
+    client: awa.AsyncClient, database_url: str
+) -> None:
+    """Its notes raised on a hung-up terminal or a pipe whose reader died (EIO, EPIPE):
+    the note of a SIGTERM came before the stop was set, so every stop signal was lost,
+    and the note of a crash killed the task that restarts the child (a review: the fleet
+    of a dropped ssh session could only be SIGKILLed)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "awa", "worker", SUPERVISED_APP, "--processes", "2",
+         "--queue", "fleet=2"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "AWA_DATABASE_URL": database_url, "PYTHONPATH": CHILD_PYTHONPATH},
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        started = _child_pids(proc.stderr, 2)
+        proc.stderr.close()  # the reader is gone: every later note meets EPIPE
+        os.kill(started[1], signal.SIGKILL)
+
+        async def replaced() -> bool:
+            pids = {i.pid for i in await client.list_runtime_instances()}
+            return started[0] in pids and bool(pids - set(started))
+
+        await wait_for(replaced, timeout=60)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+
+
+def _child_pids(stream: Any, processes: int) -> list[int]:
+    """The pids of the first start of each child, read from the supervisor's notes."""
+    pids: dict[int, int] = {}
+    seen: list[str] = []
+    while len(pids) < processes:
+        line = stream.readline()
+        assert line, f"the supervisor ended before its children ran: {seen}"
+        seen.append(line)
+        if match := re.search(r"process (\d+) running \(pid (\d+)\)", line):
+            pids[int(match.group(1))] = int(match.group(2))
+    return [pids[i] for i in range(processes)]

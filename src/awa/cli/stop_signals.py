@@ -74,7 +74,9 @@ def exit_now(signum: int, text: str) -> None:
 
 def say(text: str) -> None:
     """One line on stderr, written whole (``os.write``: a signal handler may run while
-    the main thread is inside a buffered write to ``sys.stderr``); none when it is closed."""
+    the main thread is inside a buffered write to ``sys.stderr``); none when it is closed,
+    a hung-up terminal (EIO) or a pipe whose reader is gone (EPIPE): the note never
+    stands in the way of what it tells of."""
     with contextlib.suppress(OSError):
         os.write(2, f"awa: {text}\n".encode())
 

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from awa.cli.stop_signals import StopCount, copy_note, stop_signals
+from awa.cli.stop_signals import StopCount, copy_note, say, stop_signals
 from awa.supervisor.link import LINK_ENV, parse_message
 
 RESTART_MIN_S = 0.5
@@ -56,12 +56,6 @@ def describe_exit(returncode: int) -> str:
             name = f"signal {-returncode}"
         return f"was killed by {name}"
     return f"exited with status {returncode}"
-
-
-def say(message: str) -> None:
-    """One line on stderr, as every awa command writes its notes."""
-    sys.stderr.write(f"awa: {message}\n")
-    sys.stderr.flush()
 
 
 @dataclass
@@ -147,8 +141,8 @@ class Supervisor:
         assert self._stop is not None
         received = self._signals.receive(sig)
         if received == "first":
+            self._stop.set()  # first: nothing a note meets can lose the stop
             self._note(f"{sig.name}: stopping {len(self.children)} worker processes")
-            self._stop.set()
         elif received == "copy":
             self._note(copy_note(sig.name))
         else:

@@ -130,9 +130,9 @@ def _load_client_or_embedded(target: str, url: str | None) -> awa.AsyncClient:
 def run(args: argparse.Namespace, url: str | None) -> int | Coroutine[Any, Any, int]:
     early_signals.hold()  # before the application's module: its import may take a while
     if os.getpid() == 1:
-        sys.stderr.write(
-            "awa: running as PID 1: processes that handlers leave orphaned are not reaped; "
-            "run under an init (docker run --init, tini)\n"
+        stop_signals.say(
+            "running as PID 1: processes that handlers leave orphaned are not reaped; "
+            "run under an init (docker run --init, tini)"
         )
     if args.metrics_port is not None:
         require("metrics", "--metrics-port")
@@ -253,7 +253,7 @@ def supervise(args: argparse.Namespace) -> int:
             server = MetricsServer(fleet, port=args.metrics_port, host=args.metrics_host).start()
         except OSError as exc:
             return _cannot_serve_metrics(args, exc)
-        sys.stderr.write(f"awa: metrics of all worker processes on {server.url}\n")
+        stop_signals.say(f"metrics of all worker processes on {server.url}")
     # The standard event loop, whatever policy the application's module set when the check
     # above imported it (uvloop cannot start a child in a process group of its own). The
     # supervisor runs none of the application's code; its children keep their policy.
@@ -313,7 +313,7 @@ async def _serve(
         except OSError as exc:
             return _cannot_serve_metrics(args, exc)
         if link is None:
-            sys.stderr.write(f"awa: metrics on {metrics_server.url}\n")
+            stop_signals.say(f"metrics on {metrics_server.url}")
     await client.start(
         _queue_configs(args.queues) or None,
         global_max_workers=args.global_max_workers,
@@ -322,7 +322,9 @@ async def _serve(
     queues = ", ".join(client.runtime_snapshot().queues)
     stops = "SIGTERM stops" if link is not None else "Ctrl-C stops"  # not its terminal's
     if not stop.is_set():  # (a stop that came during start() was said already)
-        sys.stderr.write(f"awa: worker running ({queues}); {stops}\n")
+        # Said whatever stderr has become: a supervised child restarted after its
+        # terminal hung up raised here and was restarted again for ever (a review).
+        stop_signals.say(f"worker running ({queues}); {stops}")
     if link is not None:
         link.ready(
             instance_id=client.runtime_snapshot().instance_id,
