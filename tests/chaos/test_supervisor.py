@@ -288,12 +288,7 @@ async def test_a_supervisor_whose_stderr_is_gone_still_restarts_and_stops(
     the note of a SIGTERM came before the stop was set, so every stop signal was lost,
     and the note of a crash killed the task that restarts the child (a review: the fleet
     of a dropped ssh session could only be SIGKILLed)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "awa", "worker", SUPERVISED_APP, "--processes", "2",
-         "--queue", "fleet=2"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "AWA_DATABASE_URL": database_url, "PYTHONPATH": CHILD_PYTHONPATH},
-    )  # fmt: skip
+    proc = _supervisor_on_a_pipe(database_url)
     try:
         assert proc.stderr is not None
         started = _child_pids(proc.stderr, 2)
@@ -311,6 +306,15 @@ async def test_a_supervisor_whose_stderr_is_gone_still_restarts_and_stops(
         if proc.poll() is None:
             proc.kill()
             proc.wait(30)
+
+
+def _supervisor_on_a_pipe(database_url: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "awa", "worker", SUPERVISED_APP, "--processes", "2",
+         "--queue", "fleet=2"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "AWA_DATABASE_URL": database_url, "PYTHONPATH": CHILD_PYTHONPATH},
+    )  # fmt: skip
 
 
 def _child_pids(stream: Any, processes: int) -> list[int]:

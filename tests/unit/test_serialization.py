@@ -103,3 +103,13 @@ def test_json_too_deep_for_the_callers_stack_is_still_read() -> None:
     while isinstance(value, list) and value:
         value, depth = value[0], depth + 1
     assert depth == 899
+
+
+def test_messages_awa_writes_replace_what_postgresql_cannot_store_with_u_fffd() -> None:
+    """An unpaired surrogate became "?" (the "replace" error handler's), not U+FFFD as
+    documented (a review)."""
+    from awa.serialization import storable_text
+
+    assert storable_text("nul:\x00 lone:\ud800 pair:\U0001f600") == (
+        "nul:\ufffd lone:\ufffd pair:\U0001f600"
+    )
