@@ -138,6 +138,7 @@ BAD_URLS = [
     ("postgresql://[::1", 2, "--database-url"),
     ("postgresql://localhost/db?bogus_option=1", 2, "--database-url"),
     ("   ", 2, "--database-url"),
+    ("postgresql://127.0.0.1:notaport/app", 2, "--database-url"),  # libpq checks at connect
     ("postgresql://ada:s3cret-pw@127.0.0.1:1/app", 1, "cannot connect"),
 ]
 

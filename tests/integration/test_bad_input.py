@@ -411,7 +411,22 @@ URL_CASES = [
     ("postgresql://[::1", "database_url"),
     ("postgresql://localhost/db?bogus_option=1", "database_url"),
     ("   ", "database_url"),
+    # values libpq checks only when it connects: they failed at first use (a review)
+    ("postgresql://localhost:notaport/db", "database_url"),
+    ("postgresql://localhost:99999/db", "database_url"),
+    ("postgresql://localhost/db?sslmode=bogus", "database_url"),
+    ("postgresql://localhost/db?connect_timeout=abc", "database_url"),
+    ("host=localhost target_session_attrs=leader", "database_url"),
 ]
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["postgresql://a:5432,b:5433/db", "host=a,b port=5432,", "postgresql:///db?host=/tmp",
+     "postgresql://h/db?sslmode=verify-full&connect_timeout=10&keepalives=0"],
+)  # fmt: skip
+def test_valid_option_values_are_accepted(url: str) -> None:
+    awa.AsyncClient(url)
 
 
 @pytest.mark.parametrize(("url", "field"), URL_CASES)

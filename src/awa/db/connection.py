@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from typing import Any, Self, TypeVar
 
@@ -185,13 +186,50 @@ def check_url(url: Any, field: str = "database_url") -> str:
     if not url.strip():
         raise ValidationError(field, "is blank")
     try:
-        conninfo.conninfo_to_dict(url)
+        params = conninfo.conninfo_to_dict(url)
     except psycopg.ProgrammingError as exc:
         reason = _one_line(str(exc).replace(url, "…"))  # libpq quotes the URL, password too
         raise ValidationError(
             field, f"not a PostgreSQL URL or key=value string: {reason}"
         ) from None
+    for option, value in params.items():
+        problem = _bad_option(option, str(value))
+        if problem:
+            raise ValidationError(field, f"{option}: {problem}")
     return url
+
+
+# Options whose values libpq checks only when it connects: a URL with port "notaport" or
+# sslmode "bogus" was accepted at construction and failed at first use, a DatabaseError
+# (the CLI's exit 1, not its 2 for bad input; a review).
+_CHOICES = {
+    "sslmode": ("disable", "allow", "prefer", "require", "verify-ca", "verify-full"),
+    "gssencmode": ("disable", "prefer", "require"),
+    "channel_binding": ("disable", "prefer", "require"),
+    "target_session_attrs": (
+        "any", "read-write", "read-only", "primary", "standby", "prefer-standby",
+    ),
+    "load_balance_hosts": ("disable", "random"),
+}  # fmt: skip
+_INTEGERS = ("connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
+             "keepalives_count", "tcp_user_timeout")  # fmt: skip
+
+
+_DIGITS = re.compile("[0-9]+")
+
+
+def _bad_option(option: str, value: str) -> str | None:
+    """What is wrong with the value of a connection option libpq would refuse, or None."""
+    if option == "port":
+        ports = [p.strip() for p in value.split(",")]
+        if not all(p == "" or (_DIGITS.fullmatch(p) and 0 < int(p) < 65536) for p in ports):
+            return "must be a port number (1–65535), or a comma-separated list of them"
+    elif option in _INTEGERS:
+        if not _DIGITS.fullmatch(value.strip().removeprefix("-")):
+            return "must be an integer"
+    elif option in _CHOICES and value not in _CHOICES[option]:
+        return f"must be one of {', '.join(_CHOICES[option])}"
+    return None
 
 
 async def probe(url: str, what: str = "the database") -> None:
