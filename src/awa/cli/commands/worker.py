@@ -68,7 +68,10 @@ def register(sub: Any) -> None:
                    "guaranteed minimum and weight instead (repeatable)")  # fmt: skip
     p.add_argument("--global-max-workers", type=positive_int, metavar="N",
                    help="weighted mode: one shared pool of N workers")  # fmt: skip
-    p.add_argument("--shutdown-timeout-ms", type=positive_int, default=5_000, metavar="MS")
+    p.add_argument("--shutdown-timeout-ms", type=positive_int, default=5_000, metavar="MS",
+                   help="how long running jobs get to finish after a stop signal before "
+                   "they are stopped and retried (failed on their last attempt; default "
+                   "5000)")  # fmt: skip
     p.add_argument("--processes", type=process_count, metavar="N|auto",
                    help="run N worker processes under a supervisor (auto: 1 per core)")  # fmt: skip
     p.add_argument("--max-connections", type=positive_int, metavar="N",
