@@ -42,6 +42,10 @@ MAX_SNAPSHOT_INTERVAL_MS = 10_000
 LEADER_LEASE_MS = 15_000
 # How long the maintenance leader keeps a silent worker's awa.runtime_instances row.
 INSTANCE_EXPIRY_MS = 5 * 60_000
+# A worker that has not published its snapshot for this long (three missed reports at
+# the default interval) no longer counts as live: explain, `awa queue limits show` and
+# `awa queue overrides show` judge liveness by it.
+LIVE_WITHIN_MS = 30_000
 logger = logging.getLogger("awa")
 
 

@@ -70,6 +70,14 @@ def test_runtime_list_and_limits_show_name_each_workers_fleet_view(
                 "false, %s)",
                 (uuid.uuid4(), pid, Jsonb(snapshot)),
             )
+        # Silent for 40 s: stopped, as explain counts (30 s), though kept for a while.
+        # Listed as live and "not yet" applying the limits, it contradicted explain's
+        # "no worker has reported in the last 30 s" (a review).
+        conn.execute(
+            "INSERT INTO awa.runtime_instances VALUES (%s, 'old-host', 7003, now(), "
+            "now() - interval '40 seconds', false, %s)",
+            (uuid.uuid4(), Jsonb(published)),
+        )
     workers = awa_cli("queue", "limits", "show", "--json").json()[0]["workers"]
     assert sorted((w["pid"], w["applied"], w["fleet_running"]) for w in workers) == [
         (7001, False, 0), (7002, False, None),

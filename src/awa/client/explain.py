@@ -14,6 +14,7 @@ from psycopg.rows import dict_row
 
 from awa import validate
 from awa.client import admin
+from awa.config import LIVE_WITHIN_MS
 from awa.db import sql
 from awa.db.errors import mapped
 from awa.db.rows import job_from_row
@@ -21,7 +22,6 @@ from awa.errors import JobNotFound
 from awa.explain import explain as reason_about
 from awa.explain.facts import (
     AHEAD_CAP,
-    LIVE_WITHIN_MS,
     MAX_PARTITIONS_SCANNED,
     RATE_SAMPLE,
     RATE_WINDOW_S,

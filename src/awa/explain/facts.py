@@ -29,9 +29,6 @@ RATE_SPAN_MIN_S = 1.0
 """The shortest time a rate is taken over (a first completion a moment ago)."""
 MAX_PARTITIONS_SCANNED = 1_000
 """The queue page's "oldest waiting job" of a partitioned queue looks at this many keys."""
-LIVE_WITHIN_MS = 30_000
-"""A worker that has not published its snapshot for this long (three missed reports
-at the default interval) no longer counts as live."""
 SNAPSHOT_SLACK = timedelta(seconds=1)
 """A snapshot is built just before it is stored: one stored this soon after a claim may
 have been built before it."""

@@ -8,7 +8,8 @@ from __future__ import annotations
 import math
 import shlex
 
-from awa.explain.facts import AHEAD_CAP, LIVE_WITHIN_MS, Facts
+from awa.config import LIVE_WITHIN_MS
+from awa.explain.facts import AHEAD_CAP, Facts
 from awa.explain.finding import Finding, finding
 from awa.explain.waiting import waits
 from awa.explain.wording import ago, count, duration, rate

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import shlex
 
+from awa.config import LIVE_WITHIN_MS
 from awa.explain.facts import (
     AHEAD_CAP,
-    LIVE_WITHIN_MS,
     RATE_WINDOW_S,
     Facts,
     Serving,

@@ -12,6 +12,7 @@ from typing import Any
 import awa
 from awa.cli.args import bounded_int, rate, with_example
 from awa.cli.output import print_json, print_table
+from awa.config import LIVE_WITHIN_MS
 from awa.types import bucket_size
 
 APPLY_NOTE = (
@@ -172,7 +173,9 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
         elif action == "clear":
             await client.clear_queue_limits(args.queue)
         statuses = await client.queue_limits_status(getattr(args, "queue", None))
-        instances = await client.list_runtime_instances() if action == "show" else []
+        instances = (
+            await client.list_runtime_instances(fresh_ms=LIVE_WITHIN_MS) if action == "show" else []
+        )
     if args.json:
         shown = [status_json(s) for s in statuses]
         if action == "show":

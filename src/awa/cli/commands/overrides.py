@@ -12,6 +12,7 @@ from typing import Any
 import awa
 from awa.cli.args import bounded_int, rate, with_example
 from awa.cli.output import print_json, print_table
+from awa.config import LIVE_WITHIN_MS
 from awa.override_keys import KEYS
 
 SETTINGS = KEYS
@@ -118,7 +119,7 @@ def _workers(instances: list[awa.RuntimeInstance], queue: str) -> list[dict[str,
 
 async def _show(client: awa.AsyncClient, queue: str | None) -> list[dict[str, Any]]:
     """Per queue: the stored overrides (a RuntimeOverrides or None) and the live workers."""
-    instances = await client.list_runtime_instances()
+    instances = await client.list_runtime_instances(fresh_ms=LIVE_WITHIN_MS)
     if queue is not None:
         names = [queue]
     else:
