@@ -155,3 +155,23 @@ async def test_runtime_list_shows_as_leader_only_the_lease_holder(
     )
     leaders = {i.instance_id: i.is_leader for i in await client.list_runtime_instances()}
     assert leaders == {holder: True, dead: False}
+
+
+async def test_runtime_list_shows_a_new_leader_before_it_publishes_again(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """A worker publishes just before it wins the election, and next 10 s later: listed
+    from what it published, the new leader was no leader meanwhile (a review)."""
+    holder = "33333333-3333-3333-3333-333333333333"
+    db.execute(
+        "INSERT INTO awa.runtime_instances (instance_id, hostname, pid, started_at, "
+        "last_seen_at, is_leader) VALUES (%s, 'h', 1, now(), now(), false)",
+        (holder,),
+    )
+    db.execute(
+        "UPDATE awa.leader_lease SET epoch = epoch + 1, holder = %s, "
+        "expires_at = now() + interval '1 minute'",
+        (holder,),
+    )
+    [instance] = await client.list_runtime_instances()
+    assert instance.is_leader

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import psycopg
 from psycopg import AsyncConnection
@@ -44,8 +44,13 @@ class Leader(LoopService):
         *,
         holder: str,
         lease_s: float,
+        on_change: Callable[[], None] | None = None,
     ) -> None:
         super().__init__("leader")
+        # Told when this worker becomes or stops being the leader: its published snapshot
+        # says who leads, and said it 10 s late (awa runtime list showed no leader while
+        # the log said "became maintenance leader"; a review).
+        self._on_change = on_change
         self._url = url
         self._services = list(services)
         self._interval = election_interval_s
@@ -69,6 +74,11 @@ class Leader(LoopService):
             await service.stop()
         if was_leading:
             logger.info("maintenance leadership released", extra={"event": "leader_released"})
+            self._changed()
+
+    def _changed(self) -> None:
+        if self._on_change is not None:
+            self._on_change()
 
     async def _run(self) -> None:
         while not self.stopping:
@@ -121,6 +131,7 @@ class Leader(LoopService):
             )  # fmt: skip
             for service in self._services:
                 service.start()
+            self._changed()
             await self._hold(conn, epoch)
             logger.warning(
                 "maintenance lease lost (epoch %d): another worker leads; this one did not "

@@ -151,6 +151,7 @@ class Worker:
             config.leader_election_interval_ms / 1000,
             holder=self.instance_id,
             lease_s=config.leader_lease_ms / 1000,
+            on_change=self.publisher.kick,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self.latest = self._build_snapshot()
