@@ -161,6 +161,18 @@ async def test_pool_limit_names_the_parts_when_the_pool_has_room(
         assert "keeps its part until its row is 30 s old" in reason.message
         assert reason.details["processes_at_part"] == 2
         assert "runs its part of the fleet pool" in found.summary
+        assert "has not reported" not in reason.message  # both reported a moment ago
+        # Silent for 20 s (killed): still counted, its part reserved — and named, or the
+        # sentence added up to more than ran (a review).
+        db.execute(
+            "UPDATE awa.runtime_instances SET last_seen_at = now() - interval '20 seconds' "
+            "WHERE instance_id = %s",
+            (stopped,),
+        )
+        silent = (await client.explain(jobs[2].id)).reasons[0].message
+        assert ":1 has not reported for 20 s (stopped or frozen?): its part stays reserved" in (
+            silent
+        )
     finally:
         gate.set()
         await client.shutdown()

@@ -492,3 +492,33 @@ def test_the_overflow_a_lowered_minimum_leaves_running_is_named_as_held() -> Non
         global_max=4,
     )
     assert overflow_holders(inst, "b") == {"a": 3}
+
+
+def test_a_partitions_own_bucket_gives_its_wait_not_its_share_of_past_completions() -> None:
+    """A key just come had 1 of the queue's 19 completions: at that share of the queue's
+    rate its 2 jobs ahead took 9.0 s, beside its bucket's turn of 1.2 s in the same
+    explanation, and it started 1.2 s later (a review)."""
+    q = queue(ahead=2, completed_recently=20, completed_since=NOW - timedelta(seconds=4.3),
+              completed_in_partition=1)  # fmt: skip
+    keyed = {"rate_limit": 2.0, "partition_by": "customer", "partition": "c", "tokens": 0.6}
+    found = explain(fleet_facts(q, **keyed))
+    assert [r.code for r in found.reasons] == [ReasonCode.PARTITION_LIMIT, ReasonCode.QUEUED_BEHIND]
+    behind = found.reasons[1]
+    assert "the fleet rate limit paces them" in behind.message
+    assert behind.details["estimated_wait_s"] is None
+    # A fleet cap beside it: the completions may be the slower, and are said.
+    capped = explain(fleet_facts(q, concurrency=1, **keyed)).reasons
+    assert capped[-1].details["estimated_wait_s"] is not None
+
+
+def test_no_room_in_the_pool_says_what_keeps_the_slots_nobody_runs() -> None:
+    """"no room … it runs 3, and the members run 3 of 4" read as a bug without what kept
+    the fourth slot: another member's unused minimum (a review)."""
+    pooled = {"pool_total": 4, "pool_room": 0, "pool_min_workers": 1, "pool_weight": 1}
+    reason = explain(fleet_facts(queue(ahead=0, running=3), pool_running=3, **pooled)).reasons[0]
+    assert reason.code is ReasonCode.POOL_LIMIT
+    assert "the members run 3 of 4; the other 1 slot is kept for other members: their " in (
+        reason.message
+    )
+    full = explain(fleet_facts(queue(ahead=0, running=4), pool_running=4, **pooled)).reasons[0]
+    assert "run 4 of 4 (awa pool show)" in full.message

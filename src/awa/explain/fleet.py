@@ -8,12 +8,16 @@ from __future__ import annotations
 import math
 import shlex
 
-from awa.config import LIVE_WITHIN_MS
+from awa.config import LIVE_WITHIN_MS, MAX_SNAPSHOT_INTERVAL_MS
 from awa.explain.facts import AHEAD_CAP, Facts
 from awa.explain.finding import Finding, finding
 from awa.explain.waiting import waits
 from awa.explain.wording import ago, count, duration, rate
 from awa.types import ReasonCode
+
+# A process is silent past its longest snapshot interval and a little more (its report
+# may wait for a busy pool): it stopped, or is frozen.
+SILENT_AFTER_S = MAX_SNAPSHOT_INTERVAL_MS / 1000 + 2
 
 
 def _set(f: Facts) -> str:
@@ -135,12 +139,21 @@ def pool_limit(f: Facts) -> Finding | None:
     if fleet.pool_room > 0:
         return _at_pool_parts(f)
     q = f.queue.name
+    # "no room … 3 of 4" read as a bug without what keeps the fourth slot (a review).
+    kept = fleet.pool_total - fleet.pool_running
+    spare = (
+        f"; the other {count(kept, 'slot')} {'is' if kept == 1 else 'are'} kept for other "
+        "members: their minimums, which stay theirs while unused, or the shares of those "
+        "that wait too"
+        if kept > 0
+        else ""
+    )
     return finding(
         ReasonCode.POOL_LIMIT,
         f"Queue '{q}' is a member of the fleet pool of {fleet.pool_total} (min "
         f"{fleet.pool_min_workers}, weight {fleet.pool_weight}) and the pool has no room "
         f"for it now: it runs {f.queue.running}, and the members run {fleet.pool_running} "
-        f"of {fleet.pool_total} (awa pool show).",
+        f"of {fleet.pool_total}{spare} (awa pool show).",
         waits(f, f"the fleet pool has no room for queue '{q}'"),
         pool_total=fleet.pool_total,
         pool_running=fleet.pool_running,
@@ -161,12 +174,21 @@ def _at_pool_parts(f: Facts) -> Finding | None:
     fleet = f.fleet
     q = f.queue.name
     who = f"each of the {len(able)} processes" if len(able) > 1 else "the one process"
+    # A process killed 10 s ago still counted among them, its part reserved, and the
+    # sentence added up to more than ran (a review): a silent one is named.
+    silent = [s.instance for s in able if s.instance.seen_ago_s > SILENT_AFTER_S]
+    named = "".join(
+        f" Process {i.hostname}:{i.pid} has not reported for {duration(i.seen_ago_s)} "
+        f"(stopped or frozen?): its part stays reserved until its row is "
+        f"{LIVE_WITHIN_MS // 1000} s old."
+        for i in silent
+    )
     return finding(
         ReasonCode.POOL_LIMIT,
         f"Queue '{q}' is a member of the fleet pool of {fleet.pool_total}, which has room "
         f"for {fleet.pool_room} more, but its share is split over the processes serving it "
         f"(ADR 0037) and {who} with a free permit runs its part: it "
-        f"runs {f.queue.running}, the members {fleet.pool_running} of {fleet.pool_total}. "
+        f"runs {f.queue.running}, the members {fleet.pool_running} of {fleet.pool_total}.{named} "
         f"It waits for a part to free: a job of '{q}' ending in one of them, or the "
         "processes serving it changing (a process that stopped keeps its part until its "
         f"row is {LIVE_WITHIN_MS // 1000} s old: awa runtime list).",

@@ -299,9 +299,16 @@ def _no_rate(f: Facts) -> str:
 
 def _paced_by_the_bucket(f: Facts, completion: float | None) -> bool:
     """The fleet bucket makes the jobs ahead wait longer than the recent completions say
-    they take (with a cap holding the queue too, the completions may be the slower)."""
+    they take (with a cap holding the queue too, the completions may be the slower).
+
+    A partition's bucket of its own, with no cap: its share of the queue's completions
+    says how much of the work was its key's, not how fast its key may go — a key just
+    come had 1 of 19 and was told 9.0 s beside its bucket's turn of 1.2 s (a review)."""
     turn = f.fleet.turn_s(f.queue.ahead)
-    return turn is not None and (not completion or turn >= f.queue.ahead / completion)
+    if turn is None:
+        return False
+    own_bucket = f.queue.completed_in_partition is not None and f.fleet.concurrency is None
+    return own_bucket or not completion or turn >= f.queue.ahead / completion
 
 
 def queued_behind(f: Facts) -> Finding | None:
