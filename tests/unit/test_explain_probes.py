@@ -512,8 +512,8 @@ def test_a_partitions_own_bucket_gives_its_wait_not_its_share_of_past_completion
 
 
 def test_no_room_in_the_pool_says_what_keeps_the_slots_nobody_runs() -> None:
-    """"no room … it runs 3, and the members run 3 of 4" read as a bug without what kept
-    the fourth slot: another member's unused minimum (a review)."""
+    """The words "no room … it runs 3, and the members run 3 of 4" read as a bug without what
+    kept the fourth slot: another member's unused minimum (a review)."""
     pooled = {"pool_total": 4, "pool_room": 0, "pool_min_workers": 1, "pool_weight": 1}
     reason = explain(fleet_facts(queue(ahead=0, running=3), pool_running=3, **pooled)).reasons[0]
     assert reason.code is ReasonCode.POOL_LIMIT
