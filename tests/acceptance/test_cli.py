@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 import awa
 from awa.cli.main import build_parser
@@ -160,15 +161,40 @@ def test_job_commands(awa_cli: Awa, sync_client: awa.Client) -> None:
 
 def test_job_commands_show_args_however_deep(awa_cli: Awa, sync_client: awa.Client) -> None:
     args: dict[str, object] = {"leaf": 1}
-    for _ in range(600):  # a depth the insert takes (a RecursionError at 500 once)
+    for _ in range(600):  # a RecursionError at 500 once; stored by SQL, past insert's 256
         args = {"a": args}
-    job = sync_client.insert(args, kind="deep", queue="mail")
+    job = sync_client.insert({}, kind="deep", queue="mail")
+    with psycopg.connect(sync_client.database_url, autocommit=True) as conn:
+        conn.execute("UPDATE awa.jobs SET args = %s WHERE id = %s", (Jsonb(args), job.id))
     got = awa_cli("job", "get", str(job.id), "--json")
     assert got.returncode == 0, got.stderr
     assert got.json()["args"] == args
     assert awa_cli("job", "get", str(job.id)).returncode == 0
     [entry] = awa_cli("job", "list", "--kind", "deep", "--json").json()
     assert entry["id"] == job.id and entry["args"] == args
+
+
+def test_terminal_controls_in_a_jobs_text_are_shown_escaped(
+    awa_cli: Awa, sync_client: awa.Client
+) -> None:
+    """A job's error, args and tags are anyone's text: printed raw, an escape sequence in
+    an error message retitled or repainted the operator's terminal, and a bidirectional
+    control showed "exe.png" for "gnp.exe" (a review found the bidi case in the
+    dashboard)."""
+    job = sync_client.insert({"note": "\x9b2J"}, kind="k", queue="mail", tags=["a\u202eb"])
+    error = {"attempt": 1, "at": "2026-01-01T00:00:00Z", "type": "E",
+             "error": "\x1b]0;pwned\x07 \u202egnp.exe\nline two"}  # fmt: skip
+    with psycopg.connect(sync_client.database_url, autocommit=True) as conn:
+        conn.execute("UPDATE awa.jobs SET errors = %s WHERE id = %s", (Jsonb([error]), job.id))
+    for args in (("job", "get", str(job.id)), ("job", "list", "--queue", "mail")):
+        out = awa_cli(*args).stdout
+        assert not any(c in out for c in "\x1b\x07\x9b\u202e"), (args, out)
+    shown = awa_cli("job", "get", str(job.id)).stdout
+    assert "\\x1b]0;pwned\\x07 \\u202egnp.exe\\x0aline two" in shown
+    assert "a\\u202eb" in shown and "\\x9b2J" in shown
+    assert awa_cli("job", "get", str(job.id), "--json").json()["errors"][0]["error"] == (
+        error["error"]  # JSON keeps the text as it is (escaped by the encoder)
+    )
 
 
 # -- runtime overrides ----------------------------------------------------------------

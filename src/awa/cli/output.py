@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -41,7 +42,42 @@ def report(as_json: bool, value: Any, text: str) -> None:
         print(text)
 
 
+# What a terminal acts on or reorders instead of showing: C0 and C1 controls (ESC starts
+# the sequences that recolour, retitle or rewrite a terminal; 0x9b is a one-byte CSI),
+# DEL, and the bidirectional controls that display text in another order than it is
+# stored. A job's error message, args or tags are anyone's text: shown in a table, they
+# could repaint an operator's terminal or hide what they say (a review of the dashboard
+# found the bidi case there). Shown escaped instead, as Python writes them.
+_UNSHOWABLE = re.compile(
+    "[\x00-\x1f\x7f-\x9f"  # C0, DEL, C1
+    "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # bidirectional controls
+    "\u2028\u2029]"  # line and paragraph separators
+)
+
+
+def visible(text: str) -> str:
+    """``text`` with every character a terminal would act on instead of show escaped
+    (``\\x1b``, ``\\u202e``); a newline too, which would break a table's row."""
+    if _UNSHOWABLE.search(text) is None:
+        return text
+    return _UNSHOWABLE.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def print_lines(text: str) -> None:
+    """``text`` on stdout, each of its lines :func:`visible`."""
+    print("\n".join(visible(line) for line in text.split("\n")))
+
+
 def _cell(value: Any) -> str:
+    return visible(_text(value))
+
+
+def _text(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, enum.Enum):

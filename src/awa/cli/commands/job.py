@@ -11,7 +11,7 @@ from typing import Any
 import awa
 from awa.cli.args import positive_int, row_id, with_example
 from awa.cli.commands import job_enqueue, job_explain
-from awa.cli.output import print_json, print_table
+from awa.cli.output import print_json, print_table, visible
 from awa.types import CANCEL_APPLIES_TO, RETRY_APPLIES_TO
 
 
@@ -76,7 +76,7 @@ def _show(job: awa.Job[Any], as_json: bool) -> None:
     print_table(("field", "value"), rows)
     if job.errors:
         last = job.errors[-1]
-        print(f"last error (attempt {last.get('attempt')}): {last.get('error')}")
+        print(visible(f"last error (attempt {last.get('attempt')}): {last.get('error')}"))
 
 
 def check_retry_failed(args: argparse.Namespace) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import awa
 from awa.cli.args import row_id, with_example
-from awa.cli.output import print_json
+from awa.cli.output import print_json, print_lines
 
 MAX_WIDTH = 100
 INDENT = "    "
@@ -48,5 +48,5 @@ async def run(args: argparse.Namespace, url: str | None) -> int:
         print_json(explanation)
     else:
         width = min(shutil.get_terminal_size((MAX_WIDTH, 24)).columns, MAX_WIDTH)
-        print(render(explanation, max(width, 40)))
+        print_lines(render(explanation, max(width, 40)))
     return 0

@@ -11,7 +11,7 @@ from typing import Any
 
 import awa
 from awa.cli.args import bounded_int, rate, with_example
-from awa.cli.output import print_json, print_table
+from awa.cli.output import print_json, print_table, visible
 from awa.config import LIVE_WITHIN_MS
 from awa.override_keys import KEYS
 
@@ -154,7 +154,10 @@ def _print_show(entries: list[dict[str, Any]]) -> None:
     if not workers:
         print("no live worker runs these queues")
     for queue, w in workers:
-        print(f"\n{queue} on worker {w['hostname']}:{w['pid']} ({w['instance_id'][:8]}):")
+        print(
+            "\n"
+            + visible(f"{queue} on worker {w['hostname']}:{w['pid']} ({w['instance_id'][:8]}):")
+        )
         print_table(
             ("setting", "configured", "override", "effective", "ignored because"),
             ((k, w["configured"].get(k), w["overrides"].get(k), w["effective"].get(k),

@@ -7,7 +7,7 @@ from typing import Any
 
 import awa
 from awa.cli.args import positive_int, with_example
-from awa.cli.output import print_json, print_table
+from awa.cli.output import print_json, print_table, visible
 
 
 def register(sub: Any) -> None:
@@ -105,8 +105,10 @@ def _print_instances(instances: list[awa.RuntimeInstance]) -> None:
             mode += f", global max {snap.global_max_workers}"
         seen = i.seen_ago_s
         print(
-            f"worker {i.hostname}:{i.pid} ({i.instance_id[:8]})"
-            f"{' · leader' if i.is_leader else ''} · {mode} · seen {seen:.0f} s ago"
+            visible(
+                f"worker {i.hostname}:{i.pid} ({i.instance_id[:8]})"
+                f"{' · leader' if i.is_leader else ''} · {mode} · seen {seen:.0f} s ago"
+            )
         )
         rows = []
         for name, q in sorted(snap.queues.items()) if snap else []:
