@@ -192,9 +192,8 @@ def test_terminal_controls_in_a_jobs_text_are_shown_escaped(
     shown = awa_cli("job", "get", str(job.id)).stdout
     assert "\\x1b]0;pwned\\x07 \\u202egnp.exe\\x0aline two" in shown
     assert "a\\u202eb" in shown and "\\x9b2J" in shown
-    assert awa_cli("job", "get", str(job.id), "--json").json()["errors"][0]["error"] == (
-        error["error"]  # JSON keeps the text as it is (escaped by the encoder)
-    )
+    as_json = awa_cli("job", "get", str(job.id), "--json").json()
+    assert as_json["errors"][0]["error"] == error["error"]  # kept, escaped by the encoder
 
 
 # -- runtime overrides ----------------------------------------------------------------
