@@ -26,7 +26,7 @@ from psycopg import sql
 import awa
 from awa.client.insert import MAX_ARGS_BYTES
 from awa.serialization import MAX_METADATA_BYTES
-from tests.helpers import wait_until
+from tests.helpers import FAST_WORKER, wait_for, wait_until
 
 NOW = datetime.now(UTC)
 TEN_MB = {"blob": "x" * 10_000_000}
@@ -423,7 +423,9 @@ URL_CASES = [
 @pytest.mark.parametrize(
     "url",
     ["postgresql://a:5432,b:5433/db", "host=a,b port=5432,", "postgresql:///db?host=/tmp",
-     "postgresql://h/db?sslmode=verify-full&connect_timeout=10&keepalives=0"],
+     "postgresql://h/db?sslmode=verify-full&connect_timeout=10&keepalives=0",
+     # as libpq and psycopg read them (a review found these refused)
+     "postgresql://h/db?connect_timeout=2.5&keepalives_idle=+30", "host=h port=+5432"],
 )  # fmt: skip
 def test_valid_option_values_are_accepted(url: str) -> None:
     awa.AsyncClient(url)
@@ -510,7 +512,6 @@ async def test_a_worker_ignores_malformed_control_notices(
     """Any role that can connect may NOTIFY on awa_control and awa_available: the listener
     drops what it cannot use — a cancel that does not name the attempt's lease included —
     and keeps serving the well-formed notices, in order."""
-    from tests.helpers import FAST_WORKER, wait_for
 
     release = asyncio.Event()
 
@@ -567,6 +568,45 @@ async def test_a_job_stored_nested_deeper_than_the_readers_stack_is_still_listed
     )
     [listed] = await client.list_jobs(queue="deep")
     assert listed.id == job.id and isinstance(listed.args["x"], list)
+
+
+async def test_a_job_nested_past_what_python_reads_fails_alone_and_is_still_listed(
+    client: awa.AsyncClient, db: psycopg.Connection[Any]
+) -> None:
+    """Nested 1 500 levels by SQL: past what even a fresh stack decodes. It failed every
+    read of its queue, and each claim batch it was in — its neighbours left running with
+    no handler until rescued, then claimed beside it again (a review)."""
+    ran: list[int] = []
+    client.task(None, kind="k", queue="deep")(lambda job: ran.append(job.id))
+    jobs = await client.insert_many([{}] * 4, kind="k", queue="deep")
+    db.execute(
+        "UPDATE awa.jobs SET args = %s::jsonb WHERE id = %s",
+        ("[" * 1500 + "]" * 1500, jobs[1].id),
+    )
+    listed = {j.id: j for j in await client.list_jobs(queue="deep")}
+    assert (
+        "nested deeper than Python's JSON decoder reads"
+        in (listed[jobs[1].id].args["awa_undecodable"])
+    )
+    await client.start([("deep", 4)], **FAST_WORKER)
+    try:
+        failed = await wait_until_state(client, jobs[1].id, awa.JobState.FAILED)
+    finally:
+        await client.shutdown()
+    assert sorted(ran) == sorted(j.id for j in jobs if j.id != jobs[1].id)
+    assert failed.attempt == 1 and failed.errors[-1]["type"] == "SerializationError"
+    assert "cannot decode args" in failed.errors[-1]["error"]
+
+
+async def wait_until_state(
+    client: awa.AsyncClient, job_id: int, state: awa.JobState
+) -> awa.StoredJob:
+    async def reached() -> awa.StoredJob | None:
+        job = await client.get_job(job_id)
+        return job if job.state is state else None
+
+    found: awa.StoredJob = await wait_for(reached)
+    return found
 
 
 async def test_an_unreadable_runtime_snapshot_does_not_break_listing_the_fleet(

@@ -322,6 +322,32 @@ async def test_a_resume_runs_the_parked_attempt_on_and_spends_no_attempt(
     assert runs == [1, 1, 1, 2] and done.attempt == 2
 
 
+async def test_an_answer_before_the_park_spends_no_attempt_either(
+    client: awa.AsyncClient,
+) -> None:
+    """A fast webhook answered before the handler returned WaitForCallback: the leader
+    made the parked job available again, as a resume does, but kept the spent attempt
+    (attempt 4 of 2 after three such rounds; a review of the resume's fix)."""
+    runs: list[int] = []
+
+    @client.task(None, kind="fast_hook", queue="q")
+    async def fast_hook(job: awa.Job[Any]) -> awa.WaitForCallback | None:
+        runs.append(job.attempt)
+        if len(runs) > 2:
+            return None
+        callback_id = await job.register_callback()
+        await client.resume_external(callback_id, payload=len(runs))  # the webhook, early
+        return awa.WaitForCallback(callback_id)
+
+    job = await client.insert({}, kind="fast_hook", queue="q", max_attempts=2)
+    await client.start([("q", 1)], **FAST_WORKER)
+    try:
+        done = await _state(client, job.id, awa.JobState.COMPLETED)
+    finally:
+        await client.shutdown()
+    assert runs == [1, 1, 1] and done.attempt == 1
+
+
 async def _parked_run(client: awa.AsyncClient, job_id: int, runs: list[int], n: int) -> bool:
     row = await client.get_job(job_id)
     return len(runs) == n and row.state is awa.JobState.WAITING_EXTERNAL

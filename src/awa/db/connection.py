@@ -16,6 +16,7 @@ from psycopg.types.json import set_json_loads
 
 from awa.db import direct, forking, sql
 from awa.errors import DatabaseError, ValidationError
+from awa.serialization import Undecodable
 
 PROBE_CONNECT_TIMEOUT_S = 10
 RV = TypeVar("RV")  # what a psycopg generator returns
@@ -44,20 +45,19 @@ def _decode_on_a_fresh_stack(text: str) -> Any:
     """Decode JSON too deep for the frames above this call (each level takes one of the
     interpreter's 1 000) in a thread of its own, whose stack is empty: a row written
     before awa refused JSON past 256 levels, or by SQL, would otherwise fail every read
-    of its table that returns it — a queue's job list, the dashboard."""
+    of its table that returns it — a queue's job list, the dashboard, a claim's whole
+    batch. Deeper still than that thread reads, an :class:`Undecodable` says so."""
     answer: list[Any] = []
 
     def decode() -> None:
         try:
             answer.append(_decode(text))
-        except RecursionError as exc:
-            answer.append(exc)
+        except RecursionError:
+            answer.append(Undecodable(len(text)))
 
     thread = threading.Thread(target=decode, name="awa-deep-json")
     thread.start()
     thread.join()
-    if isinstance(answer[0], RecursionError):
-        raise answer[0]
     return answer[0]
 
 
@@ -211,21 +211,26 @@ _CHOICES = {
     ),
     "load_balance_hosts": ("disable", "random"),
 }  # fmt: skip
-_INTEGERS = ("connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
-             "keepalives_count", "tcp_user_timeout")  # fmt: skip
-
-
-_DIGITS = re.compile("[0-9]+")
+_INTEGERS = ("keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count",
+             "tcp_user_timeout")  # fmt: skip
+# As libpq's strtol reads them: a sign, digits, spaces around (a review found "+30" refused).
+_INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*")
 
 
 def _bad_option(option: str, value: str) -> str | None:
-    """What is wrong with the value of a connection option libpq would refuse, or None."""
+    """What is wrong with the value of a connection option libpq (or psycopg, for
+    ``connect_timeout``) would refuse, or None."""
     if option == "port":
-        ports = [p.strip() for p in value.split(",")]
-        if not all(p == "" or (_DIGITS.fullmatch(p) and 0 < int(p) < 65536) for p in ports):
+        ports = [p for p in value.split(",") if p.strip()]
+        if not all(_INTEGER.fullmatch(p) and 0 < int(p) < 65536 for p in ports):
             return "must be a port number (1–65535), or a comma-separated list of them"
+    elif option == "connect_timeout":
+        try:
+            int(float(value))  # psycopg's own reading: "2.5" is 2 s
+        except (ValueError, OverflowError):
+            return "must be a number of seconds"
     elif option in _INTEGERS:
-        if not _DIGITS.fullmatch(value.strip().removeprefix("-")):
+        if not _INTEGER.fullmatch(value):
             return "must be an integer"
     elif option in _CHOICES and value not in _CHOICES[option]:
         return f"must be one of {', '.join(_CHOICES[option])}"

@@ -14,7 +14,10 @@ WITH answered AS (
 ), released AS (
     UPDATE awa.jobs AS j
     SET state = 'available', run_at = now(), partition_key = NULL, heartbeat_at = NULL,
-        priority = j.original_priority
+        priority = j.original_priority,
+        -- given back, as resume_external gives a parked job's: the run after the answer
+        -- goes on as the same attempt (this path spent one: attempt 4 of 2, a review)
+        attempt = greatest(j.attempt - 1, 0)
     FROM answered
     WHERE j.id = answered.id
     RETURNING j.id, j.queue, j.kind, j.state
