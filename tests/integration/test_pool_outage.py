@@ -99,9 +99,9 @@ async def test_a_long_outage_does_not_stretch_the_pools_wait_past_its_cap(
 ) -> None:
     """psycopg_pool doubled its wait between reconnect attempts without bound: after a
     minute's outage a warm client failed every call for up to a minute more with the
-    server back (a review). Time is scaled down tenfold here: attempts 0.1 s apart at
-    first, capped at 0.2 s; 3.5 s down leaves psycopg_pool's own next attempt 2.8 s after
-    the server is back, the capped one at most 0.2 s."""
+    server back (a review). Time is scaled down here: attempts 0.1 s apart at first,
+    capped at 0.2 s; 3.5 s down leaves psycopg_pool's own next attempt 2.8 s after the
+    server is back, the capped one at most 0.2 s."""
     monkeypatch.setattr(AttemptWithBackoff, "INITIAL_DELAY", 0.1)
     monkeypatch.setattr(pool_module, "RECONNECT_DELAY_MAX_S", 0.2)
     client = awa.AsyncClient(proxy.url)

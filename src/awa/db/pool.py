@@ -24,6 +24,7 @@ whenever somebody is waiting.
 
 from __future__ import annotations
 
+import random
 import select
 import weakref
 from collections.abc import AsyncIterator
@@ -47,12 +48,14 @@ _MAX_READS = 3
 # theirs, when the pool could still grow but may not be able to (see Pool._next).
 HOLDERS_AFTER_S = 0.5
 
-# The longest wait between two attempts to open a connection the server refused.
-# psycopg_pool doubles its wait without bound (1, 2, 4 … 64 s): a client that made a call
-# while the server was down for a minute then failed every call for up to a minute more
-# with the server back, and a worker ran no job for 50 s (a review). The listener and the
-# leader wait at most 5 s; a pool's attempt is a cheap refused connect.
-RECONNECT_DELAY_MAX_S = 2.0
+# The longest wait between two attempts to open a connection the server refused, as the
+# listener and the leader wait. psycopg_pool doubles its wait without bound (1, 2, 4 …
+# 64 s): a client that made a call while the server was down for a minute then failed
+# every call for up to a minute more with the server back, and a worker ran no job for
+# 50 s (a review). Each capped wait is drawn between half and all of it: every lost
+# connection of every worker retries on its own, and in step they would meet a server
+# that is back, or refusing with "too many clients", all at once.
+RECONNECT_DELAY_MAX_S = 5.0
 
 # The severities of the message a server sends a session it is closing.
 _GOODBYE = frozenset({b"FATAL", b"PANIC"})
@@ -132,7 +135,8 @@ class _Backoff(AttemptWithBackoff):
 
     def update_delay(self, now: float) -> None:
         super().update_delay(now)
-        self.delay = min(self.delay, RECONNECT_DELAY_MAX_S)
+        if self.delay > RECONNECT_DELAY_MAX_S:
+            self.delay = RECONNECT_DELAY_MAX_S * random.uniform(0.5, 1.0)
 
 
 class Pool(AsyncConnectionPool[AsyncConnection[Any]]):

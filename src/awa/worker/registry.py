@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any, get_origin
 
@@ -27,7 +27,7 @@ class Task:
     """One registered handler."""
 
     kind: str
-    args_type: type[Any] | None
+    args_type: type[Any] | None  # what the stored args are built into; None: the dict itself
     handler: Handler
     is_async: bool
     queue: str
@@ -64,7 +64,8 @@ class TaskRegistry:
         queue = validate.name("queue", queue)
         if kind in self._by_kind:
             raise ValidationError("kind", f"a handler for {kind!r} is already registered")
-        task = Task(kind, args_type, handler, _is_async(handler), queue)
+        built = None if _names_the_dict(args_type) else args_type
+        task = Task(kind, built, handler, _is_async(handler), queue)
         self._by_kind[kind] = task
         if args_type is not None and args_type is not dict:
             # The first task registered for a type gives its jobs both kind and queue.
@@ -121,6 +122,16 @@ class TaskRegistry:
 
     def __len__(self) -> int:
         return len(self._by_kind)
+
+
+def _names_the_dict(args_type: object) -> bool:
+    """Whether ``args_type`` only types the handler's args as the stored dict (``dict``,
+    ``dict[str, Any]``, ``Mapping[str, Any]``, ``Any``): built by calling it, every job
+    of the kind failed (``Mapping(**args)`` cannot be; a review)."""
+    if args_type is None or args_type is Any:
+        return True
+    origin = get_origin(args_type) or args_type
+    return origin is dict or origin in (Mapping, MutableMapping)
 
 
 def _check_args_type(args_type: object) -> None:
