@@ -56,7 +56,7 @@ async def test_unstorable_exception_messages_are_recorded_and_do_not_block_other
     nul = await client.get_job(ids["nul"])
     assert nul.state is JobState.FAILED and nul.errors[0]["error"] == "bad\ufffdbyte"
     surrogate = await client.get_job(ids["surrogate"])
-    assert surrogate.state is JobState.FAILED and surrogate.errors[0]["error"] == "name ?"
+    assert surrogate.state is JobState.FAILED and surrogate.errors[0]["error"] == "name \ufffd"
     cancelled = await client.get_job(ids["cancel"])
     assert cancelled.state is JobState.CANCELLED
     assert cancelled.errors[0]["error"] == "reason\ufffdwith a NUL"
