@@ -1,6 +1,7 @@
 """A TCP proxy between one worker and the server that can go silent, as a network
 partition does: it stops forwarding in both directions and closes nothing, so neither
-end notices (no reset, no end of stream) — unlike a killed process or backend."""
+end notices (no reset, no end of stream) — unlike a killed process or backend. It can
+also go down as a stopped server does: every connection closed, new ones refused."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ class FreezableProxy:
         )
         self._flowing = threading.Event()
         self._flowing.set()
+        self._up = True
         self._server = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._server.getsockname()[1]
         self.url = conninfo.make_conninfo(database_url, host="127.0.0.1", port=self.port)
@@ -36,6 +38,20 @@ class FreezableProxy:
 
     def thaw(self) -> None:
         self._flowing.set()
+
+    def down(self) -> None:
+        """As a stopped server: close every connection through it, refuse new ones."""
+        with self._lock:
+            self._up = False
+            for sock in self._sockets[1:]:  # all but the listening socket
+                with suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+            del self._sockets[1:]
+
+    def up(self) -> None:
+        with self._lock:
+            self._up = True
 
     def close(self) -> None:
         self._flowing.set()
@@ -51,8 +67,11 @@ class FreezableProxy:
             except OSError:
                 return  # closed
             self._flowing.wait()  # a partition refuses nothing, it just never answers
-            upstream = _connect(self._target)
             with self._lock:
+                if not self._up:
+                    client.close()  # as a stopped server: the connection ends at once
+                    continue
+                upstream = _connect(self._target)
                 self._sockets += [client, upstream]
             for src, dst in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
