@@ -23,6 +23,7 @@ from psycopg import conninfo
 import awa
 from awa.db import migrations
 from awa.embedded import EmbeddedPostgres
+from tests.chaos.partition import FreezableProxy
 from tests.helpers import SESSION
 
 _FAST_SETTINGS = {
@@ -156,3 +157,11 @@ def pytest_terminal_summary(terminalreporter: Any) -> Iterator[None]:
     terminalreporter.write_sep("=", f"{total} skipped, and why", yellow=True)
     for reason, count in sorted(reasons.items(), key=lambda item: -item[1]):
         terminalreporter.write_line(f"{count:4d}  {reason}")
+
+
+@pytest.fixture
+def proxy(database_url: str) -> Iterator[FreezableProxy]:
+    """A TCP proxy to the test database that can go silent or down (``proxy.url``)."""
+    gate = FreezableProxy(database_url)
+    yield gate
+    gate.close()

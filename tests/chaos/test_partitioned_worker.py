@@ -11,7 +11,6 @@ and end are recorded by the handler over a connection that bypasses the proxy.
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -39,13 +38,6 @@ CREATE TABLE public.partition_runs (
     ended_by   text
 )
 """
-
-
-@pytest.fixture
-def proxy(database_url: str) -> Iterator[FreezableProxy]:
-    proxy = FreezableProxy(database_url)
-    yield proxy
-    proxy.close()
 
 
 def _runs(db: psycopg.Connection[Any], job_id: int) -> list[tuple[Any, ...]]:

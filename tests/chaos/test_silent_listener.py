@@ -11,7 +11,6 @@ two renewals in a row do not find gives its permit back.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,13 +23,6 @@ from tests.helpers import FAST_WORKER, wait_for
 pytestmark = pytest.mark.chaos
 
 PERMITS = 4
-
-
-@pytest.fixture
-def proxy(database_url: str) -> Iterator[FreezableProxy]:
-    proxy = FreezableProxy(database_url)
-    yield proxy
-    proxy.close()
 
 
 async def _all_permits_run(

@@ -5,7 +5,6 @@ connection and refuses new ones, as a stopped server does (``FreezableProxy.down
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from contextlib import suppress
 
 import pytest
@@ -15,13 +14,6 @@ import awa
 from awa.db import pool as pool_module
 from tests.chaos.partition import FreezableProxy
 from tests.helpers import wait_for
-
-
-@pytest.fixture
-def proxy(database_url: str) -> Iterator[FreezableProxy]:
-    gate = FreezableProxy(database_url)
-    yield gate
-    gate.close()
 
 
 async def test_a_long_outage_does_not_stretch_the_pools_wait_past_its_cap(
