@@ -14,8 +14,6 @@ DERIVED: dict[str, tuple[str, str | tuple[str, ...]]] = {
     "job_insert_unique": ("job_insert", ()),  # the whole file, named for what it adds
     "job_insert_unseated": ("job_insert", ("unique", "seat")),
     "job_insert_unique_unseated": ("job_insert", "seat"),
-    "job_list": ("job_list", "summaries"),
-    "job_list_summaries": ("job_list", "rows"),
     "job_retry_failed": ("job_retry_failed", "count"),
     "job_retry_failed_count": ("job_retry_failed", "rows"),
     "dlq_retry": ("dlq_retry", "count"),
@@ -77,3 +75,17 @@ def test_no_statement_filters_by_not_in_a_subquery() -> None:
         if entry.name.endswith(".sql"):
             text = entry.read_text("utf-8")
             assert not re.search(r"NOT\s+IN\s*\(\s*SELECT", text, re.I), entry.name
+
+
+@pytest.mark.parametrize("summaries", [False, True])
+def test_a_job_listing_names_exactly_the_filters_given(summaries: bool) -> None:
+    """Filters not given are left out of the statement, not written "IS NULL OR …": the
+    planner then sees the values and picks the partial index a state or queue has."""
+    names = ("state", "kind", "queue")
+    for mask in range(8):
+        given = frozenset(n for i, n in enumerate(names) if mask >> i & 1)
+        query = sql.job_list(summaries=summaries, given=given)
+        assert "IS NULL" not in query
+        for name in names:
+            assert (f"%({name})s" in query) is (name in given)
+        assert ("last_error" in query) is summaries

@@ -82,7 +82,11 @@ async def list_jobs(
     limit: int = 100,
 ) -> list[Job[Any]]:
     """Newest first, filtered by state, kind and queue; ``limit`` up to 10 000."""
-    return await _many_jobs(conn, sql.JOB_LIST, _list_filters(state, kind, queue, limit))
+    params = _list_filters(state, kind, queue, limit)
+    with mapped():
+        cur = conn.cursor(row_factory=job_rows)
+        await cur.execute(_listing(params, summaries=False), params, prepare=False)
+        return await cur.fetchall()
 
 
 async def list_job_summaries(
@@ -97,8 +101,16 @@ async def list_job_summaries(
     params = _list_filters(state, kind, queue, limit)
     with mapped():
         cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(sql.JOB_LIST_SUMMARIES, params)
+        await cur.execute(_listing(params, summaries=True), params, prepare=False)
         return [job_summary(row) for row in await cur.fetchall()]
+
+
+def _listing(params: Mapping[str, Any], *, summaries: bool) -> LiteralString:
+    """The listing statement filtering by exactly the filters given: planned for their
+    values each time (``prepare=False``), so a state's or a queue's partial index serves
+    it (see job_list.sql)."""
+    given = frozenset(name for name in ("state", "kind", "queue") if params[name] is not None)
+    return sql.job_list(summaries=summaries, given=given)
 
 
 def _list_filters(

@@ -40,8 +40,30 @@ JOB_COPY_IN_DEFAULTS = load("job_copy_in_defaults")
 # Admin
 JOB_GET = load("job_get")
 _job_list = load("job_list")  # two statements in one file: each leaves the other's part out
-JOB_LIST = without(_job_list, "summaries")
-JOB_LIST_SUMMARIES = without(_job_list, "rows")
+_LIST_FILTERS = ("state", "kind", "queue")
+
+
+def _job_lists() -> dict[tuple[bool, frozenset[str]], LiteralString]:
+    found: dict[tuple[bool, frozenset[str]], LiteralString] = {}
+    for summaries in (False, True):
+        shown = without(_job_list, "rows" if summaries else "summaries")
+        for mask in range(2 ** len(_LIST_FILTERS)):
+            given = frozenset(f for i, f in enumerate(_LIST_FILTERS) if mask >> i & 1)
+            query = shown
+            for name in _LIST_FILTERS:
+                query = without(query, name) if name not in given else query
+            found[summaries, given] = query
+    return found
+
+
+_JOB_LISTS = _job_lists()
+
+
+def job_list(*, summaries: bool, given: frozenset[str]) -> LiteralString:
+    """The job listing with the filters ``given`` (of state, kind, queue) and no others."""
+    return _JOB_LISTS[summaries, given]
+
+
 JOB_CANCEL = load("job_cancel")
 JOB_CANCEL_BY_UNIQUE_KEY = load("job_cancel_by_unique_key")
 JOB_RETRY = load("job_retry")
