@@ -46,6 +46,9 @@ INSTANCE_EXPIRY_MS = 5 * 60_000
 # the default interval) no longer counts as live: explain, `awa queue limits show` and
 # `awa queue overrides show` judge liveness by it.
 LIVE_WITHIN_MS = 30_000
+# The most pooled connections a client may hold: past any server's max_connections, a
+# larger number is a typo (10**14 was taken; a review).
+MAX_CONNECTIONS = 10_000
 logger = logging.getLogger("awa")
 
 

@@ -81,6 +81,7 @@ BAD_VALUES = [
     (["worker", "x:y", "--queue", "q=0"], "--queue"),
     (["worker", "x:y", "--processes", "99999999999999999999"], "--processes"),  # was 1 GB
     (["worker", "x:y", "--processes", "1025"], "--processes"),
+    (["worker", "x:y", "--max-connections", "100000000000000"], "--max-connections"),
     (["worker", "x:y", "--queue", "bad:max=2"], "argument --queue"),
     (["worker", "tests.apps.worker_app:client", "--queue", "bad"], "argument --queue"),
     (["worker", "tests.apps.worker_app:client", "--queue", "w:min=1,weight=2"],

@@ -444,6 +444,8 @@ def test_database_url_of_the_wrong_type() -> None:
         awa.AsyncClient(5)  # type: ignore[arg-type]
     with pytest.raises(awa.ValidationError, match="max_connections"):
         awa.AsyncClient("postgresql://localhost/db", max_connections=0)
+    with pytest.raises(awa.ValidationError, match="max_connections: must be <= 10000"):
+        awa.AsyncClient("postgresql://localhost/db", max_connections=10**14)  # a typo
 
 
 async def test_an_unreachable_server_fails_at_once_with_the_reason() -> None:

@@ -34,6 +34,7 @@ from awa.config import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_PRIORITY,
     DEFAULT_QUEUE,
+    MAX_CONNECTIONS,
     QueueSpec,
     StartSettings,
     WorkerConfig,
@@ -110,7 +111,9 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
         self.listen_url = (
             None if listen_url is None else connection.check_url(listen_url, "listen_url")
         )
-        self.max_connections = validate.integer("max_connections", max_connections, low=1)
+        self.max_connections = validate.integer(
+            "max_connections", max_connections, low=1, high=MAX_CONNECTIONS
+        )
         self.pool_timeout_s = DEFAULT_POOL_TIMEOUT_S
         self.registry = TaskRegistry()
         self._pool: Pool | None = None

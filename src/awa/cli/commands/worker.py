@@ -32,7 +32,7 @@ from awa.cli.args import (
 )
 from awa.cli.database import configured_url, database_url
 from awa.cli.output import fail
-from awa.config import START_SETTINGS, StartSettings, build_worker_config
+from awa.config import MAX_CONNECTIONS, START_SETTINGS, StartSettings, build_worker_config
 from awa.errors import BuildError, MinWorkersExceedGlobal
 from awa.extras import require
 from awa.supervisor import ChildLink, Supervisor
@@ -74,7 +74,7 @@ def register(sub: Any) -> None:
                    "5000)")  # fmt: skip
     p.add_argument("--processes", type=process_count, metavar="N|auto",
                    help="run N worker processes under a supervisor (auto: 1 per core)")  # fmt: skip
-    p.add_argument("--max-connections", type=positive_int, metavar="N",
+    p.add_argument("--max-connections", type=bounded_int(1, MAX_CONNECTIONS), metavar="N",
                    help="most pooled connections per process (default: the client's)")  # fmt: skip
     p.add_argument("--listen-url", type=postgres_url, metavar="URL",
                    default=os.environ.get("AWA_LISTEN_URL") or None,
