@@ -280,7 +280,7 @@ class HealthCheck:
 
     Unhealthy: the database is unreachable, a loop died, the worker is shutting down, or
     a queue cannot make progress (``queues[q].progressing`` is False: every permit is
-    held by a handler stuck past its deadline or cancel). ``problems`` says which, one
+    held by a handler asked to stop that runs on). ``problems`` says which, one
     line each (empty when healthy), as ``awa health --worker`` prints them.
     """
 
@@ -365,8 +365,9 @@ class RuntimeSnapshot:
         for name, q in sorted(self.queues.items()):
             if not q.progressing:
                 problems.append(
-                    f"queue {name} cannot make progress ({q.stuck} handler(s) stuck past "
-                    "their deadline or cancel hold every permit)"
+                    f"queue {name} cannot make progress ({q.stuck} handler(s) asked to stop "
+                    "— past their deadline, cancelled or their lease unconfirmed — still "
+                    "hold every permit)"
                 )
         return problems
 

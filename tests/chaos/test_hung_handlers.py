@@ -57,4 +57,4 @@ def test_hung_handlers_are_abandoned_and_a_wedged_queue_is_reported(
     # The hung jobs return and hang again; two handlers are abandoned already (the
     # limit): the new ones keep both permits, and the worker says it cannot go on.
     reason = wait_until(wedged, timeout=90, interval=0.5)
-    assert "queue hung cannot make progress (2 handler(s) stuck" in reason
+    assert "queue hung cannot make progress (2 handler(s) asked to stop" in reason

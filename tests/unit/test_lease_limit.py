@@ -245,3 +245,50 @@ async def test_a_def_that_runs_on_after_its_stop_keeps_its_permit_and_its_job(
         executor.close()
     [outcome] = completer.outcomes
     assert outcome.error is not None and outcome.error["type"] == "LeaseUnconfirmed"
+
+
+@pytest.mark.parametrize("limit", ["lease", "deadline"])
+async def test_a_def_handler_sees_its_limit_pass_while_the_event_loop_is_blocked(
+    limit: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The stop came from the event loop: blocked by another handler (a time.sleep in an
+    async def), it told the polling def handler nothing, and the job ran on beside its
+    rescued retry in another process for 11 s (a review). The handler now reads its limit
+    off the clock; the worker says so, late, once its loop runs again."""
+    seen: list[float] = []
+
+    def polling(job: Job[Any]) -> None:
+        while not job.is_cancelled():
+            time.sleep(0.01)
+        seen.append(time.monotonic())
+
+    stops = _Stops()
+    by_lease = limit == "lease"
+    executor, completer = _executor(polling, lease_limit_s=0.2 if by_lease else 60, observer=stops)
+    executor.start()
+    permit = FakePermit()
+    try:
+        executor.launch(_job(), permit, deadline_ms=60_000 if by_lease else 200)  # type: ignore[arg-type]
+        attempt = executor.attempts[7]
+        await wait_for(lambda: _true(attempt.handler_started))
+        _block_the_event_loop(1.0)  # as another handler would: the fault, not a wait
+        loop_back = time.monotonic()
+        await _released(permit)
+    finally:
+        await executor.stop()
+        executor.close()
+    assert seen and seen[0] < loop_back  # told while the loop was blocked
+    assert stops.reasons == ["lease unconfirmed" if by_lease else "deadline"]
+    [outcome] = completer.outcomes
+    assert outcome.error is not None
+    assert outcome.error["type"] == ("LeaseUnconfirmed" if by_lease else "DeadlineExceeded")
+    [said] = [r for r in caplog.records if "its handler saw the limit first" in r.getMessage()]
+    assert "event loop came" in said.getMessage() and "blocked by a handler" in said.getMessage()
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+def _block_the_event_loop(seconds: float) -> None:
+    time.sleep(seconds)  # called from the loop's thread: nothing else on it runs meanwhile

@@ -30,6 +30,18 @@ from awa.worker.permits import Permit
 R = TypeVar("R")
 
 LEASE_UNCONFIRMED = "lease unconfirmed"
+# Why a worker's heartbeats may fail to confirm a lease in time: said in the log and in
+# the job's error. Not only the database: a handler that blocks the event loop, or
+# CPU-bound plain def handlers starving it of the interpreter, delay the beats as much
+# (a review: 16 such threads with 1 s beats failed 12 of 16 healthy jobs).
+UNCONFIRMED_CAUSES = (
+    "the database out of reach or too slow to answer, the row held by another "
+    "transaction, or this process's event loop blocked or starved"
+)
+LOOP_STALLED = (
+    "blocked by a handler, or starved by CPU-bound plain def handlers: see README, "
+    "Heartbeats and CPU-bound handlers"
+)
 """Why an attempt is stopped when no heartbeat confirmed its lease for too long."""
 STOPPED_BY_WORKER = frozenset({"deadline", LEASE_UNCONFIRMED})
 """Stops the worker decides alone, the row still its own: it writes their outcome (every
@@ -121,6 +133,7 @@ class Attempt:
         "permit",
         "started",
         "stop_at",
+        "stopped_by_clock",
         "stuck",
         "task",
         "thread",
@@ -159,6 +172,9 @@ class Attempt:
         # wait, which reads the row and raises CallbackEnded, instead of cancelling it.
         self.callback_wake: asyncio.Event | None = None
         self.cancel_reason: str | None = None
+        # Set by is_cancelled() when the handler read its limit off the clock before the
+        # worker's event loop could stop it; the loop does the rest of the stop when it can.
+        self.stopped_by_clock = False
         self.abandoned = False  # the worker gave up waiting for its handler (ADR 0016)
         self.stuck = False  # asked to stop, still running, and could not be abandoned
         self.task: asyncio.Task[None] | None = None
@@ -174,7 +190,7 @@ class Attempt:
         its deadline or its lease's limit, whichever comes first; once it was asked to stop,
         the time to give up on its handler."""
         if self.cancel_reason is not None:
-            return self.stop_at
+            return 0.0 if self.stopped_by_clock else self.stop_at
         deadline, lease = self.deadline_at, self.lease_until
         if deadline is None or (lease is not None and lease < deadline):
             return lease
@@ -199,8 +215,24 @@ class Attempt:
     # -- cancel state ----------------------------------------------------------------
 
     def is_cancelled(self) -> bool:
-        """True once the worker asked this attempt to stop."""
-        return self.cancel_reason is not None
+        """True once the worker asked this attempt to stop, or once its lease's limit or
+        its deadline has passed by the clock. The worker's own stop comes from its event
+        loop, which a handler blocking it holds up: a plain def handler asking this ran on
+        beside its rescued retry in another process for 11 s (a review). Safe from any
+        thread: it only ever sets the reason once."""
+        if self.cancel_reason is not None:
+            return True
+        now = time.monotonic()
+        lease, deadline = self.lease_until, self.deadline_at
+        if self.handler_started and lease is not None and lease <= now:
+            reason = LEASE_UNCONFIRMED
+        elif deadline is not None and deadline <= now:
+            reason = "deadline"
+        else:
+            return False
+        if self.request_cancel(reason):
+            self.stopped_by_clock = True
+        return True
 
     def request_cancel(self, reason: str) -> bool:
         """Record why the attempt must stop; False when it was already asked to."""
@@ -299,9 +331,8 @@ class Attempt:
         retried with backoff, or failed on its last attempt."""
         if self.cancel_reason == LEASE_UNCONFIRMED:
             message = (
-                "stopped: no heartbeat confirmed its lease in time (the database out of "
-                "reach, too slow to answer, or the row held by another transaction), so "
-                f"the job could have been rescued and run elsewhere{note}"
+                f"stopped: no heartbeat confirmed its lease in time ({UNCONFIRMED_CAUSES}), "
+                f"so the job could have been rescued and run elsewhere{note}"
             )
             return self.failed(message, "LeaseUnconfirmed", terminal=False)
         message = f"deadline of {self.deadline_ms} ms exceeded{note}"

@@ -23,7 +23,14 @@ from awa.serialization import decode_args
 from awa.types import Job
 from awa.worker import results
 from awa.worker.abandon import ABANDON_AFTER_S, Abandoned
-from awa.worker.attempt import LEASE_UNCONFIRMED, STOPPED_BY_WORKER, Attempt, AttemptServices
+from awa.worker.attempt import (
+    LEASE_UNCONFIRMED,
+    LOOP_STALLED,
+    STOPPED_BY_WORKER,
+    UNCONFIRMED_CAUSES,
+    Attempt,
+    AttemptServices,
+)
 from awa.worker.completer import Completer
 from awa.worker.deadlines import Deadlined, DeadlineWatch
 from awa.worker.joblog import job_fields
@@ -194,6 +201,7 @@ class Executor:
             return self._raised(attempt, escaped.original)
         except BaseException as exc:
             return self._raised(attempt, exc)
+        self._tell_if_stopped_by_clock(attempt)
         if attempt.cancel_reason in STOPPED_BY_WORKER:
             # Returned after the worker stopped it (a plain def flagged, or an async one
             # that caught the cancellation): whether the work got done, a return after the
@@ -205,6 +213,7 @@ class Executor:
 
     def _raised(self, attempt: Attempt, exc: BaseException) -> results.Finalization | None:
         """The outcome of a handler that raised ``exc``."""
+        self._tell_if_stopped_by_clock(attempt)
         if isinstance(exc, Exception):
             if attempt.cancel_reason is not None and attempt.cancel_reason not in STOPPED_BY_WORKER:
                 # Raised because it was stopped (CallbackEnded from a wait, a plain def
@@ -263,6 +272,9 @@ class Executor:
         it when it is a coroutine); when it was asked to stop ``ABANDON_AFTER_S`` ago, give
         up on it."""
         assert isinstance(attempt, Attempt)
+        if attempt.stopped_by_clock:  # its handler saw the limit first (the loop was late)
+            self._tell_if_stopped_by_clock(attempt)
+            return
         if attempt.cancel_reason is not None:
             self._give_up(attempt)
             return
@@ -270,13 +282,7 @@ class Executor:
         lease = attempt.lease_until
         if lease is not None and lease <= now:
             if attempt.handler_started:
-                logger.warning(
-                    "%s: no heartbeat confirmed its lease for %.1f s (the database out of "
-                    "reach, too slow to answer, or the row held by another transaction); "
-                    "stopping its handler before the job can be rescued and run elsewhere",
-                    attempt.describe(), now - lease + self.lease_limit_s,
-                    extra=job_fields(attempt.job, "lease_unconfirmed"),
-                )  # fmt: skip
+                self._say_unconfirmed(attempt, now - lease + self.lease_limit_s)
                 self._stop_by_worker(attempt, LEASE_UNCONFIRMED)
                 return
             # Not begun, nothing can run twice yet: a claim this old is first re-checked
@@ -286,6 +292,44 @@ class Executor:
         deadline = attempt.deadline_at
         if deadline is not None and deadline <= now:
             self._stop_by_worker(attempt, "deadline")
+
+    def _say_unconfirmed(self, attempt: Attempt, unconfirmed_s: float, late: str = "") -> None:
+        logger.warning(
+            "%s: no heartbeat confirmed its lease for %.1f s (%s); stopping its handler "
+            "before the job can be rescued and run elsewhere%s",
+            attempt.describe(), unconfirmed_s, UNCONFIRMED_CAUSES, late,
+            extra=job_fields(attempt.job, "lease_unconfirmed"),
+        )  # fmt: skip
+
+    def _tell_if_stopped_by_clock(self, attempt: Attempt) -> None:
+        """The handler ended after reading its stop off the clock, before the watcher
+        (on this late loop) could say so: said now."""
+        if attempt.stopped_by_clock:
+            attempt.stopped_by_clock = False
+            self._stopped_late(attempt)
+
+    def _stopped_late(self, attempt: Attempt) -> None:
+        """The handler read its lease's limit or deadline off the clock and was told to
+        stop before this loop could tell it: this loop was blocked or starved meanwhile.
+        Said now, and the stop goes on as the loop's own would."""
+        now = time.monotonic()
+        unconfirmed = attempt.cancel_reason == LEASE_UNCONFIRMED
+        passed = attempt.lease_until if unconfirmed else attempt.deadline_at
+        late = (
+            f"; its handler saw the limit first: this worker's event loop came "
+            f"{now - (passed or now):.1f} s late ({LOOP_STALLED})"
+        )
+        if unconfirmed:
+            self._say_unconfirmed(attempt, now - (passed or now) + self.lease_limit_s, late)
+        else:
+            logger.warning(
+                "%s: deadline of %d ms exceeded; stopping its handler%s",
+                attempt.describe(), attempt.deadline_ms, late,
+                extra=job_fields(attempt.job, "job_stopped"),
+            )  # fmt: skip
+        if attempt.interruptible and attempt.task is not None:
+            attempt.task.cancel()
+        self._stop_requested(attempt)
 
     def _stop_by_worker(self, attempt: Attempt, reason: str) -> None:
         attempt.request_cancel(reason)
