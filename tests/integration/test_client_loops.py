@@ -5,6 +5,7 @@ stays closed (as the blocking Client does)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import threading
 from typing import Any
@@ -133,3 +134,33 @@ def test_threads_each_running_a_loop_get_wrong_event_loop_never_a_hang(
         assert len(inserted) == outcomes.count("ok")
     finally:
         asyncio.run(client.close())
+
+
+async def test_a_first_call_cancelled_while_the_pool_opens_leaves_no_pool_running(
+    database_url: str,
+) -> None:
+    """The half-opened pool of a cancelled first call was never closed: its worker tasks
+    ran on, each reported "Task was destroyed but it is pending!" later (a review)."""
+    client = awa.AsyncClient(database_url)
+    cancelled = 0
+    try:
+        for delay in [i * 0.002 for i in range(1, 40)]:  # sweeps the pool's opening
+            call = asyncio.create_task(client.queue_stats())
+            await asyncio.sleep(delay)
+            if not call.done():
+                call.cancel()
+                cancelled += 1
+            with contextlib.suppress(asyncio.CancelledError, awa.AwaError):
+                await call
+            if client._pool is not None:
+                break
+            assert _pool_workers() == [], f"after a cancel {delay * 1000:.0f} ms in"
+        assert cancelled > 0
+    finally:
+        await client.close()
+
+
+def _pool_workers() -> list[asyncio.Task[Any]]:
+    return [
+        t for t in asyncio.all_tasks() if t.get_name().startswith("awa-worker") and not t.done()
+    ]

@@ -209,9 +209,15 @@ class AsyncClient(Registering, JobLifecycle, FleetControl, BatchMethods):
                         name="awa",
                         timeout=self.pool_timeout_s,
                     )
-                    await connection.probe(self.database_url)  # fail fast, with the reason
-                    with mapped():
-                        await pool.open(wait=True, timeout=30)
+                    try:
+                        await connection.probe(self.database_url)  # fail fast, with the reason
+                        with mapped():
+                            await pool.open(wait=True, timeout=30)
+                    except BaseException:
+                        # A call cancelled while the pool opened left its workers running,
+                        # each then "destroyed but pending" (a review): closed here.
+                        await asyncio.shield(pool.close())
+                        raise
                     self._pool = pool
         return self._pool
 
