@@ -102,6 +102,9 @@ def _is_static(query: ast.expr, safe_names: set[str]) -> bool:
         return (
             isinstance(query.value, ast.Name) and query.value.id == "sql" and query.attr.isupper()
         )
+    if isinstance(query, ast.Call):  # sql.job_list(...): one of a statement's fixed variants
+        func = query.func
+        return isinstance(func, ast.Attribute) and ast.unparse(func.value) == "sql"
     return isinstance(query, ast.Name) and query.id in safe_names
 
 

@@ -85,7 +85,9 @@ async def list_jobs(
     params = _list_filters(state, kind, queue, limit)
     with mapped():
         cur = conn.cursor(row_factory=job_rows)
-        await cur.execute(_listing(params, summaries=False), params, prepare=False)
+        await cur.execute(
+            sql.job_list(summaries=False, given=_given(params)), params, prepare=False
+        )
         return await cur.fetchall()
 
 
@@ -101,16 +103,15 @@ async def list_job_summaries(
     params = _list_filters(state, kind, queue, limit)
     with mapped():
         cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(_listing(params, summaries=True), params, prepare=False)
+        await cur.execute(sql.job_list(summaries=True, given=_given(params)), params, prepare=False)
         return [job_summary(row) for row in await cur.fetchall()]
 
 
-def _listing(params: Mapping[str, Any], *, summaries: bool) -> LiteralString:
-    """The listing statement filtering by exactly the filters given: planned for their
-    values each time (``prepare=False``), so a state's or a queue's partial index serves
-    it (see job_list.sql)."""
-    given = frozenset(name for name in ("state", "kind", "queue") if params[name] is not None)
-    return sql.job_list(summaries=summaries, given=given)
+def _given(params: Mapping[str, Any]) -> frozenset[str]:
+    """The listing's filters given a value: only those are in its statement, planned for
+    their values each time (``prepare=False``) so that a state's or a queue's partial
+    index serves it (see job_list.sql)."""
+    return frozenset(name for name in ("state", "kind", "queue") if params[name] is not None)
 
 
 def _list_filters(
