@@ -182,8 +182,8 @@ def nested_too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
     All in C-speed string operations, since ordinary args with a few hundred containers
     come here (a regex and a loop per bracket made their encoding 4–7 times slower): the
     escapes that could hide a quote go, then everything but quotes and brackets, then
-    the strings (which hold only their brackets by then), and each round takes away the
-    innermost pairs — as many rounds as the deepest nesting."""
+    the strings (which hold only their brackets by then); a few rounds take away the
+    innermost pairs, and what is still nested after them is counted in one pass."""
     if "\\" in text:  # \\ first: in \\" the quote ends the string
         text = text.replace("\\\\", "").replace('\\"', "")
     # Two quotes side by side are an empty string (one whose brackets were none), or the

@@ -57,11 +57,14 @@ async def _one_job(
 
 
 async def _many_jobs(
-    conn: AsyncConnection[Any], query: LiteralString, params: Mapping[str, Any]
+    conn: AsyncConnection[Any],
+    query: LiteralString,
+    params: Mapping[str, Any],
+    prepare: bool | None = None,
 ) -> list[Job[Any]]:
     with mapped():
         cur = conn.cursor(row_factory=job_rows)
-        await cur.execute(query, params)
+        await cur.execute(query, params, prepare=prepare)
         return await cur.fetchall()
 
 
@@ -83,12 +86,8 @@ async def list_jobs(
 ) -> list[Job[Any]]:
     """Newest first, filtered by state, kind and queue; ``limit`` up to 10 000."""
     params = _list_filters(state, kind, queue, limit)
-    with mapped():
-        cur = conn.cursor(row_factory=job_rows)
-        await cur.execute(
-            sql.job_list(summaries=False, given=_given(params)), params, prepare=False
-        )
-        return await cur.fetchall()
+    query = sql.job_list(summaries=False, given=_given(params))
+    return await _many_jobs(conn, query, params, prepare=False)
 
 
 async def list_job_summaries(
@@ -111,7 +110,7 @@ def _given(params: Mapping[str, Any]) -> frozenset[str]:
     """The listing's filters given a value: only those are in its statement, planned for
     their values each time (``prepare=False``) so that a state's or a queue's partial
     index serves it (see job_list.sql)."""
-    return frozenset(name for name in ("state", "kind", "queue") if params[name] is not None)
+    return frozenset(name for name in sql.LIST_FILTERS if params[name] is not None)
 
 
 def _list_filters(

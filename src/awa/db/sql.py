@@ -40,17 +40,17 @@ JOB_COPY_IN_DEFAULTS = load("job_copy_in_defaults")
 # Admin
 JOB_GET = load("job_get")
 _job_list = load("job_list")  # two statements in one file: each leaves the other's part out
-_LIST_FILTERS = ("state", "kind", "queue")
+LIST_FILTERS = ("state", "kind", "queue")  # the job listing's optional filters
 
 
 def _job_lists() -> dict[tuple[bool, frozenset[str]], LiteralString]:
     found: dict[tuple[bool, frozenset[str]], LiteralString] = {}
     for summaries in (False, True):
         shown = without(_job_list, "rows" if summaries else "summaries")
-        for mask in range(2 ** len(_LIST_FILTERS)):
-            given = frozenset(f for i, f in enumerate(_LIST_FILTERS) if mask >> i & 1)
+        for mask in range(2 ** len(LIST_FILTERS)):
+            given = frozenset(f for i, f in enumerate(LIST_FILTERS) if mask >> i & 1)
             query = shown
-            for name in _LIST_FILTERS:
+            for name in LIST_FILTERS:
                 query = without(query, name) if name not in given else query
             found[summaries, given] = query
     return found

@@ -30,6 +30,7 @@ from awa.worker.permits import Permit
 R = TypeVar("R")
 
 LEASE_UNCONFIRMED = "lease unconfirmed"
+"""Why an attempt is stopped when no heartbeat confirmed its lease for too long."""
 # Why a worker's heartbeats may fail to confirm a lease in time: said in the log and in
 # the job's error. Not only the database: a handler that blocks the event loop, or
 # CPU-bound plain def handlers starving it of the interpreter, delay the beats as much
@@ -42,7 +43,6 @@ LOOP_STALLED = (
     "blocked by a handler, or starved by CPU-bound plain def handlers: see README, "
     "Heartbeats and CPU-bound handlers"
 )
-"""Why an attempt is stopped when no heartbeat confirmed its lease for too long."""
 STOPPED_BY_WORKER = frozenset({"deadline", LEASE_UNCONFIRMED})
 """Stops the worker decides alone, the row still its own: it writes their outcome (every
 other stop — a cancel, a lost lease, shutdown — follows a row that moved on already)."""

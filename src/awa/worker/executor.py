@@ -272,8 +272,7 @@ class Executor:
         it when it is a coroutine); when it was asked to stop ``ABANDON_AFTER_S`` ago, give
         up on it."""
         assert isinstance(attempt, Attempt)
-        if attempt.stopped_by_clock:  # its handler saw the limit first (the loop was late)
-            self._tell_if_stopped_by_clock(attempt)
+        if self._tell_if_stopped_by_clock(attempt):  # its handler saw the limit first
             return
         if attempt.cancel_reason is not None:
             self._give_up(attempt)
@@ -304,17 +303,19 @@ class Executor:
     # How late past a limit this loop must come to say it was held up (see _stopped_late).
     LOOP_LATE_S = 0.5
 
-    def _tell_if_stopped_by_clock(self, attempt: Attempt) -> None:
-        """The handler ended after reading its stop off the clock, before the watcher
-        (on this late loop) could say so: said now."""
-        if attempt.stopped_by_clock:
-            attempt.stopped_by_clock = False
-            self._stopped_late(attempt)
+    def _tell_if_stopped_by_clock(self, attempt: Attempt) -> bool:
+        """The handler read its stop off the clock before this loop could tell it (the
+        watcher comes, or the handler ended): said now, and the stop goes on as the
+        loop's own. False when there was no such stop."""
+        if not attempt.stopped_by_clock:
+            return False
+        attempt.stopped_by_clock = False
+        self._stopped_late(attempt)
+        return True
 
     def _stopped_late(self, attempt: Attempt) -> None:
-        """The handler read its lease's limit or deadline off the clock and was told to
-        stop before this loop could tell it: this loop was blocked or starved meanwhile.
-        Said now, and the stop goes on as the loop's own would."""
+        """Say a stop the handler read off the clock (this loop blocked or starved, if it
+        came late), then go on with it as with the loop's own."""
         now = time.monotonic()
         unconfirmed = attempt.cancel_reason == LEASE_UNCONFIRMED
         passed = attempt.lease_until if unconfirmed else attempt.deadline_at
@@ -336,9 +337,8 @@ class Executor:
                 attempt.describe(), attempt.deadline_ms, late,
                 extra=job_fields(attempt.job, "job_stopped"),
             )  # fmt: skip
-        if attempt.interruptible and attempt.task is not None:
-            attempt.task.cancel()
-        self._stop_requested(attempt)
+        assert attempt.cancel_reason is not None  # set by is_cancelled() with the flag
+        self._stop_by_worker(attempt, attempt.cancel_reason)
 
     def _stop_by_worker(self, attempt: Attempt, reason: str) -> None:
         attempt.request_cancel(reason)
